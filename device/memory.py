@@ -1,0 +1,194 @@
+"""Device memory: the HBM and DDR arenas of one NPU and the aclrtMalloc rules over them.
+
+Each arena is a sparse POSIX shared-memory segment (``/npuemu.<node>.d<id>.hbm|ddr``) the
+size of the card's memory, plus a pure offset allocator (``allocator.py``). Pages are
+committed (``posix_fallocate``) in 2 MiB chunks when an allocation first covers them, so a
+full ``/dev/shm`` becomes ``ACL_ERROR_RT_MEMORY_ALLOCATION`` at malloc time instead of a
+SIGBUS when a host or a worker later touches the page. Committed chunks stay committed until
+the device stops (a real driver also keeps its page pool).
+
+Every block is tagged with the client slot that allocated it, so a dead host's memory can be
+reclaimed and one host cannot free or copy another host's memory (the real runtime needs IPC
+handles for that).
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable
+from typing import NamedTuple
+
+from npuemu.device.allocator import HUGE1G_PAGE, HUGE_PAGE, Allocator, PageClass, plan
+from npuemu.shared import address, errors, shm
+from npuemu.shared.enums import MemAttr, MemMallocModifier
+
+COMMIT_CHUNK = HUGE_PAGE
+_LOW_BAND_WIDTH = int(MemMallocModifier.ACL_MEM_TYPE_LOW_BAND_WIDTH)
+
+
+class Tag(NamedTuple):
+    """What the allocator remembers of a block."""
+
+    client: int
+    page_class: PageClass
+    p2p: bool
+
+
+class Arena:
+    """One memory arena: the segment, its allocator and its committed-chunk map."""
+
+    def __init__(self, seg: shm.Segment, kind: int) -> None:
+        self.seg = seg
+        self.kind = kind
+        self.alloc = Allocator(seg.size, classify=_page_class)
+        self._committed = bytearray(-(-seg.size // COMMIT_CHUNK))
+        self.committed_bytes = 0
+
+    def commit(self, offset: int, span: int) -> None:
+        """Back ``[offset, offset+span)`` with pages; OSError(ENOSPC) when memory is out."""
+        first, last = offset // COMMIT_CHUNK, (offset + span - 1) // COMMIT_CHUNK
+        for chunk in range(first, last + 1):
+            if not self._committed[chunk]:
+                start = chunk * COMMIT_CHUNK
+                self.seg.commit(start, min(COMMIT_CHUNK, self.seg.size - start))
+                self._committed[chunk] = 1
+                self.committed_bytes += COMMIT_CHUNK
+
+    def free_at_granularity(self, page: int) -> int:
+        """Free bytes usable by allocations of ``page``-sized pages."""
+        if page <= 64:
+            return self.alloc.stats().free
+        total = 0
+        for start, size in self.alloc.free_blocks():
+            lo = -(-start // page) * page
+            hi = (start + size) // page * page
+            total += max(0, hi - lo)
+        return total
+
+
+def _page_class(tag: object) -> PageClass:
+    return tag.page_class  # type: ignore[attr-defined]
+
+
+_GRANULE = {None: 64, PageClass.NORMAL: 64, PageClass.HUGE: HUGE_PAGE,
+            PageClass.HUGE1G: HUGE1G_PAGE}
+_H, _D = address.HBM, address.DDR
+_N, _HG, _G = PageClass.NORMAL, PageClass.HUGE, PageClass.HUGE1G
+# aclrtMemAttr -> (arena, page class or None for all). P2P memory shares the same pool.
+MEM_ATTRS: dict[int, tuple[int, PageClass | None]] = {
+    MemAttr.ACL_DDR_MEM: (_D, None), MemAttr.ACL_HBM_MEM: (_H, None),
+    MemAttr.ACL_DDR_MEM_HUGE: (_D, _HG), MemAttr.ACL_DDR_MEM_NORMAL: (_D, _N),
+    MemAttr.ACL_HBM_MEM_HUGE: (_H, _HG), MemAttr.ACL_HBM_MEM_NORMAL: (_H, _N),
+    MemAttr.ACL_DDR_MEM_P2P_HUGE: (_D, _HG), MemAttr.ACL_DDR_MEM_P2P_NORMAL: (_D, _N),
+    MemAttr.ACL_HBM_MEM_P2P_HUGE: (_H, _HG), MemAttr.ACL_HBM_MEM_P2P_NORMAL: (_H, _N),
+    MemAttr.ACL_HBM_MEM_HUGE1G: (_H, _G), MemAttr.ACL_HBM_MEM_P2P_HUGE1G: (_H, _G),
+    MemAttr.ACL_MEM_NORMAL: (_H, _N), MemAttr.ACL_MEM_HUGE: (_H, _HG),
+    MemAttr.ACL_MEM_HUGE1G: (_H, _G), MemAttr.ACL_MEM_P2P_NORMAL: (_H, _N),
+    MemAttr.ACL_MEM_P2P_HUGE: (_H, _HG), MemAttr.ACL_MEM_P2P_HUGE1G: (_H, _G),
+}
+
+
+class DeviceMemory:
+    """Both arenas of one device, with per-client accounting.
+
+    ``on_change(client, arena, tag, delta_bytes)`` is called after every malloc (positive
+    delta) and free (negative) so the worker can update its published counters in O(1).
+    """
+
+    def __init__(self, dev: int, arenas: list[Arena],
+                 on_change: Callable[[int, int, Tag, int], None]) -> None:
+        self.dev = dev
+        self.arenas = arenas
+        self.on_change = on_change
+
+    # aclrtMalloc / aclrtFree ---------------------------------------------------------------
+    def malloc(self, client: int, size: int, policy: int) -> tuple[int, int, int]:
+        """Allocate; returns ``(device pointer, span, page class)``. Raises AclError."""
+        if size <= 0:
+            raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "size must be > 0")
+        kind = _D if policy & _LOW_BAND_WIDTH else _H
+        arena = self.arenas[kind]
+        step = plan(size, policy)
+        while step is not None:
+            tag = Tag(client, step.page_class, step.p2p)
+            offset = arena.alloc.alloc(step.span, step.align, tag)
+            if offset is not None:
+                return self._commit(arena, offset, step.span, tag)
+            step = step.fallback
+        stats = arena.alloc.stats()
+        raise errors.error_for(errors.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                               f"device {self.dev} {address.ARENA_NAMES[kind]}: no room for "
+                               f"{size} bytes (policy {policy:#x}); {stats.free} free, "
+                               f"largest block {stats.largest_free}")
+
+    def _commit(self, arena: Arena, offset: int, span: int, tag: Tag) -> tuple[int, int, int]:
+        try:
+            arena.commit(offset, span)
+        except OSError as err:
+            arena.alloc.free(offset)
+            code = errors.ACL_ERROR_RT_MEMORY_ALLOCATION
+            why = "host shared memory (/dev/shm) is full" if err.errno == errno.ENOSPC else err
+            raise errors.error_for(code, f"device {self.dev}: {why}") from err
+        self.on_change(tag.client, arena.kind, tag, span)
+        return address.encode(self.dev, arena.kind, offset), span, int(tag.page_class)
+
+    def free(self, client: int, ptr: int) -> int:
+        """Free the block starting at ``ptr``; returns its span. Raises AclError (107000)."""
+        arena, offset = self._arena_of(ptr)
+        tag = arena.alloc.tag_at(offset)
+        if tag is None or tag.client != client:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"0x{ptr:x} is not the start of a live allocation of this "
+                                   "process")
+        span, tag = arena.alloc.free(offset)
+        self.on_change(client, arena.kind, tag, -span)
+        return span
+
+    def reclaim(self, client: int) -> int:
+        """Free every block of ``client`` (its host died or detached); returns bytes freed."""
+        freed = 0
+        for arena in self.arenas:
+            for start, _span, tag in arena.alloc.snapshot():
+                if tag.client == client:
+                    freed += self.free(client, address.encode(self.dev, arena.kind, start))
+        return freed
+
+    # validation for device-side copies -----------------------------------------------------
+    def resolve(self, client: int, ptr: int, count: int) -> tuple[Arena, int]:
+        """Check that ``[ptr, ptr+count)`` lies inside one live block of ``client``."""
+        arena, offset = self._arena_of(ptr)
+        found = arena.alloc.find(offset)
+        if found is None or found[2].client != client:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"0x{ptr:x} is not in a live allocation of this process")
+        start, span, _tag = found
+        if offset + count > start + span:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"0x{ptr:x}+{count} runs past its allocation "
+                                   f"(0x{address.encode(self.dev, arena.kind, start):x}, "
+                                   f"{span} bytes)")
+        return arena, offset
+
+    def _arena_of(self, ptr: int) -> tuple[Arena, int]:
+        try:
+            dev, kind, offset = address.decode(ptr)
+        except ValueError as err:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, str(err)) from err
+        if dev != self.dev or offset >= self.arenas[kind].seg.size:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"0x{ptr:x} is not memory of device {self.dev}")
+        return self.arenas[kind], offset
+
+    # aclrtGetMemInfo -----------------------------------------------------------------------
+    def mem_info(self, attr: int) -> tuple[int, int]:
+        """``(free, total)`` bytes for an ``aclrtMemAttr``; unknown attributes give (0, 0)."""
+        if attr not in MEM_ATTRS:
+            return 0, 0
+        kind, page_class = MEM_ATTRS[attr]
+        arena = self.arenas[kind]
+        return arena.free_at_granularity(_GRANULE[page_class]), arena.seg.size
+
+    def snapshot(self) -> list[tuple[int, int, int, int]]:
+        """Live blocks as ``(ptr, span, page class, client)``."""
+        return [(address.encode(self.dev, a.kind, start), span, int(tag.page_class), tag.client)
+                for a in self.arenas for start, span, tag in a.alloc.snapshot()]

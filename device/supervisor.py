@@ -1,0 +1,346 @@
+"""The node supervisor: one process per emulated server (its BMC and driver daemon).
+
+``python -m npuemu.device.supervisor --node NAME --devices N --hbm B --ddr B [--owner PID]``
+
+It creates the node registry, starts device workers (all at once with ``--eager``, else each
+on the first attach to it), serves the control socket (``shared/control.py``), watches every
+worker through a pidfd and every host through its control connection:
+
+- a worker that dies is marked LOST in the registry and in its control block, every host
+  waiting on it is woken at once (so calls fail with a device-lost code instead of waiting
+  out a timeout), and its segments are unlinked;
+- a host whose connection closes (exit or ``kill -9``) has its client slots set CLOSING so
+  the workers reclaim its memory, and its pinned host segments are unlinked;
+- an embedded node (``--owner``) stops when its owner's connection closes;
+- on stop, every worker is asked to stop, killed if it does not within 3 s, and every name
+  of the node is unlinked from /dev/shm.
+
+Single-threaded: one ``selectors`` loop, so slot reservations need no locks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+
+from npuemu.shared import control, errors, layout, protocol, shm
+from npuemu.shared.config import ATTACH_TIMEOUT_S
+from npuemu.shared.layout import (
+    CLIENT_ENTRY,
+    CTL_CLIENTS,
+    DEVICE_CTL,
+    DEVICE_ENTRY,
+    REG_DEVICES,
+    REGISTRY,
+    ClientState,
+    DeviceState,
+    NodeState,
+)
+
+STOP_GRACE_S = 3.0
+
+
+class DeviceProc:
+    """The supervisor's view of one device: its worker process and control block."""
+
+    def __init__(self, dev: int) -> None:
+        self.dev = dev
+        self.proc: subprocess.Popen | None = None
+        self.pidfd = -1
+        self.ctl_seg: shm.Segment | None = None
+        self.ctl: memoryview | None = None
+
+    def slot_state(self, slot: int) -> int:
+        assert self.ctl is not None
+        return self.ctl[CTL_CLIENTS + slot * CLIENT_ENTRY.words + CLIENT_ENTRY.STATE]
+
+    def set_slot(self, slot: int, state: int) -> None:
+        assert self.ctl is not None
+        self.ctl[CTL_CLIENTS + slot * CLIENT_ENTRY.words + CLIENT_ENTRY.STATE] = state
+
+    def close_ctl(self) -> None:
+        if self.ctl is not None:
+            self.ctl.release()
+            self.ctl = None
+        if self.ctl_seg is not None:
+            self.ctl_seg.close()
+            self.ctl_seg = None
+
+
+class Supervisor:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.node, self.args = args.node, args
+        self.sel = selectors.DefaultSelector()
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(control.address(self.node))  # EADDRINUSE: the node exists
+        self.listener.listen(64)
+        self.listener.setblocking(False)
+        self.reg_seg = shm.Segment(shm.name(self.node, "reg"), layout.REGISTRY_SIZE,
+                                   create=True)
+        self.reg = self.reg_seg.buf.cast("Q")
+        self.devices = [DeviceProc(d) for d in range(args.devices)]
+        self.conns: dict[socket.socket, dict] = {}
+        self.owner_seen = False
+        self.running = True
+        self._write_registry()
+        self.sel.register(self.listener, selectors.EVENT_READ, ("listen", None))
+
+    # registry ------------------------------------------------------------------------------
+    def _write_registry(self) -> None:
+        reg, args, me = self.reg, self.args, psutil.Process()
+        reg[REGISTRY.VERSION] = protocol.PROTOCOL_VERSION
+        reg[REGISTRY.DEVICES] = args.devices
+        reg[REGISTRY.SUP_PID] = me.pid
+        reg[REGISTRY.SUP_CTIME] = int(me.create_time() * 1e6)
+        reg[REGISTRY.OWNER_PID] = args.owner or 0
+        reg[REGISTRY.HBM_BYTES], reg[REGISTRY.DDR_BYTES] = args.hbm, args.ddr
+        for field, text in ((REGISTRY.SOC, args.soc), (REGISTRY.NODE, self.node)):
+            for i, word in enumerate(layout.pack_str(text, 4)):
+                reg[field + i] = word
+        reg[REGISTRY.STATE] = NodeState.STARTING
+        reg[REGISTRY.MAGIC] = layout.MAGIC_REGISTRY
+
+    def _entry(self, dev: int, field: int) -> int:
+        return REG_DEVICES + dev * DEVICE_ENTRY.words + field
+
+    # workers -------------------------------------------------------------------------------
+    def spawn(self, dp: DeviceProc) -> None:
+        args = self.args
+        cmd = [sys.executable, "-m", "npuemu.device", "--node", self.node, "--dev",
+               str(dp.dev), "--hbm", str(args.hbm), "--ddr", str(args.ddr),
+               "--supervisor", str(os.getpid())]
+        dp.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+        dp.pidfd = os.pidfd_open(dp.proc.pid)
+        self.sel.register(dp.pidfd, selectors.EVENT_READ, ("worker", dp))
+        reg = self.reg
+        reg[self._entry(dp.dev, DEVICE_ENTRY.PID)] = dp.proc.pid
+        reg[self._entry(dp.dev, DEVICE_ENTRY.STARTS)] += 1
+        reg[self._entry(dp.dev, DEVICE_ENTRY.STATE)] = DeviceState.BOOTING
+
+    def wait_ready(self, dps: list[DeviceProc]) -> None:
+        """Block until each worker's control block says READY (bounded; raises AclError)."""
+        deadline = time.monotonic() + ATTACH_TIMEOUT_S
+        pending = [dp for dp in dps if dp.ctl is None]
+        while pending:
+            for dp in list(pending):
+                assert dp.proc is not None
+                if dp.proc.poll() is not None:
+                    self.lost(dp)
+                    raise errors.error_for(errors.ACL_ERROR_RT_NO_DEVICE,
+                                           f"device {dp.dev} worker exited at start "
+                                           f"({dp.proc.returncode})")
+                if self._map_ctl(dp):
+                    pending.remove(dp)
+            if pending and time.monotonic() > deadline:
+                raise errors.error_for(errors.ACL_ERROR_RT_NO_DEVICE,
+                                       f"device {pending[0].dev} did not start in time")
+            if pending:
+                time.sleep(0.002)
+
+    def _map_ctl(self, dp: DeviceProc) -> bool:
+        if dp.ctl_seg is None:
+            try:
+                dp.ctl_seg = shm.Segment(shm.name(self.node, f"d{dp.dev}", "ctl"))
+            except FileNotFoundError:
+                return False
+        view = dp.ctl_seg.buf.cast("Q")
+        if view[DEVICE_CTL.STATE] != DeviceState.READY:
+            view.release()
+            return False
+        dp.ctl = view
+        reg = self.reg
+        reg[self._entry(dp.dev, DEVICE_ENTRY.CTIME)] = view[DEVICE_CTL.CTIME]
+        reg[self._entry(dp.dev, DEVICE_ENTRY.STATE)] = DeviceState.READY
+        return True
+
+    def lost(self, dp: DeviceProc) -> None:
+        """A worker died: record it, wake its clients, remove its names."""
+        assert dp.proc is not None
+        code = dp.proc.wait()
+        self.sel.unregister(dp.pidfd)
+        os.close(dp.pidfd)
+        reg = self.reg
+        reg[self._entry(dp.dev, DEVICE_ENTRY.EXIT_STATUS)] = layout.encode_exit(code)
+        reg[self._entry(dp.dev, DEVICE_ENTRY.LOST_NS)] = time.monotonic_ns()
+        stopping = reg[REGISTRY.STATE] == NodeState.STOPPING
+        reg[self._entry(dp.dev, DEVICE_ENTRY.STATE)] = (
+            DeviceState.STOPPED if stopping else DeviceState.LOST)
+        if dp.ctl is not None and not stopping:
+            dp.ctl[DEVICE_CTL.STATE] = DeviceState.LOST
+            for slot in range(layout.MAX_CLIENTS):
+                if dp.slot_state(slot) in (ClientState.ACTIVE, ClientState.REQUEST):
+                    self._post(shm.name(self.node, f"d{dp.dev}", f"c{slot}", "wake"))
+        dp.close_ctl()
+        shm.unlink_all(self.node, f"d{dp.dev}.")
+        dp.proc = None
+        if not stopping:
+            print(f"npuemu: device {dp.dev} worker died ({code})", file=sys.stderr)
+
+    @staticmethod
+    def _post(sem_name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            sem = shm.semaphore(sem_name)
+            sem.release()
+            sem.close()
+
+    # control requests ----------------------------------------------------------------------
+    def on_request(self, conn: socket.socket, msg: tuple) -> list:
+        verb = msg[0]
+        if verb == "hello":
+            info = self.conns[conn]
+            info["pid"] = msg[1]
+            if self.args.owner and msg[1] == self.args.owner and msg[2]:
+                info["owner"] = self.owner_seen = True
+            a = self.args
+            return [0, a.devices, a.hbm, a.ddr, a.soc, protocol.PROTOCOL_VERSION]
+        if verb == "attach":
+            return self.attach(conn, msg[1])
+        if verb == "detach":
+            self.conns[conn]["slots"].discard((msg[1], msg[2]))
+            return [0]
+        if verb == "stop":
+            self.running = False
+            return [0]
+        return [errors.ACL_ERROR_RT_PARAM_INVALID, f"unknown control request {verb!r}"]
+
+    def attach(self, conn: socket.socket, dev: object) -> list:
+        if type(dev) is not int or not 0 <= dev < len(self.devices):
+            return [errors.ACL_ERROR_RT_INVALID_DEVICEID, f"no device {dev!r} in this node"]
+        dp = self.devices[dev]
+        try:
+            if dp.proc is None:
+                if self.reg[self._entry(dev, DEVICE_ENTRY.STATE)] == DeviceState.LOST:
+                    return [errors.ACL_ERROR_RT_LOST_HEARTBEAT, f"device {dev} is lost"]
+                self.spawn(dp)
+            self.wait_ready([dp])
+        except errors.AclError as err:
+            return [err.code, err.detail]
+        taken = {s for info in self.conns.values() for d, s in info["slots"] if d == dev}
+        for slot in range(layout.MAX_CLIENTS):
+            if slot not in taken and dp.slot_state(slot) == ClientState.FREE:
+                dp.set_slot(slot, ClientState.RESERVED)
+                self.conns[conn]["slots"].add((dev, slot))
+                return [0, slot]
+        return [errors.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL,
+                f"device {dev} has {layout.MAX_CLIENTS} clients already"]
+
+    def on_disconnect(self, conn: socket.socket) -> None:
+        info = self.conns.pop(conn)
+        self.sel.unregister(conn)
+        conn.close()
+        for dev, slot in info["slots"]:
+            dp = self.devices[dev]
+            if dp.ctl is not None and dp.slot_state(slot) != ClientState.FREE:
+                dp.set_slot(slot, ClientState.CLOSING)
+                self._post(shm.name(self.node, f"d{dev}", "bell"))
+            elif dp.ctl is None:
+                shm.unlink_all(self.node, f"d{dev}.c{slot}")
+        if info.get("pid"):
+            shm.unlink_all(self.node, f"p{info['pid']}.")
+        if info.get("owner"):
+            self.running = False
+
+    # loop ----------------------------------------------------------------------------------
+    def run(self) -> None:
+        if self.args.eager:
+            for dp in self.devices:
+                self.spawn(dp)
+            self.wait_ready(self.devices)
+        self.reg[REGISTRY.STARTED_NS] = time.monotonic_ns()
+        self.reg[REGISTRY.STATE] = NodeState.READY
+        started = time.monotonic()
+        while self.running:
+            for key, _ in self.sel.select(timeout=0.5):
+                self._event(key)
+            if self.args.owner and not self.owner_seen:
+                if not psutil.pid_exists(self.args.owner) or (
+                        time.monotonic() - started > ATTACH_TIMEOUT_S):
+                    self.running = False
+
+    def _event(self, key: selectors.SelectorKey) -> None:
+        kind, obj = key.data
+        if kind == "listen":
+            conn, _ = self.listener.accept()
+            self.conns[conn] = {"slots": set(), "reader": control.Reader()}
+            self.sel.register(conn, selectors.EVENT_READ, ("conn", None))
+        elif kind == "worker":
+            self.lost(obj)
+        else:
+            self._on_readable(key.fileobj)  # type: ignore[arg-type]
+
+    def _on_readable(self, conn: socket.socket) -> None:
+        try:
+            data = conn.recv(65536)
+            messages = self.conns[conn]["reader"].feed(data) if data else None
+        except (OSError, ValueError):
+            messages = None
+        if messages is None:
+            self.on_disconnect(conn)
+            return
+        for msg in messages:
+            try:
+                reply = self.on_request(conn, msg)
+            except (IndexError, TypeError) as err:
+                reply = [errors.ACL_ERROR_RT_PARAM_INVALID, f"bad control request: {err}"]
+            with contextlib.suppress(OSError):
+                control.send(conn, reply)
+
+    def stop(self) -> None:
+        """Stop every worker (bounded), then remove every name of the node."""
+        self.reg[REGISTRY.STATE] = NodeState.STOPPING
+        live = [dp for dp in self.devices if dp.proc is not None]
+        for dp in live:
+            if dp.ctl is not None:
+                dp.ctl[DEVICE_CTL.STATE] = DeviceState.STOPPING
+            self._post(shm.name(self.node, f"d{dp.dev}", "bell"))
+        deadline = time.monotonic() + STOP_GRACE_S
+        for dp in live:
+            assert dp.proc is not None
+            try:
+                dp.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                dp.proc.kill()
+            self.lost(dp)
+        for conn in list(self.conns):
+            conn.close()
+        self.listener.close()
+        self.reg.release()
+        self.reg_seg.close()
+        shm.unlink_all(self.node)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m npuemu.device.supervisor")
+    parser.add_argument("--node", required=True)
+    parser.add_argument("--devices", type=int, required=True)
+    parser.add_argument("--hbm", type=int, required=True)
+    parser.add_argument("--ddr", type=int, required=True)
+    parser.add_argument("--soc", default="Ascend910B1")
+    parser.add_argument("--owner", type=int, default=0)
+    parser.add_argument("--eager", action="store_true")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        sup = Supervisor(args)
+    except OSError as err:
+        print(f"npuemu: cannot start node {args.node!r}: {err}", file=sys.stderr)
+        return 3
+    signal.signal(signal.SIGTERM, lambda *_: setattr(sup, "running", False))
+    try:
+        sup.run()
+    finally:
+        sup.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

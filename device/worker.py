@@ -1,0 +1,249 @@
+"""The device worker: one OS process per emulated NPU (its "hardware and firmware").
+
+Started by the node supervisor as ``python -m npuemu.device --node N --dev D ...``. It owns
+the device's control block, arenas and doorbell, serves every attached host client's
+submission ring, answers on that client's completion ring, and sleeps when idle.
+
+Main loop, one pass:
+  1. drain each ACTIVE client's submission ring, dispatching every frame (``dispatch.py``);
+  2. if nothing was there: spin with ``sched_yield`` for ``SPIN_S`` after the last work, then
+     set ``sleeping``, re-check the rings and block on the doorbell semaphore (a timed wait:
+     10 ms right after activity, covering the rare missed-wake race of the flag handshake;
+     ``HEARTBEAT_S`` when long idle, so an idle node costs well under 1 % CPU);
+  3. housekeeping (at most every few ms): heartbeat, new or closing client slots, supervisor
+     liveness, a stop request.
+A malformed frame is counted in ``bad_frames`` and answered with an error when it carries a
+sequence number; it never stops the loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import sys
+import time
+
+import psutil
+
+from npuemu.device import dispatch
+from npuemu.device.memory import Arena, DeviceMemory, Tag
+from npuemu.shared import address, layout, protocol, shm
+from npuemu.shared.config import HEARTBEAT_S
+from npuemu.shared.layout import CLIENT_ENTRY, CLIENT_HEADER, CTL_CLIENTS, DEVICE_CTL
+from npuemu.shared.layout import ClientState, DeviceState
+from npuemu.shared.ring import Ring, RingFull, region_size
+
+SPIN_S = 200e-6
+RECENT_S = 1.0
+HOUSEKEEPING_S = 0.005
+_C = DEVICE_CTL
+_ARENA_FIELDS = {address.HBM: (_C.HBM_USED, _C.HBM_PEAK), address.DDR: (_C.DDR_USED, _C.DDR_PEAK)}
+_CLASS_FIELDS = (_C.USED_NORMAL, _C.USED_HUGE, _C.USED_HUGE1G)
+
+
+class Client:
+    """One attached host process: its rings and its wake semaphore."""
+
+    def __init__(self, node: str, dev: int, slot: int) -> None:
+        self.slot = slot
+        self.seg = shm.Segment(shm.name(node, f"d{dev}", f"c{slot}"))
+        self.hdr = self.seg.buf[: CLIENT_HEADER.size].cast("Q")
+        sub_bytes = self.hdr[CLIENT_HEADER.SUB_BYTES]
+        base = layout.CLIENT_SUB_OFFSET
+        self.sub = Ring(self.seg.buf[base : base + sub_bytes])
+        cpl_bytes = self.hdr[CLIENT_HEADER.CPL_BYTES]
+        self.cpl = Ring(self.seg.buf[base + sub_bytes : base + sub_bytes + cpl_bytes])
+        self.wake = shm.semaphore(shm.name(node, f"d{dev}", f"c{slot}", "wake"))
+
+    def reply(self, frame: tuple | list) -> None:
+        try:
+            self.cpl.push(protocol.pack(frame))
+        except RingFull:  # the host only has one sync request in flight; this is a bug
+            print(f"npuemu worker: completion ring of slot {self.slot} full", file=sys.stderr)
+            return
+        if self.hdr[CLIENT_HEADER.HOST_SLEEPING]:
+            self.wake.release()
+
+    def close(self) -> None:
+        self.sub.release()
+        self.cpl.release()
+        self.hdr.release()
+        self.seg.close()
+        self.wake.close()
+
+
+class Worker:
+    """State of one device worker process."""
+
+    def __init__(self, node: str, dev: int, hbm: int, ddr: int, supervisor: int) -> None:
+        self.node, self.dev = node, dev
+        self.ctl_seg = shm.Segment(shm.name(node, f"d{dev}", "ctl"), layout.DEVICE_CTL_SIZE,
+                                   create=True)
+        self.ctl = self.ctl_seg.buf.cast("Q")
+        self.bell = shm.semaphore(shm.name(node, f"d{dev}", "bell"), create=True)
+        arenas = []
+        for kind, size in ((address.HBM, hbm), (address.DDR, ddr)):
+            seg_name = shm.name(node, f"d{dev}", address.ARENA_NAMES[kind])
+            arenas.append(Arena(shm.Segment(seg_name, size, create=True), kind))
+        self.memory = DeviceMemory(dev, arenas, self._account)
+        self.clients: dict[int, Client] = {}
+        self.active: list[Client] = []
+        self.supervisor_fd = os.pidfd_open(supervisor)
+        self.running = True
+        self._write_identity(hbm, ddr)
+
+    # control block -------------------------------------------------------------------------
+    def _write_identity(self, hbm: int, ddr: int) -> None:
+        ctl, me = self.ctl, psutil.Process()
+        ctl[_C.VERSION] = protocol.PROTOCOL_VERSION
+        ctl[_C.DEV] = self.dev
+        ctl[_C.PID] = me.pid
+        ctl[_C.CTIME] = int(me.create_time() * 1e6)
+        ctl[_C.HBM_TOTAL], ctl[_C.DDR_TOTAL] = hbm, ddr
+        ctl[_C.BOOT_NS] = ctl[_C.HEARTBEAT] = time.monotonic_ns()
+        ctl[_C.MAGIC] = layout.MAGIC_DEVICE
+        ctl[_C.STATE] = DeviceState.READY
+
+    def _account(self, slot: int, arena: int, tag: Tag, delta: int) -> None:
+        """Apply one malloc (+span) or free (-span) to the published counters."""
+        ctl, count = self.ctl, 1 if delta > 0 else -1
+        base = CTL_CLIENTS + slot * CLIENT_ENTRY.words
+        used = ctl[base + CLIENT_ENTRY.USED] + delta
+        ctl[base + CLIENT_ENTRY.USED] = used
+        ctl[base + CLIENT_ENTRY.ALLOCS] += count
+        if used > ctl[base + CLIENT_ENTRY.PEAK]:
+            ctl[base + CLIENT_ENTRY.PEAK] = used
+        used_field, peak_field = _ARENA_FIELDS[arena]
+        used = ctl[used_field] + delta
+        ctl[used_field] = used
+        if used > ctl[peak_field]:
+            ctl[peak_field] = used
+        ctl[_CLASS_FIELDS[tag.page_class]] += delta
+        if tag.p2p:
+            ctl[_C.USED_P2P] += delta
+        ctl[_C.LIVE_ALLOCS] += count
+        if delta > 0:
+            ctl[_C.COMMITTED] = sum(a.committed_bytes for a in self.memory.arenas)
+
+    # client slots --------------------------------------------------------------------------
+    def _slot(self, slot: int, field: int) -> int:
+        return self.ctl[CTL_CLIENTS + slot * CLIENT_ENTRY.words + field]
+
+    def _set_slot(self, slot: int, field: int, value: int) -> None:
+        self.ctl[CTL_CLIENTS + slot * CLIENT_ENTRY.words + field] = value
+
+    def scan_slots(self) -> None:
+        for slot in range(layout.MAX_CLIENTS):
+            state = self._slot(slot, CLIENT_ENTRY.STATE)
+            if state == ClientState.REQUEST and slot not in self.clients:
+                self._attach(slot)
+            elif state == ClientState.CLOSING:
+                self._detach(slot)
+
+    def _attach(self, slot: int) -> None:
+        try:
+            client = Client(self.node, self.dev, slot)
+        except (FileNotFoundError, ValueError) as err:
+            print(f"npuemu worker {self.dev}: attach slot {slot}: {err}", file=sys.stderr)
+            self._set_slot(slot, CLIENT_ENTRY.STATE, ClientState.REJECTED)
+            return
+        if client.hdr[CLIENT_HEADER.VERSION] != protocol.PROTOCOL_VERSION:
+            self._set_slot(slot, CLIENT_ENTRY.STATE, ClientState.REJECTED)
+            client.wake.release()
+            client.close()
+            return
+        self.clients[slot] = client
+        self.active = list(self.clients.values())
+        for field in (CLIENT_ENTRY.USED, CLIENT_ENTRY.PEAK, CLIENT_ENTRY.ALLOCS):
+            self._set_slot(slot, field, 0)
+        self.ctl[_C.CLIENTS] = len(self.clients)
+        self._set_slot(slot, CLIENT_ENTRY.STATE, ClientState.ACTIVE)
+        client.wake.release()
+
+    def _detach(self, slot: int) -> None:
+        """Reclaim everything of a client that detached or died, then free the slot."""
+        self.memory.reclaim(slot)
+        client = self.clients.pop(slot, None)
+        if client is not None:
+            client.close()
+        shm.unlink_segment(shm.name(self.node, f"d{self.dev}", f"c{slot}"))
+        shm.unlink_semaphore(shm.name(self.node, f"d{self.dev}", f"c{slot}", "wake"))
+        self.active = list(self.clients.values())
+        self.ctl[_C.CLIENTS] = len(self.clients)
+        self._set_slot(slot, CLIENT_ENTRY.PID, 0)
+        self._set_slot(slot, CLIENT_ENTRY.STATE, ClientState.FREE)
+
+    # main loop -----------------------------------------------------------------------------
+    def serve(self) -> int:
+        """Drain every client's submission ring once; returns the number of frames handled."""
+        handled = 0
+        for client in self.active:
+            sub = client.sub
+            while (payload := sub.pop()) is not None:
+                handled += 1
+                dispatch.handle(self, client, payload)
+        if handled:
+            self.ctl[_C.REQUESTS] += handled
+        return handled
+
+    def run(self) -> None:
+        last_work = last_house = time.monotonic()
+        while self.running:
+            now = time.monotonic()
+            if self.serve():
+                last_work = now
+            elif now - last_work < SPIN_S:
+                os.sched_yield()
+            else:
+                self._sleep(HEARTBEAT_S if now - last_work > RECENT_S else 0.01)
+                now = time.monotonic()
+            if now - last_house > HOUSEKEEPING_S:
+                last_house = now
+                self.housekeeping()
+
+    def _sleep(self, timeout: float) -> None:
+        self.ctl[_C.SLEEPING] = 1
+        if all(c.sub.empty() for c in self.active):
+            shm.wait(self.bell, timeout)
+        self.ctl[_C.SLEEPING] = 0
+
+    def housekeeping(self) -> None:
+        self.ctl[_C.HEARTBEAT] = time.monotonic_ns()
+        self.scan_slots()
+        if self.ctl[_C.STATE] == DeviceState.STOPPING:
+            self.running = False
+        elif select.select([self.supervisor_fd], [], [], 0)[0]:
+            print(f"npuemu worker {self.dev}: supervisor gone, exiting", file=sys.stderr)
+            self.running = False
+
+    def shutdown(self) -> None:
+        """Orderly stop: close every mapping and remove this device's names."""
+        for slot in list(self.clients):
+            self._detach(slot)
+        self.ctl[_C.STATE] = DeviceState.STOPPED
+        for arena in self.memory.arenas:
+            arena.seg.unlink()
+            arena.seg.close()
+        self.bell.close()
+        shm.unlink_semaphore(shm.name(self.node, f"d{self.dev}", "bell"))
+        self.ctl.release()
+        self.ctl_seg.unlink()
+        self.ctl_seg.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m npuemu.device")
+    parser.add_argument("--node", required=True)
+    parser.add_argument("--dev", type=int, required=True)
+    parser.add_argument("--hbm", type=int, required=True)
+    parser.add_argument("--ddr", type=int, required=True)
+    parser.add_argument("--supervisor", type=int, required=True)
+    args = parser.parse_args(argv)
+    worker = Worker(args.node, args.dev, args.hbm, args.ddr, args.supervisor)
+    try:
+        worker.run()
+    finally:
+        worker.shutdown()
+    return 0
+

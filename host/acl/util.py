@@ -1,0 +1,270 @@
+"""pyACL ``acl.util``: convert between Python buffers, NumPy arrays and raw host pointers.
+
+Mirrors ``python/pyACL/util/{bytes_convert,numpy_convert,thread}.cpp`` of hicann/runtime:
+pointers are plain ``int`` addresses, ``ptr_to_numpy`` returns a *view* (no copy), and
+``numpy_to_ptr``, ``numpy_contiguous_to_ptr`` and ``ptr_to_numpy`` are deprecated.
+
+Where npuemu differs from the real module (it is stricter than hardware, never looser):
+
+* ``ptr_to_bytes`` and ``ptr_to_numpy`` refuse a null pointer and any range touching the
+  emulated device address window (:mod:`npuemu.shared.address`) with ``ValueError`` naming the
+  address. On a real card dereferencing a device address from the host crashes the process.
+* ``bytes_to_ptr`` also takes ``bytearray`` and other contiguous buffer objects (the real one
+  only takes ``bytes``).
+* The deprecation warnings use ``DeprecationWarning`` (pyACL raises the base ``Warning``).
+* ``start_thread`` returns the kernel thread id (``Thread.native_id``), not a ``pthread_t``;
+  ``stop_thread`` waits at most :data:`STOP_THREAD_TIMEOUT_S` and returns 100000
+  (``ACL_ERROR_INVALID_PARAM``) for an unknown id.
+
+Lifetime: a pointer from ``bytes_to_ptr``/``numpy_to_ptr`` is only valid while the Python
+object it came from is alive (and, for ``bytearray``, not resized). Keep a reference for as long
+as the pointer is in use, e.g. until an asynchronous copy reading it has completed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import math
+import operator
+import sys
+import threading
+import traceback
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from npuemu.shared import address
+
+__all__ = [
+    "NPY_TYPES",
+    "STOP_THREAD_TIMEOUT_S",
+    "bytes_to_ptr",
+    "numpy_contiguous_to_ptr",
+    "numpy_to_ptr",
+    "ptr_to_bytes",
+    "ptr_to_numpy",
+    "start_thread",
+    "stop_thread",
+]
+
+NPY_TYPES: dict[int, np.dtype] = {
+    0: np.dtype(np.bool_),
+    1: np.dtype(np.int8),
+    2: np.dtype(np.uint8),
+    3: np.dtype(np.int16),
+    4: np.dtype(np.uint16),
+    5: np.dtype(np.int32),
+    6: np.dtype(np.uint32),
+    7: np.dtype(np.int64),
+    8: np.dtype(np.uint64),
+    11: np.dtype(np.float32),
+    12: np.dtype(np.float64),
+    23: np.dtype(np.float16),
+}
+"""NumPy C type numbers (``NPY_TYPES``) accepted by :func:`ptr_to_numpy`."""
+
+STOP_THREAD_TIMEOUT_S = 5.0
+"""Longest :func:`stop_thread` waits for the thread to finish."""
+
+_ACL_ERROR_INVALID_PARAM = 100000
+_PTR_LIMIT = 1 << 64  # pointers are C ``unsigned long``
+
+
+def bytes_to_ptr(data: bytes | bytearray | memoryview | Any) -> int:
+    """Address of the buffer of ``data`` (``bytes``, ``bytearray`` or a contiguous buffer).
+
+    No copy is made: the object must stay alive (and a ``bytearray`` unresized) for as long as
+    the pointer is used. Writing through a pointer to a ``bytes`` object is undefined.
+    """
+    if type(data) is bytes:
+        return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
+    if type(data) is bytearray:
+        return ctypes.addressof((ctypes.c_char * len(data)).from_buffer(data))
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise ValueError(
+            f"bytes_to_ptr needs a bytes-like object, got {type(data).__name__}"
+        ) from None
+    with view:
+        if not view.contiguous:
+            raise ValueError("bytes_to_ptr needs a contiguous buffer")
+        return int(np.frombuffer(view, dtype=np.uint8).ctypes.data)
+
+
+def ptr_to_bytes(ptr: int, size: int) -> bytes:
+    """Copy ``size`` bytes of host memory at ``ptr`` into a new ``bytes`` object."""
+    ptr = operator.index(ptr)
+    size = operator.index(size)
+    if size < 0:
+        raise ValueError(f"ptr_to_bytes: size must be >= 0, got {size}")
+    _check_host_range("ptr_to_bytes", ptr, size)
+    return ctypes.string_at(ptr, size)
+
+
+def numpy_to_ptr(arr: np.ndarray) -> int:
+    """Address of the data of ``arr`` (deprecated: use :func:`bytes_to_ptr`).
+
+    ``arr`` must outlive the pointer's use. A non C-contiguous array gets a ``UserWarning``
+    because the pointer then does not describe the array's logical layout.
+    """
+    warnings.warn(
+        "acl.util.numpy_to_ptr will be deprecated. Please use acl.util.bytes_to_ptr instead.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    if not isinstance(arr, np.ndarray):
+        raise ValueError(f"numpy_to_ptr needs an ndarray as argument, got {type(arr).__name__}")
+    if not arr.flags.c_contiguous:
+        warnings.warn(
+            "The input ndarray is discontiguous. Please use acl.util.bytes_to_ptr instead.",
+            UserWarning,
+            stacklevel=2,
+        )
+    return int(arr.ctypes.data)
+
+
+def numpy_contiguous_to_ptr(arr: np.ndarray) -> tuple[int, np.ndarray]:
+    """``(ptr, arr2)``: ``arr2`` is ``arr`` made C-contiguous (``arr`` itself if it already is).
+
+    The caller must keep ``arr2`` alive while ``ptr`` is in use. Deprecated in pyACL like
+    :func:`numpy_to_ptr`, so it warns too.
+    """
+    warnings.warn(
+        "acl.util.numpy_contiguous_to_ptr will be deprecated. "
+        "Please use acl.util.bytes_to_ptr instead.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    if not isinstance(arr, np.ndarray):
+        raise ValueError(
+            f"numpy_contiguous_to_ptr needs an ndarray as argument, got {type(arr).__name__}"
+        )
+    # np.ascontiguousarray would turn a 0-d array into 1-d; PyArray_GETCONTIGUOUS does not.
+    arr2 = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+    return int(arr2.ctypes.data), arr2
+
+
+def ptr_to_numpy(ptr: int, shape: tuple[int, ...], npy_type: int) -> np.ndarray:
+    """Writable ndarray of ``shape`` and NumPy type number ``npy_type`` VIEWING host ``ptr``.
+
+    No copy: the memory must stay valid while the array (or any view of it) is used.
+    Deprecated (use :func:`ptr_to_bytes`). Type numbers are listed in :data:`NPY_TYPES`.
+    """
+    warnings.warn(
+        "acl.util.ptr_to_numpy will be deprecated. Please use acl.util.ptr_to_bytes instead.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    ptr = operator.index(ptr)
+    if not isinstance(shape, tuple):
+        raise TypeError(f"ptr_to_numpy: shape must be a tuple of int, got {type(shape).__name__}")
+    dims: list[int] = []
+    for dim in shape:
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer):
+            raise TypeError(f"ptr_to_numpy: shape must be a tuple of int, got {shape!r}")
+        if dim < 0:
+            raise ValueError(f"ptr_to_numpy: negative dimension in shape {shape!r}")
+        dims.append(int(dim))
+    npy_type = operator.index(npy_type)
+    dtype = NPY_TYPES.get(npy_type)
+    if dtype is None:
+        known = ", ".join(f"{code} {dt.name}" for code, dt in NPY_TYPES.items())
+        raise ValueError(f"ptr_to_numpy: unknown npy_type {npy_type} (known: {known})")
+    count = math.prod(dims)
+    nbytes = count * dtype.itemsize
+    _check_host_range("ptr_to_numpy", ptr, nbytes)
+    raw = (ctypes.c_char * nbytes).from_address(ptr)
+    return np.frombuffer(raw, dtype=dtype, count=count).reshape(dims)
+
+
+def _check_host_range(what: str, ptr: int, size: int) -> None:
+    """ValueError unless ``[ptr, ptr + size)`` is a non-null host range outside device memory."""
+    if ptr == 0:
+        raise ValueError(f"{what}: null pointer 0x0")
+    if ptr < 0 or ptr + size > _PTR_LIMIT:
+        raise ValueError(f"{what}: 0x{ptr:x} (+{size} bytes) is not a valid host address")
+    if address.is_device_ptr(ptr) or (
+        ptr < address.DEVICE_VA_END and ptr + size > address.DEVICE_VA_BASE
+    ):
+        raise ValueError(
+            f"{what}: 0x{ptr:x} (+{size} bytes) is a device address; the host cannot "
+            "dereference device memory (copy it to the host with acl.rt.memcpy first)"
+        )
+
+
+@dataclass
+class _Worker:
+    thread: threading.Thread
+    errors: list[str]  # messages of exceptions raised by the thread function
+
+
+_workers: dict[int, _Worker] = {}
+_workers_lock = threading.Lock()
+
+
+def _run(errors: list[str], fn: Callable[..., Any], args: Any) -> None:
+    try:
+        # Like pyACL's ThrFunc: fn(args), or fn() when args is None.
+        if args is None:
+            fn()
+        else:
+            fn(args)
+    except BaseException as exc:
+        traceback.print_exception(exc, file=sys.stderr)
+        errors.append(f"exception={type(exc).__name__},msg=thread call failed")
+
+
+def start_thread(fn: Callable[..., Any], args: Any) -> tuple[int, int]:
+    """Run ``fn(args)`` (``fn()`` if ``args`` is None) in a new daemon thread.
+
+    Returns ``(tid, ret)``: ``tid`` is the thread's native id, to pass to :func:`stop_thread`
+    (typically the thread that calls ``acl.rt.process_report``); ``ret`` is 0, or ``EAGAIN``
+    with ``tid`` 0 if no thread could be started.
+    """
+    if not callable(fn):
+        raise TypeError("start_thread: parameter must be callable")
+    errors: list[str] = []
+    thread = threading.Thread(
+        target=_run, args=(errors, fn, args), name="acl.util.thread", daemon=True
+    )
+    try:
+        thread.start()
+    except RuntimeError:
+        return 0, errno.EAGAIN
+    tid = thread.native_id
+    assert tid is not None
+    with _workers_lock:
+        # A finished thread that was never stopped may have had this id: replace it.
+        _workers[tid] = _Worker(thread, errors)
+    return tid, 0
+
+
+def stop_thread(tid: int) -> int:
+    """Join the thread started by :func:`start_thread`; returns ``ret``.
+
+    0 once it has finished; 100000 (``ACL_ERROR_INVALID_PARAM``) for an unknown ``tid``;
+    ``EDEADLK`` when called from that thread; ``ETIMEDOUT`` if it is still running after
+    :data:`STOP_THREAD_TIMEOUT_S` (it stays registered). Like pyACL, raises ``RuntimeError``
+    describing the exception(s) if the thread function raised.
+    """
+    tid = operator.index(tid)
+    with _workers_lock:
+        worker = _workers.get(tid)
+        if worker is None:
+            return _ACL_ERROR_INVALID_PARAM
+        if worker.thread is threading.current_thread():
+            return errno.EDEADLK
+        del _workers[tid]
+    worker.thread.join(STOP_THREAD_TIMEOUT_S)
+    if worker.thread.is_alive():
+        with _workers_lock:
+            _workers.setdefault(tid, worker)
+        return errno.ETIMEDOUT
+    if worker.errors:
+        raise RuntimeError("".join(f"{msg};" for msg in worker.errors))
+    return 0

@@ -1,0 +1,112 @@
+"""Host memory as the runtime sees it: pinned blocks and validation of plain host pointers.
+
+- Pinned memory (``aclrtMallocHost``) is a shared-memory segment per block, named
+  ``/npuemu.<node>.p<pid>.<n>``, so the device workers can map it by name (async copies).
+- Any other host address (``acl.util.bytes_to_ptr``, a numpy buffer) is pageable memory. It
+  is checked against this process's mappings (``/proc/self/maps``, cached and re-read on a
+  miss) before the runtime reads or writes it: a bad host pointer gives
+  ``ACL_ERROR_RT_PARAM_INVALID`` instead of a segfault of the user's process.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+
+from npuemu.shared import errors, shm
+
+HOST_PAGE = 4096
+
+
+class HostMaps:
+    """Cached view of ``/proc/self/maps``: which ranges may be read or written."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._ranges: list[tuple[int, int, bool, bool]] = []
+        self._lock = threading.Lock()
+
+    def _reload(self) -> None:
+        ranges = []
+        with open("/proc/self/maps") as f:
+            for line in f:
+                span, perms = line.split(None, 2)[:2]
+                lo, hi = (int(x, 16) for x in span.split("-"))
+                ranges.append((lo, hi, perms[0] == "r", perms[1] == "w"))
+        ranges.sort()
+        merged: list[tuple[int, int, bool, bool]] = []
+        for r in ranges:  # join adjacent mappings with the same rights
+            if merged and merged[-1][1] == r[0] and merged[-1][2:] == r[2:]:
+                merged[-1] = (merged[-1][0], r[1], r[2], r[3])
+            else:
+                merged.append(r)
+        self._ranges = merged
+        self._starts = [r[0] for r in merged]
+
+    def _covers(self, addr: int, n: int, write: bool) -> bool:
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i < 0:
+            return False
+        lo, hi, r, w = self._ranges[i]
+        return addr + n <= hi and (w if write else r)
+
+    def check(self, addr: int, n: int, write: bool) -> None:
+        """Raise AclError (107000) unless ``[addr, addr+n)`` is mapped with the rights."""
+        if addr <= 0:
+            raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "null host pointer")
+        if self._covers(addr, n, write):
+            return
+        with self._lock:
+            self._reload()
+        if not self._covers(addr, n, write):
+            what = "writable" if write else "readable"
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"host range 0x{addr:x}+{n} is not {what} memory of this "
+                                   "process")
+
+
+class PinnedPool:
+    """``aclrtMallocHost`` blocks: one shared-memory segment each, page-rounded."""
+
+    def __init__(self, node: str, pid: int) -> None:
+        self.node, self.pid = node, pid
+        self.blocks: dict[int, shm.Segment] = {}
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def malloc(self, size: int) -> int:
+        if size <= 0:
+            raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "size must be > 0")
+        with self._lock:
+            self._count += 1
+            name = shm.name(self.node, f"p{self.pid}", self._count)
+        rounded = -(-size // HOST_PAGE) * HOST_PAGE
+        try:
+            seg = shm.Segment(name, rounded, create=True)
+            seg.commit(0, rounded)
+        except OSError as err:
+            raise errors.error_for(errors.ACL_ERROR_BAD_ALLOC,
+                                   f"pinned host memory of {size} bytes: {err}") from err
+        with self._lock:
+            self.blocks[seg.address] = seg
+        return seg.address
+
+    def free(self, ptr: int) -> None:
+        with self._lock:
+            seg = self.blocks.pop(ptr, None)
+        if seg is None:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"0x{ptr:x} is not a block from malloc_host")
+        seg.unlink()
+        seg.close()
+
+    def find(self, ptr: int) -> shm.Segment | None:
+        """The pinned block containing ``ptr``, if any (a linear scan: few blocks)."""
+        for base, seg in self.blocks.items():
+            if base <= ptr < base + seg.size:
+                return seg
+        return None
+
+    def close(self) -> None:
+        for ptr in list(self.blocks):
+            self.free(ptr)

@@ -1,0 +1,224 @@
+"""Memory management (``aclrtMalloc``, ``aclrtMemcpy`` and friends), raising AclError.
+
+Where the bytes move (each byte moves once):
+
+| kind | who copies                                   | how                              |
+|------|----------------------------------------------|----------------------------------|
+| H2D  | this process, into its mapping of the arena  | ``ctypes.memmove`` (GIL released)|
+| D2H  | this process, out of its mapping             | ``ctypes.memmove``               |
+| D2D  | the device's DMA engine (the worker)         | one request, ``memmove`` there   |
+| H2H  | this process                                 | ``ctypes.memmove``               |
+
+Device pointers are checked against this process's live allocations before any byte moves:
+unknown, freed, foreign (another process's) and out-of-range pointers give
+``ACL_ERROR_RT_PARAM_INVALID`` (107000; the reference leaves the exact code unverified).
+Host pointers are checked against this process's mappings (``hostmem.HostMaps``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+
+from npuemu.host import runtime
+from npuemu.host.runtime import Allocation
+from npuemu.shared import address, errors
+from npuemu.shared.enums import MemcpyKind, MemLocationType
+from npuemu.shared.protocol import Op
+
+_K = MemcpyKind
+# kind -> (source is device, destination is device)
+_DIRECTIONS = {
+    _K.ACL_MEMCPY_HOST_TO_HOST: (False, False),
+    _K.ACL_MEMCPY_HOST_TO_DEVICE: (False, True),
+    _K.ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE: (False, True),
+    _K.ACL_MEMCPY_DEVICE_TO_HOST: (True, False),
+    _K.ACL_MEMCPY_DEVICE_TO_DEVICE: (True, True),
+    _K.ACL_MEMCPY_INNER_DEVICE_TO_DEVICE: (True, True),
+    _K.ACL_MEMCPY_INTER_DEVICE_TO_DEVICE: (True, True),
+}
+
+
+def _param(detail: str) -> errors.AclError:
+    return errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, detail)
+
+
+def _check_size(value: object, what: str, allow_zero: bool = False) -> int:
+    if type(value) is not int or value < 0 or (value == 0 and not allow_zero):
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"{what} {value!r} is invalid")
+    return value
+
+
+# aclrtMalloc / aclrtFree ---------------------------------------------------------------------
+def malloc(size: int, policy: int = 0) -> int:
+    """Mirrors ``aclrtMalloc`` on the current device; one round trip to the worker (blocks
+    for ~10 us). Returns the device pointer. 100000 for size 0, 207001 when out of memory."""
+    _check_size(size, "size")
+    if type(policy) is not int or policy < 0:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"policy {policy!r}")
+    rt = runtime.get()
+    link = rt.current_link()
+    ptr, span, page_class = link.call(Op.MALLOC, size, policy)
+    with rt.lock:
+        rt.allocations[ptr] = Allocation(ptr, size, span, page_class, policy, link)
+        bisect.insort(rt.starts, ptr)
+    return ptr
+
+
+def free(ptr: int) -> None:
+    """Mirrors ``aclrtFree``. Does not wait: the free is queued to the worker in order with
+    this process's later requests. 107000 if ``ptr`` is not the start of a live block."""
+    rt = runtime.get()
+    with rt.lock:
+        alloc = rt.allocations.pop(ptr, None) if type(ptr) is int else None
+        if alloc is None:
+            raise _param(f"{ptr!r} is not a live device allocation of this process")
+        del rt.starts[bisect.bisect_left(rt.starts, ptr)]
+    alloc.link.post(Op.FREE, ptr)
+
+
+def find(ptr: int, count: int) -> Allocation:
+    """The live allocation holding ``[ptr, ptr+count)``; 107000 otherwise."""
+    rt = runtime.get()
+    i = bisect.bisect_right(rt.starts, ptr) - 1
+    alloc = rt.allocations.get(rt.starts[i]) if i >= 0 else None
+    if alloc is None or ptr + count > alloc.ptr + alloc.span:
+        if alloc is not None and ptr < alloc.ptr + alloc.span:
+            raise _param(f"0x{ptr:x}+{count} runs past its allocation (0x{alloc.ptr:x}, "
+                         f"{alloc.span} bytes)")
+        raise _param(f"0x{ptr:x} is not in a live device allocation of this process")
+    return alloc
+
+
+def _device_address(ptr: int, count: int) -> tuple[Allocation, int]:
+    """Validated allocation and the address of ``ptr`` in this process's arena mapping."""
+    alloc = find(ptr, count)
+    alloc.link.check_alive()
+    _dev, arena, offset = address.decode(ptr)
+    return alloc, alloc.link.arena_addr[arena] + offset
+
+
+def malloc_host(size: int) -> int:
+    """Mirrors ``aclrtMallocHost``: pinned host memory (shared memory the devices can map)."""
+    _check_size(size, "size")
+    rt = runtime.get()
+    rt.ensure_node()
+    assert rt.pinned is not None
+    return rt.pinned.malloc(size)
+
+
+def free_host(ptr: int) -> None:
+    """Mirrors ``aclrtFreeHost``."""
+    rt = runtime.get()
+    if rt.pinned is None:
+        raise _param(f"{ptr!r} is not a block from malloc_host")
+    rt.pinned.free(ptr)
+
+
+# aclrtMemcpy / aclrtMemset ------------------------------------------------------------------
+def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
+    """Mirrors ``aclrtMemcpy`` (synchronous; no implicit stream sync). ``kind`` must match
+    the addresses (``ACL_MEMCPY_DEFAULT`` infers it). 100000 if ``count > dst_max``."""
+    _check_size(dst_max, "dst_max", allow_zero=True)
+    _check_size(count, "count", allow_zero=True)
+    if count > dst_max:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM,
+                               f"count {count} exceeds dst_max {dst_max}")
+    for p in (dst, src):
+        if type(p) is not int or p <= 0:
+            raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"pointer {p!r} is null")
+    src_dev, dst_dev = address.is_device_ptr(src), address.is_device_ptr(dst)
+    expected = (src_dev, dst_dev) if kind == _K.ACL_MEMCPY_DEFAULT else _DIRECTIONS.get(kind)
+    if expected is None:
+        raise _param(f"memcpy kind {kind!r} is not an aclrtMemcpyKind")
+    if expected != (src_dev, dst_dev):
+        raise _param(f"memcpy kind {_K(kind).name} does not match the addresses "
+                     f"(src on {'device' if src_dev else 'host'}, "
+                     f"dst on {'device' if dst_dev else 'host'})")
+    if count == 0:
+        return
+    runtime.get().current()
+    _COPIERS[expected](dst, src, count)
+
+
+def _h2h(dst: int, src: int, count: int) -> None:
+    maps = runtime.get().host_maps
+    maps.check(src, count, write=False)
+    maps.check(dst, count, write=True)
+    ctypes.memmove(dst, src, count)
+
+
+def _h2d(dst: int, src: int, count: int) -> None:
+    runtime.get().host_maps.check(src, count, write=False)
+    alloc, dst_addr = _device_address(dst, count)
+    ctypes.memmove(dst_addr, src, count)
+    alloc.link.check_alive()  # a device that died during the copy fails the copy
+
+
+def _d2h(dst: int, src: int, count: int) -> None:
+    runtime.get().host_maps.check(dst, count, write=True)
+    alloc, src_addr = _device_address(src, count)
+    ctypes.memmove(dst, src_addr, count)
+    alloc.link.check_alive()
+
+
+def _d2d(dst: int, src: int, count: int) -> None:
+    dst_alloc, src_alloc = find(dst, count), find(src, count)
+    if dst_alloc.link is not src_alloc.link:
+        raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                               "copies between two devices (P2P) are not emulated yet")
+    dst_alloc.link.call(Op.COPY, dst, src, count)
+
+
+_COPIERS = {(False, False): _h2h, (False, True): _h2d, (True, False): _d2h, (True, True): _d2d}
+
+
+def memset(ptr: int, max_count: int, value: int, count: int) -> None:
+    """Mirrors ``aclrtMemset``: fill ``count`` bytes with ``value & 0xFF``; host or device is
+    decided from the address. Synchronous."""
+    _check_size(max_count, "max_count", allow_zero=True)
+    _check_size(count, "count", allow_zero=True)
+    if count > max_count:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM,
+                               f"count {count} exceeds max_count {max_count}")
+    if type(value) is not int or type(ptr) is not int or ptr <= 0:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "bad pointer or value")
+    if count == 0:
+        return
+    if address.is_device_ptr(ptr):
+        runtime.get().current()
+        alloc, addr = _device_address(ptr, count)
+        ctypes.memset(addr, value & 0xFF, count)
+        alloc.link.check_alive()
+    else:
+        runtime.get().host_maps.check(ptr, count, write=True)
+        ctypes.memset(ptr, value & 0xFF, count)
+
+
+# queries --------------------------------------------------------------------------------------
+def get_mem_info(attr: int) -> tuple[int, int]:
+    """Mirrors ``aclrtGetMemInfo`` on the current device: ``(free, total)`` bytes. A round
+    trip, so frees queued earlier are already counted."""
+    if type(attr) is not int:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"attr {attr!r}")
+    free_bytes, total = runtime.get().current_link().call(Op.MEM_INFO, attr)
+    return free_bytes, total
+
+
+def pointer_get_attributes(ptr: int) -> dict:
+    """Mirrors ``aclrtPointerGetAttributes``: ``{"location": {"type", "id"}, "pageSize"}``.
+
+    Device pointers of this process report DEVICE and the logical device id; pinned blocks
+    HOST; other host addresses UNREGISTERED. (The pyACL return shape is our choice.)
+    """
+    rt = runtime.get()
+    if address.is_device_ptr(ptr):
+        alloc = find(ptr, 1)
+        logical = next(d for d, od in rt.devices.items() if od.link is alloc.link)
+        page = (64 * 1024, 2 << 20, 1 << 30)[alloc.page_class]
+        return {"location": {"type": MemLocationType.ACL_MEM_LOCATION_TYPE_DEVICE,
+                             "id": logical}, "pageSize": page}
+    pinned = rt.pinned.find(ptr) if rt.pinned is not None else None
+    kind = (MemLocationType.ACL_MEM_LOCATION_TYPE_HOST if pinned is not None
+            else MemLocationType.ACL_MEM_LOCATION_TYPE_UNREGISTERED)
+    return {"location": {"type": kind, "id": 0}, "pageSize": 4096}

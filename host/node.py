@@ -1,0 +1,123 @@
+"""Finding, starting and talking to a node (driver layer, control side).
+
+- ``Node.embedded(config)`` spawns a private supervisor (``python -m
+  npuemu.device.supervisor --owner <our pid>``, a fresh interpreter: never a fork of the
+  user's process) and connects to it. The node lives exactly as long as this process's
+  connection: normal exit, an exception, SIGTERM or ``kill -9`` all close the socket, and the
+  supervisor then stops the workers and unlinks every segment.
+- ``Node.connect(name)`` attaches to a shared node started by ``npuemu start``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+
+from npuemu.host.link import DeviceLink
+from npuemu.shared import control, errors, protocol
+from npuemu.shared.config import ATTACH_TIMEOUT_S, NodeConfig
+
+
+class Node:
+    """A live connection to one node's supervisor."""
+
+    def __init__(self, name: str, sock, proc: subprocess.Popen | None = None) -> None:
+        self.name = name
+        self.sock = sock
+        self.proc = proc
+        self.lock = threading.Lock()
+        reply = self.request("hello", os.getpid(), proc is not None)
+        _, self.devices, self.hbm_bytes, self.ddr_bytes, self.soc, version = reply
+        if version != protocol.PROTOCOL_VERSION:
+            raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                                   f"node {name!r} speaks protocol {version}, "
+                                   f"this host {protocol.PROTOCOL_VERSION}")
+
+    @classmethod
+    def embedded(cls, config: NodeConfig) -> Node:
+        """Start a private node owned by this process (workers start on first use)."""
+        name = f"e{os.getpid()}-{secrets.token_hex(3)}"
+        proc = spawn_supervisor(name, config, owner=os.getpid())
+        return cls(name, wait_for_node(name, proc), proc)
+
+    @classmethod
+    def connect(cls, name: str) -> Node:
+        try:
+            sock = control.connect(name, timeout=ATTACH_TIMEOUT_S)
+        except OSError as err:
+            raise errors.error_for(errors.ACL_ERROR_RT_NO_DEVICE,
+                                   f"no npuemu node named {name!r} is running "
+                                   f"(start one with `npuemu start --name {name}`)") from err
+        return cls(name, sock)
+
+    def request(self, *message: object) -> tuple:
+        """One control round trip; a closed connection means the node is gone (507901)."""
+        with self.lock:
+            try:
+                return control.call(self.sock, message)
+            except OSError as err:
+                raise errors.error_for(errors.ACL_ERROR_RT_SOCKET_CLOSE,
+                                       f"node {self.name!r} is gone: {err}") from err
+
+    def open_link(self, dev: int) -> DeviceLink:
+        """Attach this process to device ``dev`` (starting its worker if needed)."""
+        reply = self.request("attach", dev)
+        if reply[0]:
+            raise errors.error_for(reply[0], reply[1])
+        try:
+            return DeviceLink(self.name, dev, reply[1])
+        except FileNotFoundError as err:
+            raise errors.error_for(errors.ACL_ERROR_RT_LOST_HEARTBEAT,
+                                   f"device {dev} vanished during attach: {err}") from err
+
+    def close_link(self, link: DeviceLink) -> None:
+        link.close()
+        try:
+            self.request("detach", link.dev, link.slot)
+        except errors.AclError:
+            pass  # node already gone: nothing left to detach from
+
+    def close(self) -> None:
+        """Drop the connection; an embedded node then stops (bounded wait for it)."""
+        self.sock.close()
+        if self.proc is not None:
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def spawn_supervisor(name: str, config: NodeConfig, *, owner: int = 0, eager: bool = False,
+                     log: int | None = None) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "npuemu.device.supervisor", "--node", name,
+           "--devices", str(config.devices), "--hbm", str(config.hbm_bytes),
+           "--ddr", str(config.ddr_bytes), "--soc", config.soc.name]
+    if owner:
+        cmd += ["--owner", str(owner)]
+    if eager:
+        cmd.append("--eager")
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                            start_new_session=True)
+
+
+def wait_for_node(name: str, proc: subprocess.Popen, timeout: float = ATTACH_TIMEOUT_S):
+    """Connect to a supervisor that is starting; raises AclError if it exits or times out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return control.connect(name, timeout=timeout)
+        except OSError:
+            if proc.poll() is not None:
+                raise errors.error_for(errors.ACL_ERROR_RT_NO_DEVICE,
+                                       f"node {name!r} failed to start "
+                                       f"(exit {proc.returncode})") from None
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise errors.error_for(errors.ACL_ERROR_RT_NO_DEVICE,
+                                       f"node {name!r} did not start in time") from None
+            time.sleep(0.005)

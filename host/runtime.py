@@ -1,0 +1,228 @@
+"""Runtime core: process-wide state of the host runtime (devices, contexts, allocations).
+
+Both API faces (``acl`` and the Pythonic one) call into the one ``Runtime`` instance from
+``get()``. Everything here raises ``AclError``; the ``acl`` face turns that into return codes.
+
+- Lazy start: the first call that needs a device attaches to ``NPUEMU_NODE`` if set, else
+  starts an embedded node (``host/node.py``), behind a lock.
+- Fork guard: a forked child cannot use its parent's rings; it gets a clear error.
+- Current device and context are per thread (``aclrtSetDevice`` binds the calling thread).
+- ``ASCEND_RT_VISIBLE_DEVICES`` re-indexes the node's cards from 0, as on hardware.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+
+from npuemu.host.hostmem import HostMaps, PinnedPool
+from npuemu.host.link import DeviceLink
+from npuemu.host.node import Node
+from npuemu.shared import errors
+from npuemu.shared.config import NodeConfig, parse_visible_devices
+
+
+@dataclass
+class Allocation:
+    """One live device allocation of this process (the host's mirror of the worker's)."""
+
+    ptr: int
+    size: int
+    span: int
+    page_class: int
+    policy: int
+    link: DeviceLink
+
+
+@dataclass(eq=False)
+class Context:
+    """An ``aclrtContext``: a device binding; the primary one is made by ``set_device``."""
+
+    handle: int
+    device: int
+    primary: bool
+    destroyed: bool = False
+
+
+@dataclass(eq=False)
+class OpenDevice:
+    """A device this process has set: its link and reference count."""
+
+    logical: int
+    link: DeviceLink
+    primary: Context
+    refs: int = 0
+    contexts: list[Context] = field(default_factory=list)
+
+
+class Runtime:
+    """All host-side runtime state of this process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.pid = os.getpid()
+        self.config = NodeConfig.from_env()
+        self.node: Node | None = None
+        self.devices: dict[int, OpenDevice] = {}
+        self.contexts: dict[int, Context] = {}
+        self.allocations: dict[int, Allocation] = {}
+        self.starts: list[int] = []  # sorted keys of allocations (containment lookups)
+        self.host_maps = HostMaps()
+        self.pinned: PinnedPool | None = None
+        self.local = threading.local()
+        self._next_handle = 0x5A000000
+        self.initialized = False
+
+    # node and devices ----------------------------------------------------------------------
+    def ensure_node(self) -> Node:
+        if os.getpid() != self.pid:
+            raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                                   "npuemu cannot be used in a forked child of the process "
+                                   "that started it; use multiprocessing's 'spawn' method")
+        if self.node is None:
+            with self.lock:
+                if self.node is None:
+                    name = self.config.name
+                    self.node = Node.connect(name) if name else Node.embedded(self.config)
+                    self.pinned = PinnedPool(self.node.name, self.pid)
+                    _install_exit_hooks()
+        return self.node
+
+    def visible(self) -> list[int]:
+        """Node device ids visible to this process, indexed by logical id."""
+        total = self.node.devices if self.node else self.config.devices
+        if self.config.name and self.node is None:
+            total = self.ensure_node().devices
+        return parse_visible_devices(os.environ.get("ASCEND_RT_VISIBLE_DEVICES"), total)
+
+    def check_device_id(self, dev: object) -> int:
+        if type(dev) is not int or not 0 <= dev < len(self.visible()):
+            raise errors.error_for(errors.ACL_ERROR_RT_INVALID_DEVICEID,
+                                   f"device id {dev!r} not in [0, {len(self.visible())})")
+        return dev
+
+    def open_device(self, dev: int) -> OpenDevice:
+        """The device's link, attaching this process to it first if needed (blocks)."""
+        self.check_device_id(dev)
+        with self.lock:
+            od = self.devices.get(dev)
+            if od is None:
+                link = self.ensure_node().open_link(self.visible()[dev])
+                od = OpenDevice(dev, link, self._new_context(dev, primary=True))
+                self.devices[dev] = od
+            return od
+
+    def close_device(self, od: OpenDevice) -> None:
+        """Release everything this process has on the device (aclrtResetDevice at 0)."""
+        with self.lock:
+            for ptr in [p for p, a in self.allocations.items() if a.link is od.link]:
+                del self.allocations[ptr]
+            self.starts[:] = sorted(self.allocations)
+            for ctx in [od.primary, *od.contexts]:
+                ctx.destroyed = True
+                self.contexts.pop(ctx.handle, None)
+            del self.devices[od.logical]
+            assert self.node is not None
+            self.node.close_link(od.link)
+
+    # contexts ------------------------------------------------------------------------------
+    def _new_context(self, dev: int, primary: bool) -> Context:
+        self._next_handle += 0x40
+        ctx = Context(self._next_handle, dev, primary)
+        self.contexts[ctx.handle] = ctx
+        return ctx
+
+    def create_context(self, dev: int) -> Context:
+        od = self.open_device(dev)
+        with self.lock:
+            ctx = self._new_context(dev, primary=False)
+            od.contexts.append(ctx)
+        self.local.ctx = ctx
+        return ctx
+
+    def destroy_context(self, handle: int) -> None:
+        ctx = self.context_of(handle)
+        if ctx.primary:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   "the primary context is released by reset_device")
+        with self.lock:
+            ctx.destroyed = True
+            del self.contexts[handle]
+            self.devices[ctx.device].contexts.remove(ctx)
+        if getattr(self.local, "ctx", None) is ctx:
+            self.local.ctx = None
+
+    def context_of(self, handle: object) -> Context:
+        ctx = self.contexts.get(handle) if type(handle) is int else None
+        if ctx is None:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"{handle!r} is not a live context")
+        return ctx
+
+    def current(self) -> Context:
+        """The calling thread's context, or ACL_ERROR_RT_CONTEXT_NULL (107002)."""
+        ctx = getattr(self.local, "ctx", None)
+        if ctx is None or ctx.destroyed:
+            raise errors.error_for(errors.ACL_ERROR_RT_CONTEXT_NULL,
+                                   "no current context in this thread: call set_device first")
+        return ctx
+
+    def current_link(self) -> DeviceLink:
+        return self.devices[self.current().device].link
+
+    # teardown ------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Detach from every device and drop the node connection (atexit)."""
+        with self.lock:
+            for od in list(self.devices.values()):
+                try:
+                    self.close_device(od)
+                except Exception:  # noqa: BLE001 - teardown must go on for the rest
+                    pass
+            if self.pinned is not None:
+                self.pinned.close()
+            if self.node is not None and os.getpid() == self.pid:
+                self.node.close()
+            self.node = None
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def get() -> Runtime:
+    """The process-wide runtime (created on first use)."""
+    global _runtime
+    if _runtime is None:
+        with _runtime_lock:
+            if _runtime is None:
+                _runtime = Runtime()
+    return _runtime
+
+
+def _shutdown() -> None:
+    if _runtime is not None:
+        _runtime.shutdown()
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+_hooks_installed = False
+
+
+def _install_exit_hooks() -> None:
+    """atexit teardown; SIGTERM becomes SystemExit so atexit runs (unless the program set
+    its own handler)."""
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(_shutdown)
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+        signal.signal(signal.SIGTERM, _on_sigterm)

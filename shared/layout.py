@@ -1,0 +1,215 @@
+"""Byte layout of every shared-memory region, written down once.
+
+All header fields are little-endian unsigned 64-bit words, read and written through a
+``memoryview.cast("Q")`` of the region (one aligned 8-byte store each, which x86-64 keeps in
+program order: see ``ring.py`` for the ordering argument). Fields that two processes write
+sit on separate 64-byte cache lines. Times are ``time.monotonic_ns()`` (heartbeats) or
+microseconds since the epoch (process create times, as psutil reports them). Strings are
+NUL-padded UTF-8 in whole words.
+
+``python -m npuemu.shared.layout`` prints the tables below from the definitions themselves.
+
+Registry ``/npuemu.<node>.reg`` (written by the supervisor, read by everyone):
+  REGISTRY header, then ``MAX_DEVICES`` entries of DEVICE_ENTRY at word ``REG_DEVICES``.
+Device control ``/npuemu.<node>.d<id>.ctl`` (written by the worker; ``state``/``client.state``
+  also by the supervisor and the host as noted):
+  DEVICE_CTL, then ``MAX_CLIENTS`` entries of CLIENT_ENTRY at word ``CTL_CLIENTS``.
+Client segment ``/npuemu.<node>.d<id>.c<slot>`` (created by the host):
+  CLIENT_HEADER (one page), the submission ring at byte ``CLIENT_SUB_OFFSET``, the completion
+  ring right after it. Each ring region starts with RING_HEADER followed by its data bytes.
+
+Segment and semaphore names: see ``npuemu.shared.shm``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+MAGIC_REGISTRY = 0x4E50_5545_5245_4731  # "NPUEREG1"
+MAGIC_DEVICE = 0x4E50_5545_4445_5631  # "NPUEDEV1"
+MAGIC_CLIENT = 0x4E50_5545_434C_4931  # "NPUECLI1"
+PAGE = 4096
+MAX_CLIENTS = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    name: str
+    words: int
+    doc: str
+
+
+class Layout:
+    """Named word offsets of one region: ``layout.NAME`` is the word index of field NAME."""
+
+    def __init__(self, title: str, fields: list[Field], stride: int | None = None) -> None:
+        self.title = title
+        self.fields = fields
+        index = 0
+        for f in fields:
+            setattr(self, f.name.upper(), index)
+            index += f.words
+        self.words = stride or index
+        if self.words < index:
+            raise ValueError(f"{title}: fields need {index} words, stride is {stride}")
+        self.size = self.words * 8
+
+    def table(self) -> str:
+        rows = [f"{self.title} ({self.size} bytes)", "| field | byte offset | size | meaning |",
+                "|---|---|---|---|"]
+        for f in self.fields:
+            offset = getattr(self, f.name.upper()) * 8
+            rows.append(f"| {f.name} | {offset} | {f.words * 8} | {f.doc} |")
+        return "\n".join(rows)
+
+
+def _pad(name: str, words: int) -> Field:
+    return Field(name, words, "(padding to the next cache line)")
+
+
+REGISTRY = Layout("REGISTRY", [
+    Field("magic", 1, "MAGIC_REGISTRY"),
+    Field("version", 1, "PROTOCOL_VERSION of the supervisor"),
+    Field("state", 1, "NodeState"),
+    Field("devices", 1, "number of devices in the node"),
+    Field("sup_pid", 1, "supervisor pid"),
+    Field("sup_ctime", 1, "supervisor create time, us since epoch"),
+    Field("owner_pid", 1, "embedded node: the host pid that owns it; 0 for a shared node"),
+    Field("hbm_bytes", 1, "HBM arena size per device"),
+    Field("ddr_bytes", 1, "DDR arena size per device"),
+    Field("soc", 4, "SoC name, e.g. Ascend910B1"),
+    Field("node", 4, "node name"),
+    Field("started_ns", 1, "monotonic time the node became ready"),
+], stride=64)
+REG_DEVICES = REGISTRY.words
+
+DEVICE_ENTRY = Layout("DEVICE_ENTRY", [
+    Field("state", 1, "DeviceState as the supervisor sees it"),
+    Field("pid", 1, "worker pid (0 if not started)"),
+    Field("ctime", 1, "worker create time, us since epoch"),
+    Field("starts", 1, "how many times a worker was started for this device"),
+    Field("exit_status", 1, "last worker exit: returncode + 1024 (signal n gives 1024 - n)"),
+    Field("lost_ns", 1, "monotonic time the supervisor saw the worker die"),
+], stride=8)
+REGISTRY_SIZE = 2 * PAGE  # header + MAX_DEVICES (64) entries
+
+DEVICE_CTL = Layout("DEVICE_CTL", [
+    Field("magic", 1, "MAGIC_DEVICE"),
+    Field("version", 1, "PROTOCOL_VERSION of the worker"),
+    Field("dev", 1, "device id"),
+    Field("state", 1, "DeviceState (worker; LOST written by the supervisor)"),
+    Field("health", 1, "Health"),
+    Field("pid", 1, "worker pid"),
+    Field("ctime", 1, "worker create time, us since epoch"),
+    Field("heartbeat", 1, "monotonic ns of the worker's last loop pass"),
+    Field("sleeping", 1, "1 while the worker is (about to be) blocked on its doorbell"),
+    _pad("_pad0", 7),
+    Field("hbm_total", 1, "HBM arena bytes"),
+    Field("hbm_used", 1, "HBM bytes in live allocations (spans)"),
+    Field("hbm_peak", 1, "HBM high-water mark"),
+    Field("ddr_total", 1, "DDR arena bytes"),
+    Field("ddr_used", 1, "DDR bytes in live allocations"),
+    Field("ddr_peak", 1, "DDR high-water mark"),
+    Field("used_normal", 1, "bytes in normal-page allocations (both arenas)"),
+    Field("used_huge", 1, "bytes in 2 MiB-page allocations"),
+    Field("used_huge1g", 1, "bytes in 1 GiB-page allocations"),
+    Field("used_p2p", 1, "bytes allocated with a *_P2P policy"),
+    Field("live_allocs", 1, "number of live allocations"),
+    Field("committed", 1, "arena bytes backed by real pages (posix_fallocate)"),
+    Field("requests", 1, "frames served"),
+    Field("clients", 1, "attached host clients"),
+    Field("bad_frames", 1, "malformed frames dropped"),
+    Field("boot_ns", 1, "monotonic ns the worker started (device timestamps count from here)"),
+], stride=64)
+CTL_CLIENTS = DEVICE_CTL.words
+
+CLIENT_ENTRY = Layout("CLIENT_ENTRY", [
+    Field("state", 1, "ClientState (see its docstring for who writes which value)"),
+    Field("pid", 1, "host pid"),
+    Field("ctime", 1, "host create time, us since epoch"),
+    Field("used", 1, "bytes this client has allocated on the device"),
+    Field("peak", 1, "high-water mark of used"),
+    Field("allocs", 1, "live allocations of this client"),
+], stride=8)
+DEVICE_CTL_SIZE = PAGE
+
+CLIENT_HEADER = Layout("CLIENT_HEADER", [
+    Field("magic", 1, "MAGIC_CLIENT"),
+    Field("version", 1, "PROTOCOL_VERSION of the host"),
+    Field("pid", 1, "host pid"),
+    Field("slot", 1, "client slot index"),
+    Field("sub_bytes", 1, "submission ring region size"),
+    Field("cpl_bytes", 1, "completion ring region size"),
+    _pad("_pad0", 2),
+    Field("host_sleeping", 1, "1 while the host waits on its .wake semaphore"),
+], stride=16)
+CLIENT_SUB_OFFSET = PAGE
+
+RING_HEADER = Layout("RING_HEADER", [
+    Field("head", 1, "bytes ever published by the producer"),
+    _pad("_pad0", 7),
+    Field("tail", 1, "bytes ever consumed by the consumer"),
+    _pad("_pad1", 7),
+    Field("capacity", 1, "data bytes (a power of two)"),
+], stride=24)
+
+
+class NodeState(enum.IntEnum):
+    STARTING = 0
+    READY = 1
+    STOPPING = 2
+
+
+class DeviceState(enum.IntEnum):
+    ABSENT = 0  # worker not started yet (lazy start)
+    BOOTING = 1
+    READY = 2
+    STOPPING = 3
+    STOPPED = 4
+    LOST = 5  # worker died; written by the supervisor
+
+
+class ClientState(enum.IntEnum):
+    """Client slot life: FREE -supervisor-> RESERVED -host-> REQUEST -worker-> ACTIVE;
+    ACTIVE -host detach or supervisor on host death-> CLOSING -worker reclaims-> FREE."""
+
+    FREE = 0
+    RESERVED = 1
+    REQUEST = 2
+    ACTIVE = 3
+    CLOSING = 4
+    REJECTED = 5
+
+
+class Health(enum.IntEnum):
+    """npu-smi health levels."""
+
+    OK = 0
+    WARNING = 1
+    ALARM = 2
+    CRITICAL = 3
+
+
+def pack_str(text: str, words: int) -> list[int]:
+    raw = text.encode()[: words * 8].ljust(words * 8, b"\0")
+    return [int.from_bytes(raw[i : i + 8], "little") for i in range(0, len(raw), 8)]
+
+
+def unpack_str(values: list[int] | memoryview) -> str:
+    raw = b"".join(int(v).to_bytes(8, "little") for v in values)
+    return raw.rstrip(b"\0").decode(errors="replace")
+
+
+def encode_exit(returncode: int) -> int:
+    return returncode + 1024
+
+
+def decode_exit(value: int) -> int | None:
+    return None if value == 0 else value - 1024
+
+
+ALL = (REGISTRY, DEVICE_ENTRY, DEVICE_CTL, CLIENT_ENTRY, CLIENT_HEADER, RING_HEADER)
+
+if __name__ == "__main__":
+    print("\n\n".join(layout.table() for layout in ALL))

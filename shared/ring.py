@@ -1,0 +1,124 @@
+"""Single-producer single-consumer byte ring over a shared-memory region.
+
+Region = RING_HEADER (``layout.RING_HEADER``: head, tail, capacity words on separate cache
+lines) followed by ``capacity`` data bytes, ``capacity`` a power of two.
+
+Framing (every frame starts 8-byte aligned):
+
+| bytes        | content                                                  |
+|--------------|----------------------------------------------------------|
+| 0..3         | payload length n (little-endian u32)                     |
+| 4..4+n       | payload (a msgpack array, see ``protocol.py``)           |
+| ..next 8     | padding                                                  |
+| wrap marker  | length 0xFFFFFFFF: the rest of the data area is skipped  |
+
+``head`` and ``tail`` are byte counters that only grow; position = counter mod capacity.
+A frame never straddles the end: if it does not fit before the end, the producer writes a
+wrap marker (when at least 4 bytes remain) and starts the frame at position 0.
+
+Ordering: the producer stores the frame bytes, then the new ``head`` (one aligned 8-byte
+store through a ``"Q"`` memoryview). On x86-64 (TSO) stores become visible in program order,
+so a consumer that reads ``head`` and then the bytes sees a complete frame; likewise for
+``tail``. Python has no fences, so this ring is correct on x86-64 only (npuemu's target).
+
+Nothing here blocks or sleeps: wake-ups (doorbells) are the caller's business.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from npuemu.shared.layout import RING_HEADER
+
+_LEN = struct.Struct("<I")
+WRAP = 0xFFFFFFFF
+HEADER_BYTES = RING_HEADER.size
+_HEAD, _TAIL, _CAP = RING_HEADER.HEAD, RING_HEADER.TAIL, RING_HEADER.CAPACITY
+
+
+class RingFull(Exception):
+    """The frame does not fit now; the consumer has not caught up."""
+
+
+def region_size(capacity: int) -> int:
+    """Bytes a ring of ``capacity`` data bytes occupies (header included)."""
+    return HEADER_BYTES + capacity
+
+
+class Ring:
+    """One end of a ring living in ``buf`` (a memoryview of the whole region).
+
+    ``init=True`` writes a fresh header (the creator does this once); otherwise the
+    capacity is read from the header and checked against the region.
+    """
+
+    def __init__(self, buf: memoryview, capacity: int = 0, *, init: bool = False) -> None:
+        self._ctl = buf[:HEADER_BYTES].cast("Q")
+        if init:
+            if capacity <= 0 or capacity & (capacity - 1) or capacity % 8:
+                raise ValueError(f"ring capacity {capacity} is not a power of two >= 8")
+            self._ctl[_HEAD] = self._ctl[_TAIL] = 0
+            self._ctl[_CAP] = capacity
+        capacity = self._ctl[_CAP]
+        if capacity <= 0 or HEADER_BYTES + capacity > len(buf) or capacity & (capacity - 1):
+            raise ValueError(f"corrupt ring header: capacity {capacity}, region {len(buf)}")
+        self.capacity = capacity
+        self._mask = capacity - 1
+        self._data = buf[HEADER_BYTES : HEADER_BYTES + capacity]
+        self.max_frame = capacity // 2 - 8
+
+    # producer ------------------------------------------------------------------------------
+    def push(self, payload: bytes) -> None:
+        """Publish one frame; raises RingFull if there is no room now."""
+        n = len(payload)
+        if n > self.max_frame:
+            raise ValueError(f"frame of {n} bytes exceeds the ring's limit {self.max_frame}")
+        ctl = self._ctl
+        head = ctl[_HEAD]
+        need = (n + 11) & ~7  # 4-byte length + payload, rounded up to 8
+        pos = head & self._mask
+        skip = self.capacity - pos if pos + need > self.capacity else 0
+        if head + skip + need - ctl[_TAIL] > self.capacity:
+            raise RingFull
+        data = self._data
+        if skip:
+            if skip >= 4:
+                _LEN.pack_into(data, pos, WRAP)
+            pos = 0
+        _LEN.pack_into(data, pos, n)
+        data[pos + 4 : pos + 4 + n] = payload
+        ctl[_HEAD] = head + skip + need
+
+    def free_bytes(self) -> int:
+        return self.capacity - (self._ctl[_HEAD] - self._ctl[_TAIL])
+
+    # consumer ------------------------------------------------------------------------------
+    def pop(self) -> bytes | None:
+        """Take the oldest frame's payload (a copy), or None if the ring is empty."""
+        ctl = self._ctl
+        tail = ctl[_TAIL]
+        if tail == ctl[_HEAD]:
+            return None
+        pos = tail & self._mask
+        if self.capacity - pos < 4:
+            tail += self.capacity - pos
+            pos = 0
+        data = self._data
+        n = _LEN.unpack_from(data, pos)[0]
+        if n == WRAP:
+            tail += self.capacity - pos
+            pos = 0
+            n = _LEN.unpack_from(data, 0)[0]
+        if n > self.max_frame:
+            raise ValueError(f"corrupt frame length {n} at ring position {pos}")
+        payload = bytes(data[pos + 4 : pos + 4 + n])
+        ctl[_TAIL] = tail + ((n + 11) & ~7)
+        return payload
+
+    def empty(self) -> bool:
+        return self._ctl[_TAIL] == self._ctl[_HEAD]
+
+    def release(self) -> None:
+        """Drop the views so the underlying mapping can be closed."""
+        self._ctl.release()
+        self._data.release()
