@@ -1,0 +1,136 @@
+"""``npuemu status``: what a node is doing, read straight from its shared memory.
+
+Read-only: maps the registry and each device's control block, never talks to a worker.
+
+    $ npuemu status
+    node default  (Ascend910B1, 4 devices, supervisor pid 4242, protocol 1)
+    dev  pid    state  health  HBM used / total        DDR used / total     hosts
+    0    4250   READY  OK      2.0 MiB / 64.0 GiB      0 B / 8.0 GiB        4301
+    1    -      ABSENT -       -                       -                    -
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from npuemu.shared import layout, shm
+from npuemu.shared.layout import (
+    CLIENT_ENTRY,
+    CTL_CLIENTS,
+    DEVICE_CTL,
+    DEVICE_ENTRY,
+    REG_DEVICES,
+    REGISTRY,
+    ClientState,
+    DeviceState,
+    Health,
+    NodeState,
+)
+
+
+def nodes() -> list[str]:
+    """Names of the nodes that have a registry in /dev/shm."""
+    return sorted(e[len(shm.PREFIX) : -4] for e in shm.leftovers()
+                  if e.endswith(".reg") and not e.startswith("sem."))
+
+
+def _words(seg: shm.Segment, n: int) -> list[int]:
+    view = seg.buf[: n * 8].cast("Q")
+    try:
+        return list(view)
+    finally:
+        view.release()
+
+
+def read_node(name: str) -> dict:
+    """A snapshot of node ``name`` as plain data (FileNotFoundError if there is none)."""
+    seg = shm.Segment(shm.name(name, "reg"))
+    try:
+        reg = _words(seg, layout.REGISTRY_SIZE // 8)
+    finally:
+        seg.close()
+    ndev = reg[REGISTRY.DEVICES]
+    node = {"name": name, "state": NodeState(reg[REGISTRY.STATE]).name,
+            "soc": layout.unpack_str(reg[REGISTRY.SOC : REGISTRY.SOC + 4]),
+            "devices": [], "supervisor_pid": reg[REGISTRY.SUP_PID],
+            "owner_pid": reg[REGISTRY.OWNER_PID], "protocol": reg[REGISTRY.VERSION]}
+    for dev in range(ndev):
+        entry = reg[REG_DEVICES + dev * DEVICE_ENTRY.words :][: DEVICE_ENTRY.words]
+        node["devices"].append(_read_device(name, dev, entry, reg))
+    return node
+
+
+def _read_device(name: str, dev: int, entry: list[int], reg: list[int]) -> dict:
+    state = DeviceState(entry[DEVICE_ENTRY.STATE])
+    info = {"id": dev, "pid": entry[DEVICE_ENTRY.PID] or None, "state": state.name,
+            "health": None, "starts": entry[DEVICE_ENTRY.STARTS],
+            "last_exit": layout.decode_exit(entry[DEVICE_ENTRY.EXIT_STATUS]),
+            "hbm_total": reg[REGISTRY.HBM_BYTES], "ddr_total": reg[REGISTRY.DDR_BYTES],
+            "hbm_used": None, "ddr_used": None, "hosts": []}
+    if state not in (DeviceState.READY, DeviceState.BOOTING):
+        return info
+    try:
+        seg = shm.Segment(shm.name(name, f"d{dev}", "ctl"))
+    except FileNotFoundError:
+        return info
+    try:
+        ctl = _words(seg, layout.DEVICE_CTL_SIZE // 8)
+    finally:
+        seg.close()
+    info.update(state=DeviceState(ctl[DEVICE_CTL.STATE]).name,
+                health=Health(ctl[DEVICE_CTL.HEALTH]).name,
+                hbm_used=ctl[DEVICE_CTL.HBM_USED], hbm_peak=ctl[DEVICE_CTL.HBM_PEAK],
+                ddr_used=ctl[DEVICE_CTL.DDR_USED], live_allocs=ctl[DEVICE_CTL.LIVE_ALLOCS],
+                committed=ctl[DEVICE_CTL.COMMITTED], requests=ctl[DEVICE_CTL.REQUESTS])
+    for slot in range(layout.MAX_CLIENTS):
+        base = CTL_CLIENTS + slot * CLIENT_ENTRY.words
+        if ctl[base + CLIENT_ENTRY.STATE] == ClientState.ACTIVE:
+            info["hosts"].append({"pid": ctl[base + CLIENT_ENTRY.PID],
+                                  "used": ctl[base + CLIENT_ENTRY.USED],
+                                  "allocs": ctl[base + CLIENT_ENTRY.ALLOCS]})
+    return info
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return "-"
+
+
+def render(node: dict) -> str:
+    lines = [f"node {node['name']}  ({node['soc']}, {len(node['devices'])} devices, "
+             f"{node['state']}, supervisor pid {node['supervisor_pid']}, "
+             f"protocol {node['protocol']})",
+             f"{'dev':<4} {'pid':<8} {'state':<8} {'health':<8} {'HBM used / total':<24} "
+             f"{'DDR used / total':<22} hosts"]
+    for d in node["devices"]:
+        hbm = f"{fmt_bytes(d['hbm_used'])} / {fmt_bytes(d['hbm_total'])}"
+        ddr = f"{fmt_bytes(d['ddr_used'])} / {fmt_bytes(d['ddr_total'])}"
+        hosts = ",".join(str(h["pid"]) for h in d["hosts"]) or "-"
+        lines.append(f"{d['id']:<4} {d['pid'] or '-'!s:<8} {d['state']:<8} "
+                     f"{d['health'] or '-':<8} {hbm:<24} {ddr:<22} {hosts}")
+    return "\n".join(lines)
+
+
+def main(name: str | None, as_json: bool) -> int:
+    names = [name] if name else (
+        [os.environ["NPUEMU_NODE"]] if os.environ.get("NPUEMU_NODE") else nodes())
+    found = []
+    for n in names:
+        try:
+            found.append(read_node(n))
+        except FileNotFoundError:
+            print(f"npuemu: no node named {n!r} is running")
+            return 1
+    if as_json:
+        print(json.dumps(found, indent=2))
+    elif not found:
+        print("npuemu: no node is running")
+    else:
+        print("\n\n".join(render(n) for n in found))
+    return 0
