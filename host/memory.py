@@ -118,12 +118,12 @@ def free_host(ptr: int) -> None:
 # aclrtMemcpy / aclrtMemset ------------------------------------------------------------------
 def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
     """Mirrors ``aclrtMemcpy`` (synchronous; no implicit stream sync). ``kind`` must match
-    the addresses (``ACL_MEMCPY_DEFAULT`` infers it). 100000 if ``count > dst_max``."""
+    the addresses (``ACL_MEMCPY_DEFAULT`` infers it). ``count > dst_max`` gives 107000, as
+    the rt layer's parameter check does (``RT_ERROR_INVALID_VALUE``)."""
     _check_size(dst_max, "dst_max", allow_zero=True)
     _check_size(count, "count", allow_zero=True)
     if count > dst_max:
-        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM,
-                               f"count {count} exceeds dst_max {dst_max}")
+        raise _param(f"count {count} exceeds dst_max {dst_max}")
     for p in (dst, src):
         if type(p) is not int or p <= 0:
             raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"pointer {p!r} is null")
@@ -179,8 +179,7 @@ def memset(ptr: int, max_count: int, value: int, count: int) -> None:
     _check_size(max_count, "max_count", allow_zero=True)
     _check_size(count, "count", allow_zero=True)
     if count > max_count:
-        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM,
-                               f"count {count} exceeds max_count {max_count}")
+        raise _param(f"count {count} exceeds max_count {max_count}")
     if type(value) is not int or type(ptr) is not int or ptr <= 0:
         raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "bad pointer or value")
     if count == 0:
