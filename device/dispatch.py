@@ -8,14 +8,14 @@ A handler gets ``(worker, client, *args)`` and returns a tuple of results, or ra
 from __future__ import annotations
 
 import ctypes
-import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from npuemu.shared import errors, protocol
+from npuemu.device import kernels
+from npuemu.shared import errors, protocol, shm
 from npuemu.shared.layout import DEVICE_CTL
-from npuemu.shared.protocol import Op
+from npuemu.shared.protocol import TASK_OPS, Op
 
 if TYPE_CHECKING:
     from npuemu.device.worker import Client, Worker
@@ -58,6 +58,65 @@ def _snapshot(worker: Worker, client: Client) -> tuple:
     return (worker.memory.snapshot(),)
 
 
+def _stream_create(worker: Worker, client: Client, slot: int, priority: int,
+                   flags: int) -> tuple:
+    return (worker.scheduler.create(client, _int(slot), _int(priority), _int(flags)),)
+
+
+def _stream_destroy(worker: Worker, client: Client, slot: int) -> tuple:
+    worker.scheduler.destroy(client, _int(slot))
+    return ()
+
+
+def _stream_mode(worker: Worker, client: Client, slot: int, mode: int) -> tuple:
+    worker.scheduler.set_mode(client, _int(slot), _int(mode))
+    return ()
+
+
+def _stream_abort(worker: Worker, client: Client, slot: int) -> tuple:
+    worker.scheduler.abort(client, _int(slot))
+    return ()
+
+
+def _pin(worker: Worker, client: Client, host_addr: int, size: int, name: str) -> tuple:
+    """Map a pinned host block (``aclrtMallocHost``) so async copies can reach it."""
+    if not isinstance(name, str) or not name.startswith(shm.name(worker.node, "p")):
+        raise TypeError(f"{name!r} is not a pinned block of this node")
+    if _int(host_addr) not in client.pinned:
+        seg = shm.Segment(name)
+        if seg.size < _int(size):
+            seg.close()
+            raise TypeError(f"pinned block {name} is smaller than {size}")
+        client.pinned[host_addr] = seg
+    return ()
+
+
+def _unpin(worker: Worker, client: Client, host_addr: int) -> tuple:
+    """Forget a pinned block. Its mapping stays until the client detaches: an engine may
+    still be copying through it, and unmapping under it would crash the worker."""
+    seg = client.pinned.pop(_int(host_addr), None)
+    if seg is not None:
+        client.unpinned.append(seg)
+    return ()
+
+
+def _binary_load(worker: Worker, client: Client, source: str, filename: str) -> tuple:
+    if not isinstance(source, str) or not isinstance(filename, str):
+        raise TypeError("binary source and file name must be strings")
+    return kernels.load(client, source, filename)
+
+
+def _binary_unload(worker: Worker, client: Client, bin_id: int) -> tuple:
+    if client.binaries.pop(_int(bin_id), None) is None:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"no binary {bin_id}")
+    return ()
+
+
+def _callback_done(worker: Worker, client: Client, slot: int, seq: int) -> tuple:
+    worker.scheduler.callback_done(client, _int(slot), _int(seq))
+    return ()
+
+
 def _int(value: object) -> int:
     if type(value) is not int or value < 0:
         raise TypeError(f"expected a non-negative integer, got {value!r}")
@@ -67,6 +126,10 @@ def _int(value: object) -> int:
 HANDLERS: dict[int, Callable[..., tuple]] = {
     Op.PING: _ping, Op.MALLOC: _malloc, Op.FREE: _free, Op.MEM_INFO: _mem_info,
     Op.COPY: _copy, Op.MEMSET: _memset, Op.SNAPSHOT: _snapshot,
+    Op.STREAM_CREATE: _stream_create, Op.STREAM_DESTROY: _stream_destroy,
+    Op.STREAM_MODE: _stream_mode, Op.STREAM_ABORT: _stream_abort, Op.PIN: _pin,
+    Op.UNPIN: _unpin, Op.BINARY_LOAD: _binary_load, Op.BINARY_UNLOAD: _binary_unload,
+    Op.CALLBACK_DONE: _callback_done,
 }
 
 
@@ -76,6 +139,9 @@ def handle(worker: Worker, client: Client, payload: bytes) -> None:
     try:
         frame = protocol.unpack(payload)
         op, seq = frame[0], frame[1] if len(frame) > 1 else 0
+        if op in TASK_OPS:
+            worker.scheduler.enqueue(client, frame)
+            return
         handler = HANDLERS.get(op)
         if handler is None:
             raise NotImplementedError(f"op={op!r} is not implemented by this worker")
@@ -95,5 +161,4 @@ def handle(worker: Worker, client: Client, payload: bytes) -> None:
 
 
 def _log(worker: Worker, message: str) -> None:
-    """Device log (a shared-memory log ring comes with the diagnostics work; stderr now)."""
-    print(f"[WARNING] DRV(device {worker.dev}): {message}", file=sys.stderr)
+    worker.log("WARNING", message)

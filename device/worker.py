@@ -6,7 +6,9 @@ submission ring, answers on that client's completion ring, and sleeps when idle.
 
 Main loop, one pass:
   1. drain each ACTIVE client's submission ring, dispatching every frame (``dispatch.py``);
-  2. if nothing was there: spin with ``sched_yield`` for ``SPIN_S`` after the last work, then
+     stream tasks go to the scheduler (``scheduler.py``), which then starts runnable tasks
+     and publishes completions;
+  2. if nothing was there and no task is runnable: spin with ``sched_yield`` for ``SPIN_S`` after the last work, then
      set ``sleeping``, re-check the rings and block on the doorbell semaphore (a timed wait:
      10 ms right after activity, covering the rare missed-wake race of the flag handshake;
      ``HEARTBEAT_S`` when long idle, so an idle node costs well under 1 % CPU);
@@ -26,13 +28,14 @@ import time
 
 import psutil
 
-from npuemu.device import dispatch
+from npuemu.device import dispatch, engines
 from npuemu.device.memory import Arena, DeviceMemory, Tag
-from npuemu.shared import address, layout, protocol, shm
+from npuemu.device.scheduler import Scheduler
+from npuemu.shared import address, errors, layout, protocol, shm
 from npuemu.shared.config import HEARTBEAT_S
 from npuemu.shared.layout import CLIENT_ENTRY, CLIENT_HEADER, CTL_CLIENTS, DEVICE_CTL
 from npuemu.shared.layout import ClientState, DeviceState
-from npuemu.shared.ring import Ring, RingFull, region_size
+from npuemu.shared.ring import Ring, RingFull
 
 SPIN_S = 200e-6
 RECENT_S = 1.0
@@ -40,37 +43,70 @@ HOUSEKEEPING_S = 0.005
 _C = DEVICE_CTL
 _ARENA_FIELDS = {address.HBM: (_C.HBM_USED, _C.HBM_PEAK), address.DDR: (_C.DDR_USED, _C.DDR_PEAK)}
 _CLASS_FIELDS = (_C.USED_NORMAL, _C.USED_HUGE, _C.USED_HUGE1G)
+_BUSY_FIELDS = ((_C.BUSY_DMA, engines.DMA), (_C.BUSY_AICORE, engines.AICORE),
+                (_C.BUSY_AIVECTOR, engines.AIVECTOR), (_C.BUSY_AICPU, engines.AICPU))
 
 
 class Client:
-    """One attached host process: its rings and its wake semaphore."""
+    """One attached host process: its rings, tables, semaphores and device-side state."""
 
     def __init__(self, node: str, dev: int, slot: int) -> None:
         self.slot = slot
-        self.seg = shm.Segment(shm.name(node, f"d{dev}", f"c{slot}"))
-        self.hdr = self.seg.buf[: CLIENT_HEADER.size].cast("Q")
-        sub_bytes = self.hdr[CLIENT_HEADER.SUB_BYTES]
-        base = layout.CLIENT_SUB_OFFSET
-        self.sub = Ring(self.seg.buf[base : base + sub_bytes])
-        cpl_bytes = self.hdr[CLIENT_HEADER.CPL_BYTES]
-        self.cpl = Ring(self.seg.buf[base + sub_bytes : base + sub_bytes + cpl_bytes])
-        self.wake = shm.semaphore(shm.name(node, f"d{dev}", f"c{slot}", "wake"))
+        name = shm.name(node, f"d{dev}", f"c{slot}")
+        self.seg = shm.Segment(name)
+        hdr = self.hdr = self.seg.buf[: CLIENT_HEADER.size].cast("Q")
+        sizes = (hdr[CLIENT_HEADER.SUB_BYTES], hdr[CLIENT_HEADER.CPL_BYTES],
+                 hdr[CLIENT_HEADER.REP_BYTES])
+        if layout.client_size(*sizes) > self.seg.size:
+            raise ValueError(f"client segment {name} is smaller than its header says")
+        sub, cpl, rep, streams, events = layout.client_regions(*sizes)
+        buf = self.seg.buf
+        self.sub, self.cpl = Ring(buf[sub:cpl]), Ring(buf[cpl:rep])
+        self.rep = Ring(buf[rep:streams])
+        self.streams = buf[streams:events].cast("Q")
+        self.events = buf[events : events + layout.MAX_EVENTS * layout.EVENT_ENTRY.size].cast("Q")
+        self.wake = shm.semaphore(name + ".wake")
+        self.sync = shm.semaphore(name + ".sync")
+        self.reports = shm.semaphore(name + ".report")
+        self.pinned: dict[int, shm.Segment] = {}
+        self.unpinned: list[shm.Segment] = []
+        self.binaries: dict[int, object] = {}
+        self.next_binary = 0
 
     def reply(self, frame: tuple | list) -> None:
         try:
             self.cpl.push(protocol.pack(frame))
-        except RingFull:  # the host only has one sync request in flight; this is a bug
+        except RingFull:  # the host has one request in flight per link: cannot happen
             print(f"npuemu worker: completion ring of slot {self.slot} full", file=sys.stderr)
             return
         if self.hdr[CLIENT_HEADER.HOST_SLEEPING]:
             self.wake.release()
 
+    def report(self, frame: tuple) -> None:
+        """An exception or a host callback, for the host's report thread."""
+        try:
+            self.rep.push(protocol.pack(frame))
+        except RingFull:
+            print(f"npuemu worker: report ring of slot {self.slot} full", file=sys.stderr)
+            return
+        self.reports.release()
+
+    def notify_sync(self) -> None:
+        """Wake every host thread sleeping in a stream or event synchronize."""
+        for _ in range(self.hdr[CLIENT_HEADER.SYNC_WAITERS]):
+            self.sync.release()
+
     def close(self) -> None:
-        self.sub.release()
-        self.cpl.release()
-        self.hdr.release()
+        for seg in [*self.pinned.values(), *self.unpinned]:
+            seg.close()
+        self.pinned.clear()
+        for ring in (self.sub, self.cpl, self.rep):
+            ring.release()
+        for view in (self.streams, self.events, self.hdr):
+            view.release()
         self.seg.close()
-        self.wake.close()
+        for sem in (self.wake, self.sync, self.reports):
+            sem.close()
 
 
 class Worker:
@@ -87,6 +123,8 @@ class Worker:
             seg_name = shm.name(node, f"d{dev}", address.ARENA_NAMES[kind])
             arenas.append(Arena(shm.Segment(seg_name, size, create=True), kind))
         self.memory = DeviceMemory(dev, arenas, self._account)
+        self.boot_ns = time.monotonic_ns()
+        self.scheduler = Scheduler(self)
         self.clients: dict[int, Client] = {}
         self.active: list[Client] = []
         self.supervisor_fd = os.pidfd_open(supervisor)
@@ -101,7 +139,8 @@ class Worker:
         ctl[_C.PID] = me.pid
         ctl[_C.CTIME] = int(me.create_time() * 1e6)
         ctl[_C.HBM_TOTAL], ctl[_C.DDR_TOTAL] = hbm, ddr
-        ctl[_C.BOOT_NS] = ctl[_C.HEARTBEAT] = time.monotonic_ns()
+        ctl[_C.BOOT_NS] = self.boot_ns
+        ctl[_C.HEARTBEAT] = time.monotonic_ns()
         ctl[_C.MAGIC] = layout.MAGIC_DEVICE
         ctl[_C.STATE] = DeviceState.READY
 
@@ -166,9 +205,10 @@ class Worker:
         self.memory.reclaim(slot)
         client = self.clients.pop(slot, None)
         if client is not None:
+            self.scheduler.drop_client(client)
             client.close()
+        shm.unlink_all(self.node, f"d{self.dev}.c{slot}.")
         shm.unlink_segment(shm.name(self.node, f"d{self.dev}", f"c{slot}"))
-        shm.unlink_semaphore(shm.name(self.node, f"d{self.dev}", f"c{slot}", "wake"))
         self.active = list(self.clients.values())
         self.ctl[_C.CLIENTS] = len(self.clients)
         self._set_slot(slot, CLIENT_ENTRY.PID, 0)
@@ -189,14 +229,18 @@ class Worker:
 
     def run(self) -> None:
         last_work = last_house = time.monotonic()
+        scheduler = self.scheduler
         while self.running:
             now = time.monotonic()
-            if self.serve():
+            served = self.serve()
+            until = scheduler.pump()
+            if served:
                 last_work = now
             elif now - last_work < SPIN_S:
                 os.sched_yield()
-            else:
-                self._sleep(HEARTBEAT_S if now - last_work > RECENT_S else 0.01)
+            elif scheduler.idle():
+                slice_s = HEARTBEAT_S if now - last_work > RECENT_S else 0.01
+                self._sleep(min(slice_s, until))
                 now = time.monotonic()
             if now - last_house > HOUSEKEEPING_S:
                 last_house = now
@@ -204,14 +248,42 @@ class Worker:
 
     def _sleep(self, timeout: float) -> None:
         self.ctl[_C.SLEEPING] = 1
-        if all(c.sub.empty() for c in self.active):
-            shm.wait(self.bell, timeout)
+        if self.scheduler.idle() and all(c.sub.empty() for c in self.active):
+            shm.wait(self.bell, max(timeout, 0.0005))
         self.ctl[_C.SLEEPING] = 0
 
+    def wake(self) -> None:
+        """Called by engine threads when a task is done: wake the loop if it sleeps."""
+        if self.ctl[_C.SLEEPING]:
+            self.bell.release()
+
+    def count_task(self) -> None:
+        self.ctl[_C.TASKS] += 1
+
+    def resolve(self, client: Client, addr: int, count: int) -> int:
+        """Address in this process of ``[addr, addr+count)``: a device pointer of the client
+        or an address inside one of its pinned host blocks. Raises AclError (107000)."""
+        if address.is_device_ptr(addr):
+            arena, offset = self.memory.resolve(client.slot, addr, count)
+            return arena.seg.address + offset
+        for base, seg in client.pinned.items():
+            if base <= addr and addr + count <= base + seg.size:
+                return seg.address + (addr - base)
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               f"0x{addr:x}+{count} is neither device memory nor pinned host "
+                               "memory of this process")
+
+    def log(self, level: str, message: str) -> None:
+        """Device log (the shared-memory log ring comes with the diagnostics work)."""
+        print(f"[{level}] DEVICE({self.dev}): {message}", file=sys.stderr)
+
     def housekeeping(self) -> None:
-        self.ctl[_C.HEARTBEAT] = time.monotonic_ns()
+        ctl = self.ctl
+        ctl[_C.HEARTBEAT] = time.monotonic_ns()
+        for field, engine in _BUSY_FIELDS:
+            ctl[field] = self.scheduler.engines[engine].busy_ns
         self.scan_slots()
-        if self.ctl[_C.STATE] == DeviceState.STOPPING:
+        if ctl[_C.STATE] == DeviceState.STOPPING:
             self.running = False
         elif select.select([self.supervisor_fd], [], [], 0)[0]:
             print(f"npuemu worker {self.dev}: supervisor gone, exiting", file=sys.stderr)
@@ -221,6 +293,8 @@ class Worker:
         """Orderly stop: close every mapping and remove this device's names."""
         for slot in list(self.clients):
             self._detach(slot)
+        for engine in self.scheduler.engines.values():
+            engine.stop()
         self.ctl[_C.STATE] = DeviceState.STOPPED
         for arena in self.memory.arenas:
             arena.seg.unlink()

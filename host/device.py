@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 from npuemu.host import runtime
 from npuemu.host.runtime import Context
 from npuemu.shared import errors
 from npuemu.shared.enums import DeviceStatus
+from npuemu.shared.layout import DEVICE_CTL
 
 
 def set_device(dev: int) -> None:
@@ -55,12 +58,45 @@ def query_device_status(dev: int) -> int:
 
 
 def synchronize_device(timeout_ms: int = -1) -> None:
-    """Mirrors ``aclrtSynchronizeDevice(WithTimeout)``. No stream work exists yet, so this
-    checks the timeout argument and the device's liveness only (streams: see the README)."""
-    if type(timeout_ms) is not int or timeout_ms < -1:
-        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
-                               f"timeout {timeout_ms!r} must be -1 or >= 0 ms")
-    runtime.get().current_link().check_alive()
+    """Mirrors ``aclrtSynchronizeDevice(WithTimeout)``: blocks until every stream this
+    process has on the current device is done, then raises the first unreported failure.
+    Expiry is 507046."""
+    from npuemu.host import stream as streams
+
+    wait_s = streams.timeout_s(timeout_ms)
+    rt = runtime.get()
+    link = rt.current_link()
+    link.check_alive()
+    deadline = None if wait_s is None else time.monotonic() + wait_s
+    mine = [s for s in list(rt.handles.values())
+            if isinstance(s, streams.Stream) and s.link is link]
+    for s in mine:
+        target = s.submitted
+        left = None if deadline is None else max(deadline - time.monotonic(), 1e-6)
+        if not link.wait_until(lambda s=s, t=target: s.done(t), left):
+            raise errors.error_for(errors.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+                                   f"device {link.logical}: stream {s.sid} not done after "
+                                   f"{timeout_ms} ms")
+    for s in mine:
+        streams.raise_failure(s)
+
+
+def utilization_rate(dev: int) -> dict[str, int]:
+    """Mirrors ``aclrtGetDeviceUtilizationRate``: percent busy of the AI Core (cube), AI
+    Vector and AI CPU engines since the previous call (or since the device booted), and
+    HBM in use."""
+    rt = runtime.get()
+    od = rt.open_device(dev)
+    ctl, now = od.link.ctl, time.monotonic_ns()
+    busy = [ctl[f] for f in (DEVICE_CTL.BUSY_AICORE, DEVICE_CTL.BUSY_AIVECTOR,
+                             DEVICE_CTL.BUSY_AICPU)]
+    since, before = od.util_mark or (ctl[DEVICE_CTL.BOOT_NS], [0, 0, 0])
+    od.util_mark = (now, busy)
+    wall = max(now - since, 1)
+    cube, vector, aicpu = (min(100, (b - a) * 100 // wall) for a, b in zip(before, busy, strict=True))
+    hbm = ctl[DEVICE_CTL.HBM_USED] * 100 // max(ctl[DEVICE_CTL.HBM_TOTAL], 1)
+    return {"cubeUtilization": cube, "vectorUtilization": vector, "aicpuUtilization": aicpu,
+            "memoryUtilization": hbm}
 
 
 def create_context(dev: int) -> int:

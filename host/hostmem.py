@@ -110,3 +110,42 @@ class PinnedPool:
     def close(self) -> None:
         for ptr in list(self.blocks):
             self.free(ptr)
+
+
+class StagingPool:
+    """Pinned bounce buffers for async copies of pageable host memory.
+
+    A buffer goes back to the pool once its stream has passed the copy that used it
+    (``release_after``); buffers are kept for reuse until the process ends.
+    """
+
+    MIN_BYTES = 64 * 1024
+
+    def __init__(self, pinned: PinnedPool) -> None:
+        self.pinned = pinned
+        self.free: list[int] = []
+        self.busy: list[tuple[object, int, int]] = []
+        self._lock = threading.Lock()
+
+    def take(self, count: int) -> int:
+        with self._lock:
+            self._reclaim()
+            fits = [a for a in self.free if self.pinned.blocks[a].size >= count]
+            if fits:
+                best = min(fits, key=lambda a: self.pinned.blocks[a].size)
+                self.free.remove(best)
+                return best
+        return self.pinned.malloc(max(count, self.MIN_BYTES))
+
+    def release_after(self, stream: object, seq: int, addr: int) -> None:
+        with self._lock:
+            self.busy.append((stream, seq, addr))
+
+    def _reclaim(self) -> None:
+        still = []
+        for stream, seq, addr in self.busy:
+            if stream.destroyed or stream.done(seq):  # type: ignore[attr-defined]
+                self.free.append(addr)
+            else:
+                still.append((stream, seq, addr))
+        self.busy = still

@@ -23,6 +23,7 @@ import os
 import select
 import threading
 import time
+from collections.abc import Callable
 
 import psutil
 
@@ -34,6 +35,7 @@ from npuemu.shared.ring import Ring, RingFull, region_size
 
 SUB_CAPACITY = 1 << 20
 CPL_CAPACITY = 1 << 18
+REP_CAPACITY = 1 << 18
 SPIN_S = 100e-6
 SLEEP_S = 0.05
 _H = CLIENT_HEADER
@@ -47,6 +49,9 @@ class DeviceLink:
         self.lock = threading.Lock()
         self.seq = 0
         self.lost_detail = ""
+        self.closing = False
+        self.pinned: set[int] = set()  # pinned host blocks this device has mapped
+        self.logical = dev  # the id this process knows the device by (set by the runtime)
         self._open_device()
         self._create_client()
         self._handshake()
@@ -68,22 +73,30 @@ class DeviceLink:
         self.arena_addr = [seg.address for seg in self.arenas]
 
     def _create_client(self) -> None:
-        sub, cpl = region_size(SUB_CAPACITY), region_size(CPL_CAPACITY)
+        sizes = region_size(SUB_CAPACITY), region_size(CPL_CAPACITY), region_size(REP_CAPACITY)
         name = shm.name(self.node, f"d{self.dev}", f"c{self.slot}")
         self.wake = shm.semaphore(name + ".wake", create=True)
-        self.seg = shm.Segment(name, layout.CLIENT_SUB_OFFSET + sub + cpl, create=True)
+        self.sync = shm.semaphore(name + ".sync", create=True)
+        self.reports = shm.semaphore(name + ".report", create=True)
+        self.seg = shm.Segment(name, layout.client_size(*sizes), create=True)
         hdr = self.hdr = self.seg.buf[: _H.size].cast("Q")
         me = psutil.Process()
         hdr[_H.VERSION], hdr[_H.PID], hdr[_H.SLOT] = protocol.PROTOCOL_VERSION, me.pid, self.slot
-        hdr[_H.SUB_BYTES], hdr[_H.CPL_BYTES] = sub, cpl
-        base = layout.CLIENT_SUB_OFFSET
-        self.sub = Ring(self.seg.buf[base : base + sub], SUB_CAPACITY, init=True)
-        self.cpl = Ring(self.seg.buf[base + sub : base + sub + cpl], CPL_CAPACITY, init=True)
+        hdr[_H.SUB_BYTES], hdr[_H.CPL_BYTES], hdr[_H.REP_BYTES] = sizes
+        sub, cpl, rep, streams, events = layout.client_regions(*sizes)
+        buf = self.seg.buf
+        self.sub = Ring(buf[sub:cpl], SUB_CAPACITY, init=True)
+        self.cpl = Ring(buf[cpl:rep], CPL_CAPACITY, init=True)
+        self.rep = Ring(buf[rep:streams], REP_CAPACITY, init=True)
+        hdr[_H.TABLES] = streams
+        self.streams = buf[streams:events].cast("Q")
+        self.events = buf[events : events + layout.MAX_EVENTS * layout.EVENT_ENTRY.size].cast("Q")
         hdr[_H.MAGIC] = layout.MAGIC_CLIENT
         entry = CTL_CLIENTS + self.slot * CLIENT_ENTRY.words
         self.ctl[entry + CLIENT_ENTRY.PID] = me.pid
         self.ctl[entry + CLIENT_ENTRY.CTIME] = int(me.create_time() * 1e6)
         self._state_index = entry + CLIENT_ENTRY.STATE
+        self._waiters_lock = threading.Lock()
 
     def _handshake(self) -> None:
         self.ctl[self._state_index] = ClientState.REQUEST
@@ -166,19 +179,74 @@ class DeviceLink:
             self.check_alive()
         return protocol.unpack(payload)
 
+    # stream tasks and waits -----------------------------------------------------------------
+    def submit_locked(self, frame: tuple) -> None:
+        """Queue one stream task (no reply; completion shows in the tables). The caller holds
+        ``lock``, so task numbers and ring order agree."""
+        if self.lost_detail or self.ctl[DEVICE_CTL.STATE] == DeviceState.LOST:
+            self.check_alive()
+        self._push(protocol.pack(frame))
+
+    def wait_until(self, done: Callable[[], bool], timeout_s: float | None) -> bool:
+        """Block until ``done()`` (a read of the stream/event tables) is true, sleeping on the
+        ``.sync`` semaphore that the worker posts after completions. Returns False when
+        ``timeout_s`` expires; raises DeviceLostError if the worker dies. Releases the GIL
+        while asleep, so other Python threads run."""
+        if done():
+            return True
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        end_spin = time.perf_counter() + SPIN_S
+        while time.perf_counter() < end_spin:
+            os.sched_yield()
+            if done():
+                return True
+        hdr = self.hdr
+        while True:
+            with self._waiters_lock:
+                hdr[_H.SYNC_WAITERS] += 1
+            try:
+                if done():
+                    return True
+                slice_s = SLEEP_S if deadline is None else min(SLEEP_S, deadline - time.monotonic())
+                if slice_s <= 0:
+                    return False
+                shm.wait(self.sync, slice_s)
+            finally:
+                with self._waiters_lock:
+                    hdr[_H.SYNC_WAITERS] -= 1
+            if done():
+                return True
+            self.check_alive()
+
+    def pop_report(self, timeout_s: float) -> tuple | None:
+        """Next exception/callback report from the worker, waiting at most ``timeout_s``.
+        Only the link's report thread calls this."""
+        payload = self.rep.pop()
+        if payload is None:
+            shm.wait(self.reports, timeout_s)
+            payload = self.rep.pop()
+        return None if payload is None else protocol.unpack(payload)
+
     # teardown ------------------------------------------------------------------------------
     def close(self) -> None:
         """Detach: the worker reclaims this client's memory and frees the slot."""
+        self.closing = True
+        reporter = getattr(self, "reporter", None)
+        if reporter is not None and reporter is not threading.current_thread():
+            reporter.join(timeout=1.0)
         if self.alive():
             self.ctl[self._state_index] = ClientState.CLOSING
             self.bell.release()
-        for ring in (self.sub, self.cpl):
+        for ring in (self.sub, self.cpl, self.rep):
             ring.release()
-        self.hdr.release()
+        for view in (self.streams, self.events, self.hdr):
+            view.release()
         self.seg.unlink()
         self.seg.close()
-        self.wake.close()
-        shm.unlink_semaphore(self.seg.name + ".wake")
+        for sem, suffix in ((self.wake, ".wake"), (self.sync, ".sync"),
+                            (self.reports, ".report")):
+            sem.close()
+            shm.unlink_semaphore(self.seg.name + suffix)
         for seg in self.arenas:
             seg.close()
         self.bell.close()

@@ -21,8 +21,9 @@ import bisect
 import ctypes
 
 from npuemu.host import runtime
-from npuemu.host.runtime import Allocation
-from npuemu.shared import address, errors
+from npuemu.host.link import DeviceLink
+from npuemu.host.runtime import Allocation, index
+from npuemu.shared import address, errors, shm
 from npuemu.shared.enums import MemcpyKind, MemLocationType
 from npuemu.shared.protocol import Op
 
@@ -44,8 +45,16 @@ def _param(detail: str) -> errors.AclError:
 
 
 def _check_size(value: object, what: str, allow_zero: bool = False) -> int:
-    if type(value) is not int or value < 0 or (value == 0 and not allow_zero):
+    value = index(value, errors.ACL_ERROR_INVALID_PARAM, what)
+    if value < 0 or (value == 0 and not allow_zero):
         raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"{what} {value!r} is invalid")
+    return value
+
+
+def _check_ptr(value: object) -> int:
+    value = index(value, errors.ACL_ERROR_INVALID_PARAM, "pointer")
+    if value <= 0:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"pointer {value!r} is null")
     return value
 
 
@@ -53,9 +62,8 @@ def _check_size(value: object, what: str, allow_zero: bool = False) -> int:
 def malloc(size: int, policy: int = 0) -> int:
     """Mirrors ``aclrtMalloc`` on the current device; one round trip to the worker (blocks
     for ~10 us). Returns the device pointer. 100000 for size 0, 207001 when out of memory."""
-    _check_size(size, "size")
-    if type(policy) is not int or policy < 0:
-        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"policy {policy!r}")
+    size = _check_size(size, "size")
+    policy = _check_size(policy, "policy", allow_zero=True)
     rt = runtime.get()
     link = rt.current_link()
     ptr, span, page_class = link.call(Op.MALLOC, size, policy)
@@ -82,10 +90,10 @@ def find(ptr: int, count: int) -> Allocation:
     rt = runtime.get()
     i = bisect.bisect_right(rt.starts, ptr) - 1
     alloc = rt.allocations.get(rt.starts[i]) if i >= 0 else None
-    if alloc is None or ptr + count > alloc.ptr + alloc.span:
-        if alloc is not None and ptr < alloc.ptr + alloc.span:
+    if alloc is None or ptr + count > alloc.ptr + alloc.size:
+        if alloc is not None and ptr < alloc.ptr + alloc.size:
             raise _param(f"0x{ptr:x}+{count} runs past its allocation (0x{alloc.ptr:x}, "
-                         f"{alloc.span} bytes)")
+                         f"{alloc.size} bytes)")
         raise _param(f"0x{ptr:x} is not in a live device allocation of this process")
     return alloc
 
@@ -113,6 +121,10 @@ def free_host(ptr: int) -> None:
     if rt.pinned is None:
         raise _param(f"{ptr!r} is not a block from malloc_host")
     rt.pinned.free(ptr)
+    for od in list(rt.devices.values()):
+        if ptr in od.link.pinned:
+            od.link.pinned.discard(ptr)
+            od.link.post(Op.UNPIN, ptr)
 
 
 # aclrtMemcpy / aclrtMemset ------------------------------------------------------------------
@@ -120,21 +132,12 @@ def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
     """Mirrors ``aclrtMemcpy`` (synchronous; no implicit stream sync). ``kind`` must match
     the addresses (``ACL_MEMCPY_DEFAULT`` infers it). ``count > dst_max`` gives 107000, as
     the rt layer's parameter check does (``RT_ERROR_INVALID_VALUE``)."""
-    _check_size(dst_max, "dst_max", allow_zero=True)
-    _check_size(count, "count", allow_zero=True)
+    dst_max = _check_size(dst_max, "dst_max", allow_zero=True)
+    count = _check_size(count, "count", allow_zero=True)
     if count > dst_max:
         raise _param(f"count {count} exceeds dst_max {dst_max}")
-    for p in (dst, src):
-        if type(p) is not int or p <= 0:
-            raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"pointer {p!r} is null")
-    src_dev, dst_dev = address.is_device_ptr(src), address.is_device_ptr(dst)
-    expected = (src_dev, dst_dev) if kind == _K.ACL_MEMCPY_DEFAULT else _DIRECTIONS.get(kind)
-    if expected is None:
-        raise _param(f"memcpy kind {kind!r} is not an aclrtMemcpyKind")
-    if expected != (src_dev, dst_dev):
-        raise _param(f"memcpy kind {_K(kind).name} does not match the addresses "
-                     f"(src on {'device' if src_dev else 'host'}, "
-                     f"dst on {'device' if dst_dev else 'host'})")
+    dst, src = _check_ptr(dst), _check_ptr(src)
+    expected = _direction(dst, src, kind)
     if count == 0:
         return
     runtime.get().current()
@@ -176,12 +179,12 @@ _COPIERS = {(False, False): _h2h, (False, True): _h2d, (True, False): _d2h, (Tru
 def memset(ptr: int, max_count: int, value: int, count: int) -> None:
     """Mirrors ``aclrtMemset``: fill ``count`` bytes with ``value & 0xFF``; host or device is
     decided from the address. Synchronous."""
-    _check_size(max_count, "max_count", allow_zero=True)
-    _check_size(count, "count", allow_zero=True)
+    max_count = _check_size(max_count, "max_count", allow_zero=True)
+    count = _check_size(count, "count", allow_zero=True)
     if count > max_count:
         raise _param(f"count {count} exceeds max_count {max_count}")
-    if type(value) is not int or type(ptr) is not int or ptr <= 0:
-        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "bad pointer or value")
+    ptr = _check_ptr(ptr)
+    value = index(value, errors.ACL_ERROR_INVALID_PARAM, "value")
     if count == 0:
         return
     if address.is_device_ptr(ptr):
@@ -198,8 +201,7 @@ def memset(ptr: int, max_count: int, value: int, count: int) -> None:
 def get_mem_info(attr: int) -> tuple[int, int]:
     """Mirrors ``aclrtGetMemInfo`` on the current device: ``(free, total)`` bytes. A round
     trip, so frees queued earlier are already counted."""
-    if type(attr) is not int:
-        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"attr {attr!r}")
+    attr = index(attr, errors.ACL_ERROR_INVALID_PARAM, "attr")
     free_bytes, total = runtime.get().current_link().call(Op.MEM_INFO, attr)
     return free_bytes, total
 
@@ -221,3 +223,98 @@ def pointer_get_attributes(ptr: int) -> dict:
     kind = (MemLocationType.ACL_MEM_LOCATION_TYPE_HOST if pinned is not None
             else MemLocationType.ACL_MEM_LOCATION_TYPE_UNREGISTERED)
     return {"location": {"type": kind, "id": 0}, "pageSize": 4096}
+
+
+# aclrtMemcpyAsync / aclrtMemsetAsync ---------------------------------------------------------
+def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
+                 stream_handle: object) -> None:
+    """Mirrors ``aclrtMemcpyAsync``: queue the copy on the stream; the worker's DMA engine
+    moves the bytes in stream order. Pinned host memory (``malloc_host``) is used in place,
+    truly async. Pageable host memory is staged through a pinned buffer, as the runtime
+    does: an H2D call returns once the source is staged, a D2H call returns after the copy.
+    Async H2H is 207000 (as in EP mode)."""
+    from npuemu.host import stream as streams
+
+    dst_max = _check_size(dst_max, "dst_max", allow_zero=True)
+    count = _check_size(count, "count")
+    if count > dst_max:
+        raise _param(f"count {count} exceeds dst_max {dst_max}")
+    dst, src = _check_ptr(dst), _check_ptr(src)
+    direction = _direction(dst, src, kind)
+    if direction == (False, False):
+        raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "async host-to-host copy")
+    stream = streams.resolve(stream_handle, for_submit=True)
+    link = stream.link
+    for ptr, on_device in ((src, direction[0]), (dst, direction[1])):
+        if on_device and find(ptr, count).link is not link:
+            raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                                   "copies between two devices (P2P) are not emulated yet")
+    if direction == (False, True) and not _pinned(link, src, count):
+        staged = _stage(link, count)
+        ctypes.memmove(staged, src, count)
+        seq = streams.submit(stream, Op.COPY_ASYNC, dst, staged, count)
+        runtime.get().staging.release_after(stream, seq, staged)
+    elif direction == (True, False) and not _pinned(link, dst, count):
+        runtime.get().host_maps.check(dst, count, write=True)
+        staged = _stage(link, count)
+        seq = streams.submit(stream, Op.COPY_ASYNC, staged, src, count)
+        link.wait_until(lambda: stream.done(seq), None)
+        ctypes.memmove(dst, staged, count)
+        runtime.get().staging.release_after(stream, seq, staged)
+    else:
+        streams.submit(stream, Op.COPY_ASYNC, dst, src, count)
+
+
+def memset_async(ptr: int, max_count: int, value: int, count: int,
+                 stream_handle: object) -> None:
+    """Mirrors ``aclrtMemsetAsync`` on device memory: queued on the stream."""
+    from npuemu.host import stream as streams
+
+    max_count = _check_size(max_count, "max_count", allow_zero=True)
+    count = _check_size(count, "count")
+    if count > max_count:
+        raise _param(f"count {count} exceeds max_count {max_count}")
+    ptr = _check_ptr(ptr)
+    value = index(value, errors.ACL_ERROR_INVALID_PARAM, "value")
+    stream = streams.resolve(stream_handle, for_submit=True)
+    if not address.is_device_ptr(ptr) or find(ptr, count).link is not stream.link:
+        raise _param(f"0x{ptr:x} is not memory of the stream's device")
+    streams.submit(stream, Op.MEMSET_ASYNC, ptr, value & 0xFF, count)
+
+
+def _direction(dst: int, src: int, kind: int) -> tuple[bool, bool]:
+    src_dev, dst_dev = address.is_device_ptr(src), address.is_device_ptr(dst)
+    expected = (src_dev, dst_dev) if kind == _K.ACL_MEMCPY_DEFAULT else _DIRECTIONS.get(kind)
+    if expected is None:
+        raise _param(f"memcpy kind {kind!r} is not an aclrtMemcpyKind")
+    if expected != (src_dev, dst_dev):
+        raise _param(f"memcpy kind {_K(kind).name} does not match the addresses "
+                     f"(src on {'device' if src_dev else 'host'}, "
+                     f"dst on {'device' if dst_dev else 'host'})")
+    return expected
+
+
+def _pinned(link: DeviceLink, ptr: int, count: int) -> bool:
+    """True (after making sure the device has mapped it) if ``[ptr, ptr+count)`` is inside a
+    pinned block."""
+    rt = runtime.get()
+    seg = rt.pinned.find(ptr) if rt.pinned is not None else None
+    if seg is None or ptr + count > seg.address + seg.size:
+        return False
+    pin(link, seg.address, seg)
+    return True
+
+
+def pin(link: DeviceLink, base: int, seg: shm.Segment) -> None:
+    """Let ``link``'s worker map a pinned block (one round trip, once per block and link)."""
+    if base not in link.pinned:
+        link.call(Op.PIN, base, seg.size, seg.name)
+        link.pinned.add(base)
+
+
+def _stage(link: DeviceLink, count: int) -> int:
+    rt = runtime.get()
+    addr = rt.staging.take(count)
+    seg = rt.pinned.find(addr)
+    pin(link, addr, seg)
+    return addr

@@ -13,12 +13,14 @@ Both API faces (``acl`` and the Pythonic one) call into the one ``Runtime`` inst
 from __future__ import annotations
 
 import atexit
+import operator
 import os
 import signal
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
-from npuemu.host.hostmem import HostMaps, PinnedPool
+from npuemu.host.hostmem import HostMaps, PinnedPool, StagingPool
 from npuemu.host.link import DeviceLink
 from npuemu.host.node import Node
 from npuemu.shared import errors
@@ -45,6 +47,7 @@ class Context:
     device: int
     primary: bool
     destroyed: bool = False
+    default_stream: Any = None  # host.stream.Stream, made on first use of stream 0
 
 
 @dataclass(eq=False)
@@ -56,6 +59,7 @@ class OpenDevice:
     primary: Context
     refs: int = 0
     contexts: list[Context] = field(default_factory=list)
+    util_mark: tuple[int, list[int]] | None = None  # last utilization query (ns, busy ns)
 
 
 class Runtime:
@@ -72,22 +76,28 @@ class Runtime:
         self.starts: list[int] = []  # sorted keys of allocations (containment lookups)
         self.host_maps = HostMaps()
         self.pinned: PinnedPool | None = None
+        self.staging: StagingPool | None = None
         self.local = threading.local()
         self._next_handle = 0x5A000000
+        self.handles: dict[int, Any] = {}  # stream and event handles -> objects
         self.initialized = False
 
     # node and devices ----------------------------------------------------------------------
-    def ensure_node(self) -> Node:
+    def check_fork(self) -> None:
         if os.getpid() != self.pid:
             raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
                                    "npuemu cannot be used in a forked child of the process "
                                    "that started it; use multiprocessing's 'spawn' method")
+
+    def ensure_node(self) -> Node:
+        self.check_fork()
         if self.node is None:
             with self.lock:
                 if self.node is None:
                     name = self.config.name
                     self.node = Node.connect(name) if name else Node.embedded(self.config)
                     self.pinned = PinnedPool(self.node.name, self.pid)
+                    self.staging = StagingPool(self.pinned)
                     _install_exit_hooks()
         return self.node
 
@@ -99,7 +109,8 @@ class Runtime:
         return parse_visible_devices(os.environ.get("ASCEND_RT_VISIBLE_DEVICES"), total)
 
     def check_device_id(self, dev: object) -> int:
-        if type(dev) is not int or not 0 <= dev < len(self.visible()):
+        dev = index(dev, errors.ACL_ERROR_RT_INVALID_DEVICEID, "device id")
+        if not 0 <= dev < len(self.visible()):
             raise errors.error_for(errors.ACL_ERROR_RT_INVALID_DEVICEID,
                                    f"device id {dev!r} not in [0, {len(self.visible())})")
         return dev
@@ -111,6 +122,7 @@ class Runtime:
             od = self.devices.get(dev)
             if od is None:
                 link = self.ensure_node().open_link(self.visible()[dev])
+                link.logical = dev
                 od = OpenDevice(dev, link, self._new_context(dev, primary=True))
                 self.devices[dev] = od
             return od
@@ -124,14 +136,27 @@ class Runtime:
             for ctx in [od.primary, *od.contexts]:
                 ctx.destroyed = True
                 self.contexts.pop(ctx.handle, None)
+            for handle in [h for h, obj in self.handles.items() if obj.link is od.link]:
+                self.handles.pop(handle).destroyed = True
             del self.devices[od.logical]
             assert self.node is not None
             self.node.close_link(od.link)
 
+    # handles -------------------------------------------------------------------------------
+    def new_handle(self) -> int:
+        """A fresh pointer-like int for a context, stream or event."""
+        with self.lock:
+            self._next_handle += 0x40
+            return self._next_handle
+
+    def register(self, obj: Any) -> Any:
+        obj.handle = self.new_handle()
+        self.handles[obj.handle] = obj
+        return obj
+
     # contexts ------------------------------------------------------------------------------
     def _new_context(self, dev: int, primary: bool) -> Context:
-        self._next_handle += 0x40
-        ctx = Context(self._next_handle, dev, primary)
+        ctx = Context(self.new_handle(), dev, primary)
         self.contexts[ctx.handle] = ctx
         return ctx
 
@@ -165,6 +190,7 @@ class Runtime:
     def current(self) -> Context:
         """The calling thread's context, or ACL_ERROR_RT_CONTEXT_NULL (107002)."""
         ctx = getattr(self.local, "ctx", None)
+        self.check_fork()
         if ctx is None or ctx.destroyed:
             raise errors.error_for(errors.ACL_ERROR_RT_CONTEXT_NULL,
                                    "no current context in this thread: call set_device first")
@@ -187,6 +213,14 @@ class Runtime:
             if self.node is not None and os.getpid() == self.pid:
                 self.node.close()
             self.node = None
+
+
+def index(value: object, code: int, what: str) -> int:
+    """``value`` as an int (ints, IntEnum members, numpy integers), else AclError(code)."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise errors.error_for(code, f"{what} {value!r} is not an integer") from None
 
 
 _runtime: Runtime | None = None

@@ -15,8 +15,11 @@ Device control ``/npuemu.<node>.d<id>.ctl`` (written by the worker; ``state``/``
   also by the supervisor and the host as noted):
   DEVICE_CTL, then ``MAX_CLIENTS`` entries of CLIENT_ENTRY at word ``CTL_CLIENTS``.
 Client segment ``/npuemu.<node>.d<id>.c<slot>`` (created by the host):
-  CLIENT_HEADER (one page), the submission ring at byte ``CLIENT_SUB_OFFSET``, the completion
-  ring right after it. Each ring region starts with RING_HEADER followed by its data bytes.
+  CLIENT_HEADER (one page), then the submission ring (host -> device), the completion ring
+  (replies), the report ring (exceptions and host callbacks, device -> host), the stream table
+  (MAX_STREAMS x STREAM_ENTRY) and the event table (MAX_EVENTS x EVENT_ENTRY); offsets from
+  ``client_regions``. Each ring region starts with RING_HEADER followed by its data bytes.
+  The tables are written by the worker only and read by the host without a round trip.
 
 Segment and semaphore names: see ``npuemu.shared.shm``.
 """
@@ -121,6 +124,11 @@ DEVICE_CTL = Layout("DEVICE_CTL", [
     Field("clients", 1, "attached host clients"),
     Field("bad_frames", 1, "malformed frames dropped"),
     Field("boot_ns", 1, "monotonic ns the worker started (device timestamps count from here)"),
+    Field("busy_dma", 1, "ns the DMA engine spent on tasks"),
+    Field("busy_aicore", 1, "ns the AI Core engine spent on tasks"),
+    Field("busy_aivector", 1, "ns the AI Vector engine spent on tasks"),
+    Field("busy_aicpu", 1, "ns the AI CPU engine spent on tasks"),
+    Field("tasks", 1, "stream tasks completed"),
 ], stride=64)
 CTL_CLIENTS = DEVICE_CTL.words
 
@@ -141,10 +149,46 @@ CLIENT_HEADER = Layout("CLIENT_HEADER", [
     Field("slot", 1, "client slot index"),
     Field("sub_bytes", 1, "submission ring region size"),
     Field("cpl_bytes", 1, "completion ring region size"),
-    _pad("_pad0", 2),
-    Field("host_sleeping", 1, "1 while the host waits on its .wake semaphore"),
-], stride=16)
+    Field("rep_bytes", 1, "report ring region size"),
+    Field("tables", 1, "byte offset of the stream table (the event table follows it)"),
+    Field("host_sleeping", 1, "1 while a host thread waits for a reply on .wake"),
+    _pad("_pad0", 7),
+    Field("sync_waiters", 1, "host threads sleeping on .sync (stream/event synchronize)"),
+    _pad("_pad1", 7),
+], stride=32)
 CLIENT_SUB_OFFSET = PAGE
+MAX_STREAMS = 1024
+"""Streams per client (host process) and device: the size of its stream table."""
+MAX_EVENTS = 8192
+"""Events per client and device: the size of its event table."""
+
+STREAM_ENTRY = Layout("STREAM_ENTRY", [
+    Field("completed", 1, "sequence number of the stream's last completed task"),
+    Field("err_count", 1, "failures so far (the host reports each new one once)"),
+    Field("err_code", 1, "ACL code of the latest failure"),
+    Field("err_task", 1, "sequence number of the task that failed"),
+])
+
+EVENT_ENTRY = Layout("EVENT_ENTRY", [
+    Field("done_gen", 1, "generation of the last record that completed (0: none)"),
+    Field("timestamp", 1, "device ns since worker boot when that record completed"),
+    Field("error", 1, "failure code carried by that record (work before it failed)"),
+    _pad("_pad0", 1),
+])
+
+
+def client_regions(sub: int, cpl: int, rep: int) -> tuple[int, int, int, int, int]:
+    """Byte offsets in a client segment: sub ring, cpl ring, report ring, stream table,
+    event table; plus the total size is ``event table + MAX_EVENTS * EVENT_ENTRY.size``."""
+    sub_off = CLIENT_SUB_OFFSET
+    streams = sub_off + sub + cpl + rep
+    return sub_off, sub_off + sub, sub_off + sub + cpl, streams, \
+        streams + MAX_STREAMS * STREAM_ENTRY.size
+
+
+def client_size(sub: int, cpl: int, rep: int) -> int:
+    return client_regions(sub, cpl, rep)[4] + MAX_EVENTS * EVENT_ENTRY.size
+
 
 RING_HEADER = Layout("RING_HEADER", [
     Field("head", 1, "bytes ever published by the producer"),
@@ -209,7 +253,8 @@ def decode_exit(value: int) -> int | None:
     return None if value == 0 else value - 1024
 
 
-ALL = (REGISTRY, DEVICE_ENTRY, DEVICE_CTL, CLIENT_ENTRY, CLIENT_HEADER, RING_HEADER)
+ALL = (REGISTRY, DEVICE_ENTRY, DEVICE_CTL, CLIENT_ENTRY, CLIENT_HEADER, RING_HEADER,
+       STREAM_ENTRY, EVENT_ENTRY)
 
 if __name__ == "__main__":
     print("\n\n".join(layout.table() for layout in ALL))

@@ -17,6 +17,31 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | COPY        | dst, src, count               |                         | D2D by the DMA engine |
 | MEMSET      | ptr, value, count             |                         | by the DMA engine |
 | SNAPSHOT    |                               | [[ptr, span, class, client], ...] | live allocations |
+| STREAM_CREATE | slot, priority, flags       | stream id               | 207008 past the limit |
+| STREAM_DESTROY| slot                        |                         |                   |
+| STREAM_MODE | slot, mode                    |                         | failure mode      |
+| STREAM_ABORT| slot                          |                         | drops queued tasks|
+| PIN         | host address, size, segment name |                      | pinned host block |
+| UNPIN       | host address                  |                         | (no reply)        |
+| BINARY_LOAD | source, file name             | bin id, [[kernel, engine], ...] |           |
+| BINARY_UNLOAD | bin id                      |                         |                   |
+| CALLBACK_DONE | slot, task seq              |                         | (no reply) releases a BLOCK callback |
+
+Stream tasks are fire-and-forget frames ``[op, 0, stream slot, task seq, args...]``; their
+completion is published in the client's stream/event tables (``layout.py``):
+
+| task op      | args                                   |
+|--------------|----------------------------------------|
+| COPY_ASYNC   | dst, src, count (device or pinned host addresses) |
+| MEMSET_ASYNC | ptr, value, count                      |
+| RECORD       | event slot, generation                 |
+| RESET_EVENT  | event slot                             |
+| WAIT_EVENT   | event slot, generation, timeout ms (0 = none) |
+| LAUNCH       | bin id, kernel name, blocks, [args]    |
+| CALLBACK     | callback id, block (0/1)               |
+
+Reports (device -> host, report ring): ``[EXCEPTION, stream slot, task seq, code, stream
+id, device]`` and ``[CALLBACK, stream slot, task seq, callback id, block]``.
 
 ``PROTOCOL_VERSION`` is written in every region header; a worker rejects a client whose
 version differs (client slot state REJECTED), so mixed installs fail at attach, not later.
@@ -28,7 +53,7 @@ import enum
 
 import msgpack
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class Op(enum.IntEnum):
@@ -39,13 +64,38 @@ class Op(enum.IntEnum):
     COPY = 5
     MEMSET = 6
     SNAPSHOT = 7
+    STREAM_CREATE = 8
+    STREAM_DESTROY = 9
+    STREAM_MODE = 10
+    STREAM_ABORT = 11
+    PIN = 12
+    UNPIN = 13
+    BINARY_LOAD = 14
+    BINARY_UNLOAD = 15
+    CALLBACK_DONE = 16
+    # stream tasks
+    COPY_ASYNC = 32
+    MEMSET_ASYNC = 33
+    RECORD = 34
+    RESET_EVENT = 35
+    WAIT_EVENT = 36
+    LAUNCH = 37
+    CALLBACK = 38
+
+
+TASK_OPS = frozenset(op for op in Op if op >= Op.COPY_ASYNC)
+
+
+class Report(enum.IntEnum):
+    EXCEPTION = 1
+    CALLBACK = 2
 
 
 _packer = msgpack.Packer(autoreset=True, use_bin_type=True)
 
 
 def pack(frame: list | tuple) -> bytes:
-    """Encode one frame (not thread-safe: one caller at a time per process side)."""
+    """Encode one frame (msgpack's C packer runs under the GIL, so threads may share it)."""
     return _packer.pack(frame)
 
 

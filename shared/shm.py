@@ -58,6 +58,9 @@ class Segment:
             shm = posix_ipc.SharedMemory(name, flags, mode=0o600, size=size if create else 0)
         except posix_ipc.ExistentialError as err:
             raise FileNotFoundError(f"shared memory {name}: {err}") from err
+        if not create and shm.size == 0:  # its creator has not sized it yet
+            shm.close_fd()
+            raise FileNotFoundError(f"shared memory {name} is not ready yet")
         try:
             self.size = shm.size
             self.mm = mmap.mmap(shm.fd, shm.size)

@@ -19,7 +19,16 @@ def recent_message() -> str:
 
 def _failed(err: errors.AclError) -> int:
     _local.message = str(err)
+    _local.last = err.code
     return err.code
+
+
+def last_error(clear: bool) -> int:
+    """The calling thread's last failure code (``aclrtPeekAtLastError``/``GetLastError``)."""
+    code = getattr(_local, "last", 0)
+    if clear:
+        _local.last = 0
+    return code
 
 
 def ret_only(fn: Callable[..., Any]) -> Callable[..., int]:

@@ -5,9 +5,12 @@ whether it blocks."""
 
 from __future__ import annotations
 
-from npuemu.host import device, memory
-from npuemu.host.acl._wrap import ret_only, with_result
-from npuemu.shared.enums import RunMode
+from collections.abc import Callable
+from typing import Any
+
+from npuemu.host import callbacks, device, kernel, memory, stream
+from npuemu.host.acl._wrap import last_error, ret_only, with_result
+from npuemu.shared.enums import EventStatus, RunMode, StreamStatus
 
 # device and context ---------------------------------------------------------------------------
 set_device = ret_only(device.set_device)
@@ -44,3 +47,100 @@ memcpy = ret_only(memory.memcpy)
 memset = ret_only(memory.memset)
 get_mem_info = with_result(0, 0)(memory.get_mem_info)
 pointer_get_attributes = with_result({})(memory.pointer_get_attributes)
+
+
+@with_result(7, 0)
+def device_get_stream_priority_range() -> tuple[int, int]:
+    """Mirrors ``aclrtDeviceGetStreamPriorityRange``: ``(least, greatest, ret)`` = (7, 0)."""
+    return 7, 0
+
+
+get_device_utilization_rate = with_result({})(device.utilization_rate)
+
+
+# streams --------------------------------------------------------------------------------------
+def _handle(make: Callable[..., Any]) -> Callable[..., int]:
+    return lambda *args: make(*args).handle
+
+
+create_stream = with_result(0)(_handle(stream.create_stream))
+create_stream_with_config = with_result(0)(_handle(stream.create_stream))
+destroy_stream = ret_only(stream.destroy_stream)
+destroy_stream_force = ret_only(lambda s: stream.destroy_stream(s, force=True))
+synchronize_stream = ret_only(stream.synchronize_stream)
+synchronize_stream_with_timeout = ret_only(stream.synchronize_stream)
+stream_query = with_result(StreamStatus.ACL_STREAM_STATUS_RESERVED)(stream.stream_query)
+stream_get_id = with_result(-1)(stream.stream_get_id)
+set_stream_failure_mode = ret_only(stream.set_failure_mode)
+stream_abort = ret_only(stream.stream_abort)
+stream_wait_event = ret_only(stream.stream_wait_event)
+stream_wait_event_with_timeout = ret_only(stream.stream_wait_event)
+
+# events ---------------------------------------------------------------------------------------
+create_event = with_result(0)(_handle(stream.create_event))
+create_event_with_flag = with_result(0)(_handle(stream.create_event))
+create_event_ex_with_flag = with_result(0)(_handle(stream.create_event))
+record_event = ret_only(stream.record_event)
+reset_event = ret_only(stream.reset_event)
+query_event = with_result(EventStatus.ACL_EVENT_STATUS_RESERVED)(stream.query_event)
+query_event_status = with_result(0)(stream.query_event_status)
+query_event_wait_status = with_result(0xFFFF)(stream.query_event)
+synchronize_event = ret_only(stream.synchronize_event)
+synchronize_event_with_timeout = ret_only(stream.synchronize_event)
+event_elapsed_time = with_result(0.0)(stream.event_elapsed_time)
+event_get_timestamp = with_result(0)(stream.event_get_timestamp)
+destroy_event = ret_only(stream.destroy_event)
+
+# async memory ---------------------------------------------------------------------------------
+memcpy_async = ret_only(memory.memcpy_async)
+memset_async = ret_only(memory.memset_async)
+
+# kernels --------------------------------------------------------------------------------------
+binary_load_from_file = with_result(0)(
+    lambda path, options=None: kernel.binary_load_from_file(path).handle)
+binary_load_from_data = with_result(0)(
+    lambda data, options=None: kernel.binary_load_from_data(data).handle)
+binary_get_function = with_result(0)(_handle(kernel.binary_get_function))
+binary_unload = ret_only(kernel.binary_unload)
+launch_kernel = ret_only(kernel.launch_kernel)
+
+# callbacks and errors -------------------------------------------------------------------------
+subscribe_report = ret_only(callbacks.subscribe_report)
+unsubscribe_report = ret_only(callbacks.unsubscribe_report)
+process_report = ret_only(callbacks.process_report)
+launch_callback = ret_only(callbacks.launch_callback)
+launch_host_func = ret_only(callbacks.launch_host_func)
+set_exception_info_callback = ret_only(callbacks.set_exception_info_callback)
+exception_info_callback_register = ret_only(callbacks.exception_info_callback_register)
+exception_info_callback_unregister = ret_only(callbacks.exception_info_callback_unregister)
+
+
+def get_task_id_from_exception_info(info: int) -> int:
+    """Mirrors ``aclrtGetTaskIdFromExceptionInfo`` (0xFFFFFFFF for an invalid info)."""
+    return callbacks.info_field(info, "task_id")
+
+
+def get_stream_id_from_exception_info(info: int) -> int:
+    return callbacks.info_field(info, "stream_id")
+
+
+def get_thread_id_from_exception_info(info: int) -> int:
+    return callbacks.info_field(info, "thread_id")
+
+
+def get_device_id_from_exception_info(info: int) -> int:
+    return callbacks.info_field(info, "device_id")
+
+
+def get_error_code_from_exception_info(info: int) -> int:
+    return callbacks.info_field(info, "error_code")
+
+
+def peek_at_last_error(level: int = 0) -> int:
+    """Mirrors ``aclrtPeekAtLastError``: the calling thread's last failure code."""
+    return last_error(clear=False)
+
+
+def get_last_error(level: int = 0) -> int:
+    """Mirrors ``aclrtGetLastError``: the last failure code, then cleared."""
+    return last_error(clear=True)

@@ -1,0 +1,68 @@
+"""Engine queues of a device: DMA, AI Core, AI Vector and AI CPU, one thread each.
+
+The scheduler (``scheduler.py``) hands an engine a task whose stream dependencies are met;
+the engine runs it (numpy and ``ctypes.memmove`` release the GIL, so engines overlap) and
+reports ``(task, code)`` back through ``done`` (a deque: appends are atomic), waking the
+worker loop if it sleeps. Busy time per engine is accumulated in nanoseconds and published
+in the control block (``aclrtGetDeviceUtilizationRate`` reads it).
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from npuemu.shared import errors
+
+DMA, AICORE, AIVECTOR, AICPU = "dma", "aicore", "aivector", "aicpu"
+ENGINES = (DMA, AICORE, AIVECTOR, AICPU)
+FAILURE_CODE = {
+    DMA: errors.ACL_ERROR_RT_SYS_DMA,
+    AICORE: errors.ACL_ERROR_RT_AICORE_EXCEPTION,
+    AIVECTOR: errors.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
+    AICPU: errors.ACL_ERROR_RT_AICPU_EXCEPTION,
+}
+
+
+class Engine:
+    """One engine thread with its FIFO of ready tasks."""
+
+    def __init__(self, name: str, done: collections.deque, wake: Callable[[], None]) -> None:
+        self.name = name
+        self.busy_ns = 0
+        self.running = 0  # tasks handed over and not yet reported
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._done = done
+        self._wake = wake
+        self._thread = threading.Thread(target=self._loop, name=f"engine-{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, task: Any, run: Callable[[Any], int]) -> None:
+        """Queue ``run(task)``; it returns 0 or an ACL code."""
+        self.running += 1
+        self._queue.put((task, run))
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            task, run = item
+            start = time.monotonic_ns()
+            try:
+                code = run(task)
+            except errors.AclError as err:
+                code = err.code
+            except Exception:  # noqa: BLE001 - any failure of a task is the task's failure
+                code = FAILURE_CODE[self.name]
+            self.busy_ns += time.monotonic_ns() - start
+            self._done.append((task, code))
+            self._wake()
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=2)

@@ -1,0 +1,91 @@
+"""Kernel binaries and launches on the device.
+
+A binary is Python source (see ``shared/kernel.py`` for how kernels are declared); loading
+executes it in a fresh module namespace of the worker, once per load. A launch runs the
+kernel once per block on its engine's thread with a ``KernelContext`` whose ``tensor``
+views are bounds-checked against the launching client's live allocations.
+"""
+
+from __future__ import annotations
+
+import traceback
+import types
+from typing import TYPE_CHECKING, Any
+
+from npuemu.device import engines
+from npuemu.shared import errors
+
+if TYPE_CHECKING:
+    from npuemu.device.scheduler import Task
+    from npuemu.device.worker import Client, Worker
+
+
+class MemoryFault(Exception):
+    """A kernel touched memory outside its process's allocations (an MTE error)."""
+
+
+class KernelContext:
+    """What a kernel sees of its launch: its block and the device memory."""
+
+    def __init__(self, worker: Worker, client: Client, block_idx: int, block_num: int) -> None:
+        self.block_idx, self.block_num = block_idx, block_num
+        self._worker, self._client = worker, client
+
+    def split(self, n: int) -> tuple[int, int]:
+        """This block's ``[lo, hi)`` share of ``n`` items (blocks get near-equal shares)."""
+        return n * self.block_idx // self.block_num, n * (self.block_idx + 1) // self.block_num
+
+    def tensor(self, ptr: int, dtype: Any, count: int) -> Any:
+        """``count`` elements of ``dtype`` at device pointer ``ptr`` as a writable numpy view."""
+        import numpy as np
+
+        dt = np.dtype(dtype)
+        try:
+            arena, offset = self._worker.memory.resolve(self._client.slot, ptr,
+                                                         count * dt.itemsize)
+        except errors.AclError as err:
+            raise MemoryFault(err.detail) from None
+        return np.frombuffer(arena.seg.buf, dt, count, offset)
+
+
+def load(client: Client, source: str, filename: str) -> tuple[int, list[list[str]]]:
+    """Execute a binary; returns ``(bin_id, [[kernel name, engine], ...])``."""
+    module = types.ModuleType(f"npuemu_kernels_{client.slot}_{len(client.binaries)}")
+    module.__file__ = filename
+    try:
+        exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - it is the binary
+    except Exception as err:  # noqa: BLE001 - a broken binary is the caller's error
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               f"kernel binary {filename} does not load: {err!r}") from None
+    kernels = [[name, fn.__npu_kernel__] for name, fn in vars(module).items()
+               if callable(fn) and hasattr(fn, "__npu_kernel__")]
+    client.next_binary += 1
+    client.binaries[client.next_binary] = module
+    return client.next_binary, kernels
+
+
+def launch(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
+    """Find the kernel of a LAUNCH task; returns its engine and the function that runs it."""
+    bin_id, name, num_blocks, args = task.args
+    module = client.binaries.get(bin_id)
+    fn = getattr(module, name, None) if module is not None else None
+    if fn is None or not hasattr(fn, "__npu_kernel__"):
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               f"no kernel {name!r} in binary {bin_id}")
+    engine = fn.__npu_kernel__
+
+    def run(task: Task) -> int:
+        try:
+            for block in range(num_blocks):
+                fn(KernelContext(worker, client, block, num_blocks), *args)
+        except MemoryFault as fault:
+            worker.log("ERROR", f"kernel {name} memory fault: {fault}")
+            return errors.ACL_ERROR_RT_DEVICE_MEM_ERROR
+        except Exception:  # noqa: BLE001 - the kernel's own failure
+            code = engines.FAILURE_CODE[engine]
+            worker.log("ERROR", f"{engine} kernel execute failed, ret={code}, kernel_name="
+                                f"{name}\n{traceback.format_exc(limit=-3)}")
+            return code
+        return 0
+
+    return engine, run

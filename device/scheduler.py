@@ -1,0 +1,298 @@
+"""Streams, events and the task scheduler of one device.
+
+Each host stream is an ordered queue of tasks in the worker. On every pass of the worker
+loop the scheduler looks at the head task of every stream that is not busy: a task whose
+waits are met is started, on its engine's thread (large copies, kernels) or right away in
+the loop thread (event record/reset/wait, callbacks, copies and memsets of at most
+``INLINE_BYTES``); a stream blocked on an event blocks only itself. Completions come back
+through ``done`` and are published in the client segment's stream and event tables, which
+the host reads without a round trip (``shared/layout.py``: STREAM_ENTRY, EVENT_ENTRY).
+
+Failures: a task that fails records its code on its stream (``err_count`` grows, so the
+host reports it once, at its next synchronize), is reported to the host's exception
+callbacks through the report ring, and in ``ACL_STOP_ON_FAILURE`` mode makes the stream
+drop the tasks queued behind it. An event recorded after a failure carries the failure,
+and a stream that waits on such an event fails its wait task with the same code, so work
+that depends on a failed task is never silently run.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from npuemu.device import engines
+from npuemu.device.kernels import launch as run_kernel
+from npuemu.shared import errors, layout, protocol
+from npuemu.shared.enums import StreamFailureMode
+from npuemu.shared.layout import EVENT_ENTRY, STREAM_ENTRY
+from npuemu.shared.protocol import Op
+
+if TYPE_CHECKING:
+    from npuemu.device.worker import Client, Worker
+
+INLINE_BYTES = 64 * 1024
+DEFAULT_MAX_STREAMS = 1024
+_SE, _EE = STREAM_ENTRY, EVENT_ENTRY
+
+
+class Task:
+    __slots__ = ("args", "engine", "op", "seq", "stream")
+
+    def __init__(self, op: int, seq: int, args: tuple, stream: Stream) -> None:
+        self.op, self.seq, self.args, self.stream = op, seq, args, stream
+        self.engine = ""
+
+
+class Stream:
+    """Worker side of one host stream."""
+
+    def __init__(self, client: Client, slot: int, sid: int, priority: int, flags: int) -> None:
+        self.client, self.slot, self.sid = client, slot, sid
+        self.priority, self.flags = priority, flags
+        self.mode = StreamFailureMode.ACL_CONTINUE_ON_FAILURE
+        self.queue: collections.deque[Task] = collections.deque()
+        self.busy = False
+        self.deadline = 0.0  # of a head WAIT with a timeout
+        self.pending_error = 0  # failure not yet carried by an event record
+        self.stopped = 0  # stop-on-failure: the code that stopped it
+        self.base = slot * _SE.words
+
+
+class Scheduler:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.done: collections.deque = collections.deque()
+        self.engines = {name: engines.Engine(name, self.done, worker.wake)
+                        for name in engines.ENGINES}
+        self.streams: dict[tuple[int, int], Stream] = {}
+        self.max_streams = int(os.environ.get("NPUEMU_MAX_STREAMS") or DEFAULT_MAX_STREAMS)
+        self._next_sid = 0
+        self._touched: set[Client] = set()
+
+    # stream management (synchronous requests) ----------------------------------------------
+    def create(self, client: Client, slot: int, priority: int, flags: int) -> int:
+        if len(self.streams) >= self.max_streams:
+            raise errors.error_for(errors.ACL_ERROR_RT_NO_STREAM_RESOURCE,
+                                   f"device {self.worker.dev} has {self.max_streams} streams")
+        if not 0 <= slot < layout.MAX_STREAMS or (client.slot, slot) in self.streams:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"stream slot {slot}")
+        self._next_sid += 1
+        stream = Stream(client, slot, self._next_sid, priority, flags)
+        for field in range(_SE.words):
+            client.streams[stream.base + field] = 0
+        self.streams[(client.slot, slot)] = stream
+        return stream.sid
+
+    def destroy(self, client: Client, slot: int) -> None:
+        """Forget the stream; tasks still queued are dropped (the host waited first unless it
+        asked for ``destroy_stream_force``)."""
+        stream = self._stream(client, slot)
+        stream.queue.clear()
+        del self.streams[(client.slot, slot)]
+
+    def set_mode(self, client: Client, slot: int, mode: int) -> None:
+        self._stream(client, slot).mode = StreamFailureMode(mode)
+
+    def abort(self, client: Client, slot: int) -> None:
+        """``aclrtStreamAbort``: drop every queued task; they count as completed."""
+        stream = self._stream(client, slot)
+        while len(stream.queue) > (1 if stream.busy else 0):
+            task = stream.queue.pop()
+            client.streams[stream.base + _SE.COMPLETED] = max(
+                client.streams[stream.base + _SE.COMPLETED], task.seq)
+        self._touched.add(client)
+
+    def drop_client(self, client: Client) -> None:
+        for key in [k for k in self.streams if k[0] == client.slot]:
+            self.streams[key].queue.clear()
+            del self.streams[key]
+
+    def _stream(self, client: Client, slot: object) -> Stream:
+        stream = self.streams.get((client.slot, slot))  # type: ignore[arg-type]
+        if stream is None:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"stream slot {slot!r} is not a live stream")
+        return stream
+
+    # submission (asynchronous frames) ------------------------------------------------------
+    def enqueue(self, client: Client, frame: tuple) -> None:
+        """Frame ``[op, 0, stream_slot, task_seq, *args]`` from the submission ring."""
+        stream = self._stream(client, frame[2])
+        stream.queue.append(Task(frame[0], frame[3], frame[4:], stream))
+
+    def callback_done(self, client: Client, slot: int, seq: int) -> None:
+        stream = self._stream(client, slot)
+        if stream.busy and stream.queue and stream.queue[0].seq == seq:
+            self._complete(stream.queue[0], 0)
+
+    # the pass ------------------------------------------------------------------------------
+    def pump(self) -> float:
+        """Reap completions and start every runnable head task. Returns the number of
+        seconds until the nearest wait deadline (or 1.0)."""
+        done = self.done
+        while done:
+            task, code = done.popleft()
+            self.engines[task.engine].running -= 1
+            self._complete(task, code)
+        nearest = 1.0
+        now = time.monotonic()
+        for stream in list(self.streams.values()):
+            while stream.queue and not stream.busy:
+                if not self._start(stream.queue[0], now):
+                    if stream.deadline:
+                        nearest = min(nearest, stream.deadline - now)
+                    break
+        if self._touched:
+            for client in self._touched:
+                client.notify_sync()
+            self._touched.clear()
+        return max(nearest, 0.0)
+
+    def idle(self) -> bool:
+        return not self.done and not any(s.queue and not s.busy for s in self.streams.values())
+
+    def _start(self, task: Task, now: float) -> bool:
+        """Start ``task``; False if it must wait (a WAIT whose event is not done)."""
+        stream = task.stream
+        if stream.stopped:
+            self._complete(task, stream.stopped, report=False)
+            return True
+        handler = _INLINE.get(task.op)
+        if handler is not None:
+            try:
+                result = handler(self, task, now)
+            except errors.AclError as err:
+                result = err.code
+            if result is None:
+                return False
+            if result >= 0:
+                self._complete(task, result)
+            return True
+        try:
+            engine, run = self._prepare(task)
+        except errors.AclError as err:
+            self._complete(task, err.code)
+            return True
+        if engine is None:
+            self._complete(task, run(task))
+        else:
+            stream.busy = True
+            task.engine = engine
+            self.engines[engine].submit(task, run)
+        return True
+
+    def _prepare(self, task: Task) -> tuple[str | None, Any]:
+        """Resolve addresses now (loop thread); returns (engine or None for inline, run)."""
+        client = task.stream.client
+        if task.op == Op.COPY_ASYNC:
+            dst, src, count = task.args
+            d = self.worker.resolve(client, dst, count)
+            s = self.worker.resolve(client, src, count)
+            task.args = (d, s, count)
+            return (engines.DMA if count > INLINE_BYTES else None), _run_copy
+        if task.op == Op.MEMSET_ASYNC:
+            ptr, value, count = task.args
+            task.args = (self.worker.resolve(client, ptr, count), value, count)
+            return (engines.DMA if count > INLINE_BYTES else None), _run_memset
+        if task.op == Op.LAUNCH:
+            return run_kernel(self.worker, client, task)
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"unknown task op {task.op}")
+
+    # completion ----------------------------------------------------------------------------
+    def _complete(self, task: Task, code: int, report: bool = True) -> None:
+        stream = task.stream
+        client = stream.client
+        if code:
+            self._fail(stream, task, code, report)
+        client.streams[stream.base + _SE.COMPLETED] = task.seq
+        if stream.queue and stream.queue[0] is task:
+            stream.queue.popleft()
+        stream.busy = False
+        self._touched.add(client)
+        self.worker.count_task()
+
+    def _fail(self, stream: Stream, task: Task, code: int, report: bool) -> None:
+        table, base = stream.client.streams, stream.base
+        table[base + _SE.ERR_CODE] = code
+        table[base + _SE.ERR_TASK] = task.seq
+        table[base + _SE.ERR_COUNT] += 1
+        stream.pending_error = code
+        if stream.mode == StreamFailureMode.ACL_STOP_ON_FAILURE:
+            stream.stopped = code
+        if report:
+            stream.client.report((protocol.Report.EXCEPTION, stream.slot, task.seq, code,
+                                  stream.sid, self.worker.dev))
+            self.worker.log("ERROR", f"task {task.seq} of stream {stream.sid} failed, "
+                                     f"ret={code} ({errors.name_of(code)})")
+
+
+# inline handlers: return a code (>= 0) to complete now, -1 if the task completes later,
+# None if it cannot start yet -------------------------------------------------------------------
+def _record(sched: Scheduler, task: Task, now: float) -> int:
+    slot, gen = task.args
+    stream = task.stream
+    events, base = stream.client.events, _event_base(slot)
+    events[base + _EE.TIMESTAMP] = time.monotonic_ns() - sched.worker.boot_ns
+    events[base + _EE.ERROR] = stream.pending_error
+    stream.pending_error = 0
+    events[base + _EE.DONE_GEN] = gen
+    return 0
+
+
+def _reset(sched: Scheduler, task: Task, now: float) -> int:
+    events, base = task.stream.client.events, _event_base(task.args[0])
+    events[base + _EE.ERROR] = 0
+    events[base + _EE.DONE_GEN] = 0
+    return 0
+
+
+def _wait(sched: Scheduler, task: Task, now: float) -> int | None:
+    slot, gen, timeout_ms = task.args
+    stream = task.stream
+    events, base = stream.client.events, _event_base(slot)
+    if events[base + _EE.DONE_GEN] >= gen:
+        stream.deadline = 0.0
+        return events[base + _EE.ERROR]
+    if timeout_ms > 0:
+        if not stream.deadline:
+            stream.deadline = now + timeout_ms / 1000
+        elif now >= stream.deadline:
+            stream.deadline = 0.0
+            return errors.ACL_ERROR_RT_WAIT_TIMEOUT
+    return None
+
+
+def _callback(sched: Scheduler, task: Task, now: float) -> int:
+    cb_id, block = task.args
+    stream = task.stream
+    stream.client.report((protocol.Report.CALLBACK, stream.slot, task.seq, cb_id, block))
+    if block:
+        stream.busy = True
+        return -1
+    return 0
+
+
+def _event_base(slot: int) -> int:
+    if not 0 <= slot < layout.MAX_EVENTS:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"event slot {slot}")
+    return slot * _EE.words
+
+
+_INLINE = {Op.RECORD: _record, Op.RESET_EVENT: _reset, Op.WAIT_EVENT: _wait,
+           Op.CALLBACK: _callback}
+
+
+def _run_copy(task: Task) -> int:
+    dst, src, count = task.args
+    ctypes.memmove(dst, src, count)
+    return 0
+
+
+def _run_memset(task: Task) -> int:
+    ptr, value, count = task.args
+    ctypes.memset(ptr, value & 0xFF, count)
+    return 0

@@ -1,0 +1,238 @@
+"""Host callbacks and exception callbacks, served by one report thread per device link.
+
+The worker pushes a report on the link's report ring when a stream reaches a host callback
+task or when a task fails. The report thread (started with the link's first stream):
+
+- runs ``launch_host_func`` callbacks itself (``aclrtLaunchHostFunc``: the runtime's own
+  thread), then releases the stream;
+- hands ``launch_callback`` callbacks (``aclrtLaunchCallback``) to the thread subscribed to
+  the stream, which runs them in ``process_report``; with ``ACL_CALLBACK_BLOCK`` the stream
+  waits until the callback returned;
+- calls every registered exception callback with an ``aclrtExceptionInfo`` handle, readable
+  with the ``get_*_from_exception_info`` getters while the callback runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from npuemu.host import runtime
+from npuemu.host.link import DeviceLink
+from npuemu.host.stream import Stream, resolve, submit
+from npuemu.shared import errors
+from npuemu.shared.enums import CallbackBlockType
+from npuemu.shared.protocol import Op, Report
+
+POLL_S = 0.1
+INVALID = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class ExceptionInfo:
+    """``aclrtExceptionInfo``: what a failed task reports."""
+
+    task_id: int
+    stream_id: int
+    thread_id: int
+    device_id: int
+    error_code: int
+
+
+_lock = threading.Lock()
+_ids = itertools.count(1)
+_exception_callbacks: list[Callable[[int], Any]] = []
+_legacy_callback: list[Callable[[int], Any]] = []  # set_exception_info_callback: 0 or 1 item
+_infos: dict[int, ExceptionInfo] = {}
+_pending: dict[int, tuple[str, Callable[[Any], Any], Any]] = {}
+_subscribers: dict[Stream, int] = {}
+_queues: dict[int, queue.SimpleQueue] = {}
+
+
+# the report thread ---------------------------------------------------------------------------
+def ensure_reporter(link: DeviceLink) -> None:
+    """Start ``link``'s report thread once."""
+    with _lock:
+        if getattr(link, "reporter", None) is None:
+            link.reporter = threading.Thread(target=_serve, args=(link,), daemon=True,
+                                             name=f"npuemu-reports-d{link.dev}")
+            link.reporter.start()
+
+
+def _serve(link: DeviceLink) -> None:
+    while not link.closing and link.alive():
+        try:
+            report = link.pop_report(POLL_S)
+        except (ValueError, AttributeError):  # the link was closed under us
+            return
+        if report is not None:
+            _dispatch(link, report)
+
+
+def _dispatch(link: DeviceLink, report: tuple) -> None:
+    kind, slot, seq = report[0], report[1], report[2]
+    if kind == Report.EXCEPTION:
+        code, sid = report[3], report[4]
+        _raise_exception(ExceptionInfo(seq, sid, _thread_of(link, slot), link.logical, code))
+    elif kind == Report.CALLBACK:
+        cb_id, block = report[3], report[4]
+        with _lock:
+            style, fn, args = _pending.pop(cb_id, ("", None, None))
+        if style == "host_func":
+            _run(fn, args)
+            link.post(Op.CALLBACK_DONE, slot, seq)
+        elif style == "callback":
+            tid = next((t for s, t in _subscribers.items() if s.link is link and s.slot == slot),
+                       None)
+            if tid is None:  # unsubscribed meanwhile: run it here rather than hang the stream
+                _run(fn, args)
+                if block:
+                    link.post(Op.CALLBACK_DONE, slot, seq)
+            else:
+                _queues[tid].put((link, slot, seq, fn, args, block))
+
+
+def _thread_of(link: DeviceLink, slot: int) -> int:
+    for obj in list(runtime.get().handles.values()):
+        if isinstance(obj, Stream) and obj.link is link and obj.slot == slot:
+            return obj.creator_tid
+    return 0
+
+
+def _run(fn: Callable[[Any], Any] | None, args: Any) -> None:
+    if fn is None:
+        return
+    try:
+        fn(args)
+    except Exception:  # noqa: BLE001 - a user callback must not kill the runtime thread
+        traceback.print_exc(file=sys.stderr)
+
+
+def _raise_exception(info: ExceptionInfo) -> None:
+    key = next(_ids)
+    _infos[key] = info
+    try:
+        for fn in [*_legacy_callback, *_exception_callbacks]:
+            _run(fn, key)
+    finally:
+        del _infos[key]
+
+
+# exception callbacks -------------------------------------------------------------------------
+def set_exception_info_callback(fn: Callable[[int], Any] | None) -> None:
+    """Mirrors ``aclrtSetExceptionInfoCallback`` (one process-wide callback; None clears)."""
+    with _lock:
+        _legacy_callback[:] = [] if fn is None else [fn]
+
+
+def exception_info_callback_register(fn: Callable[[int], Any]) -> None:
+    """Mirrors ``aclrtExceptionInfoCallbackRegister`` (None: 107000)."""
+    if fn is None or not callable(fn):
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, "callback must be callable")
+    with _lock:
+        _exception_callbacks.append(fn)
+
+
+def exception_info_callback_unregister(fn: Callable[[int], Any]) -> None:
+    """Mirrors ``aclrtExceptionInfoCallbackUnregister``."""
+    with _lock:
+        if fn not in _exception_callbacks:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, "callback not registered")
+        _exception_callbacks.remove(fn)
+
+
+def info_field(info: object, name: str) -> int:
+    """The ``aclrtGet*FromExceptionInfo`` getters: 0xFFFFFFFF for an invalid info."""
+    found = _infos.get(info) if type(info) is int else None
+    return INVALID if found is None else getattr(found, name)
+
+
+# host callbacks ------------------------------------------------------------------------------
+def subscribe_report(thread_id: int, stream_handle: object) -> None:
+    """Mirrors ``aclrtSubscribeReport``: ``thread_id`` will run the stream's callbacks."""
+    stream = resolve(stream_handle)
+    with _lock:
+        if stream in _subscribers:
+            raise errors.error_for(errors.ACL_ERROR_REPEAT_SUBSCRIBE,
+                                   f"stream {stream.sid} already has a subscriber")
+        _subscribers[stream] = thread_id
+        _queues.setdefault(thread_id, queue.SimpleQueue())
+    ensure_reporter(stream.link)
+
+
+def unsubscribe_report(thread_id: int, stream_handle: object) -> None:
+    """Mirrors ``aclrtUnSubscribeReport``."""
+    stream = resolve(stream_handle)
+    with _lock:
+        if _subscribers.get(stream) != thread_id:
+            raise errors.error_for(errors.ACL_ERROR_RT_STREAM_SUBSCRIBE,
+                                   f"thread {thread_id} is not subscribed to stream {stream.sid}")
+        del _subscribers[stream]
+
+
+def process_report(timeout_ms: int) -> None:
+    """Mirrors ``aclrtProcessReport``: run one callback due to the calling thread, waiting
+    up to ``timeout_ms`` (-1 forever). 100000 for 0 or < -1; 107012 if the thread subscribed
+    to nothing; 507012 on timeout. Releases the GIL while it waits."""
+    timeout_ms = runtime.index(timeout_ms, errors.ACL_ERROR_INVALID_PARAM, "timeout")
+    if timeout_ms == 0 or timeout_ms < -1:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"timeout {timeout_ms}")
+    tid = threading.get_native_id()
+    q = _queues.get(tid)
+    if q is None or tid not in _subscribers.values():
+        raise errors.error_for(errors.ACL_ERROR_RT_THREAD_SUBSCRIBE,
+                               f"thread {tid} has not subscribed to any stream")
+    try:
+        link, slot, seq, fn, args, block = q.get(timeout=None if timeout_ms < 0
+                                                 else timeout_ms / 1000)
+    except queue.Empty:
+        raise errors.error_for(errors.ACL_ERROR_RT_REPORT_TIMEOUT,
+                               f"no callback within {timeout_ms} ms") from None
+    _run(fn, args)
+    if block:
+        link.post(Op.CALLBACK_DONE, slot, seq)
+
+
+def launch_callback(fn: Callable[[Any], Any], args: Any, block: int,
+                    stream_handle: object) -> None:
+    """Mirrors ``aclrtLaunchCallback``: queue ``fn(args)`` on the stream for its subscribed
+    thread. 107015 if no thread subscribed to the stream."""
+    stream = resolve(stream_handle, for_submit=True)
+    if stream not in _subscribers:
+        raise errors.error_for(errors.ACL_ERROR_RT_STREAM_NO_CB_REG,
+                               f"stream {stream.sid} has no subscribed thread")
+    block = runtime.index(block, errors.ACL_ERROR_INVALID_PARAM, "block type")
+    if block not in (CallbackBlockType.ACL_CALLBACK_NO_BLOCK, CallbackBlockType.ACL_CALLBACK_BLOCK):
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"block type {block}")
+    _queue_callback(stream, "callback", fn, args, block)
+
+
+def launch_host_func(stream_handle: object, fn: Callable[[Any], Any], args: Any) -> None:
+    """Mirrors ``aclrtLaunchHostFunc``: the runtime's report thread runs ``fn(args)`` when
+    the stream reaches it; the stream waits for it to return."""
+    stream = resolve(stream_handle, for_submit=True)
+    ensure_reporter(stream.link)
+    _queue_callback(stream, "host_func", fn, args, 1)
+
+
+def _queue_callback(stream: Stream, style: str, fn: Callable[[Any], Any], args: Any,
+                    block: int) -> None:
+    if not callable(fn):
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "callback must be callable")
+    cb_id = next(_ids)
+    with _lock:
+        _pending[cb_id] = (style, fn, args)
+    submit(stream, Op.CALLBACK, cb_id, block)
+
+
+def forget_link(link: DeviceLink) -> None:
+    """Drop subscriptions of a link's streams (its device was reset)."""
+    with _lock:
+        for stream in [s for s in _subscribers if s.link is link]:
+            del _subscribers[stream]

@@ -1,0 +1,376 @@
+"""Streams and events (``aclrtCreateStream``, ``aclrtRecordEvent`` and friends), raising
+AclError.
+
+A stream's tasks are queued to its device's worker without waiting; each task carries the
+stream's next sequence number. The worker publishes the last completed sequence number and
+failures in the client segment's stream table, and each event's completed record generation
+and device timestamp in the event table, so queries cost no round trip and synchronize
+sleeps on the link's ``.sync`` doorbell (``DeviceLink.wait_until``).
+
+Choices where the reference is silent (UNVERIFIED on hardware): a failure is reported once,
+by the first synchronize after it (then the stream is usable again in continue mode); the
+stop-on-failure mode applies to its stream only; an event that was never recorded is
+complete; ``event_get_timestamp`` is in microseconds since the device booted; elapsed time
+between events that were not recorded is 107000, not yet complete 507006, without a
+timestamp 107006, and end before start 107007.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from npuemu.host import runtime
+from npuemu.host.link import DeviceLink
+from npuemu.host.runtime import index
+from npuemu.shared import errors, layout
+from npuemu.shared.enums import (
+    EventFlag,
+    EventRecordedStatus,
+    EventStatus,
+    StreamFailureMode,
+    StreamStatus,
+)
+from npuemu.shared.layout import EVENT_ENTRY, STREAM_ENTRY
+from npuemu.shared.protocol import Op
+
+_SE, _EE = STREAM_ENTRY, EVENT_ENTRY
+_TIMED = EventFlag.ACL_EVENT_TIME_LINE
+
+
+@dataclass(eq=False)
+class Stream:
+    """Host side of an ``aclrtStream``."""
+
+    handle: int
+    device: int
+    link: DeviceLink
+    slot: int
+    sid: int
+    priority: int
+    flags: int
+    submitted: int = 0
+    seen_errors: int = 0
+    destroyed: bool = False
+    creator_tid: int = field(default_factory=threading.get_native_id)
+
+    def completed(self) -> int:
+        return self.link.streams[self.slot * _SE.words + _SE.COMPLETED]
+
+    def done(self, target: int) -> bool:
+        return self.link.streams[self.slot * _SE.words + _SE.COMPLETED] >= target
+
+
+@dataclass(eq=False)
+class Event:
+    """Host side of an ``aclrtEvent``: a slot in its device's event table."""
+
+    handle: int
+    device: int
+    link: DeviceLink
+    slot: int
+    flags: int
+    gen: int = 0  # records submitted so far
+    destroyed: bool = False
+
+    def word(self, field: int) -> int:
+        return self.link.events[self.slot * _EE.words + field]
+
+    def complete(self) -> bool:
+        return self.word(_EE.DONE_GEN) >= self.gen
+
+
+@dataclass
+class SlotPool:
+    """Free slots of a per-link table; a slot is reused only once the worker is done with it."""
+
+    size: int
+    free: list[int] = field(default_factory=list)
+    pending: list[tuple[Callable[[], bool], int]] = field(default_factory=list)
+    next: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, code: int) -> int:
+        with self.lock:
+            if self.pending:
+                self.free += [slot for done, slot in self.pending if done()]
+                self.pending = [(done, slot) for done, slot in self.pending if not done()]
+            if self.free:
+                return self.free.pop()
+            if self.next >= self.size:
+                raise errors.error_for(code, f"all {self.size} slots of this device are in use")
+            self.next += 1
+            return self.next - 1
+
+    def give(self, slot: int) -> None:
+        with self.lock:
+            self.free.append(slot)
+
+
+def _pools(link: DeviceLink) -> tuple[SlotPool, SlotPool]:
+    pools = getattr(link, "slot_pools", None)
+    if pools is None:
+        pools = link.slot_pools = (SlotPool(layout.MAX_STREAMS), SlotPool(layout.MAX_EVENTS))
+    return pools
+
+
+# streams ---------------------------------------------------------------------------------------
+def create_stream(priority: int = 0, flags: int = 0) -> Stream:
+    """Mirrors ``aclrtCreateStreamWithConfig`` (and ``aclrtCreateStream``). One round trip.
+    Priority is clamped to 0..7; every flag is accepted (see README for what each does here).
+    207008 when the device's stream limit (``NPUEMU_MAX_STREAMS``, default 1024) is reached."""
+    rt = runtime.get()
+    ctx = rt.current()
+    link = rt.devices[ctx.device].link
+    priority = min(max(index(priority, errors.ACL_ERROR_INVALID_PARAM, "priority"), 0), 7)
+    flags = index(flags, errors.ACL_ERROR_INVALID_PARAM, "flag")
+    pool = _pools(link)[0]
+    slot = pool.take(errors.ACL_ERROR_RT_NO_STREAM_RESOURCE)
+    try:
+        (sid,) = link.call(Op.STREAM_CREATE, slot, priority, flags)
+    except errors.AclError:
+        pool.give(slot)
+        raise
+    from npuemu.host import callbacks
+
+    callbacks.ensure_reporter(link)
+    return rt.register(Stream(0, ctx.device, link, slot, sid, priority, flags))
+
+
+def resolve(handle: object, *, for_submit: bool = False) -> Stream:
+    """The stream behind a handle; 0 (or None) is the current context's default stream.
+    ``for_submit``: the stream must be on the calling thread's current device (107003)."""
+    rt = runtime.get()
+    if not handle:
+        ctx = rt.current()
+        if ctx.default_stream is None:
+            ctx.default_stream = create_stream()
+        return ctx.default_stream
+    stream = rt.handles.get(handle) if type(handle) is int else None
+    if not isinstance(stream, Stream) or stream.destroyed:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is not a live stream")
+    if for_submit and stream.device != rt.current().device:
+        raise errors.error_for(errors.ACL_ERROR_RT_STREAM_CONTEXT,
+                               f"stream of device {stream.device} used from device "
+                               f"{rt.current().device}")
+    return stream
+
+
+def submit(stream: Stream, op: int, *args: object) -> int:
+    """Queue a task on ``stream``; returns its sequence number. Never waits for the device."""
+    link = stream.link
+    with link.lock:
+        stream.submitted += 1
+        seq = stream.submitted
+        link.submit_locked((op, 0, stream.slot, seq, *args))
+    return seq
+
+
+def synchronize_stream(handle: object, timeout_ms: int = -1) -> None:
+    """Mirrors ``aclrtSynchronizeStream(WithTimeout)``: blocks (GIL released) until every task
+    queued so far is done; then raises the stream's first unreported failure. -1 waits
+    forever; 0 or < -1 is 107000; expiry is 507046."""
+    wait_s = timeout_s(timeout_ms)
+    stream = resolve(handle)
+    target = stream.submitted
+    if not stream.link.wait_until(lambda: stream.done(target), wait_s):
+        raise errors.error_for(errors.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+                               f"stream {stream.sid}: {stream.completed()} of {target} tasks "
+                               f"done after {timeout_ms} ms")
+    raise_failure(stream)
+
+
+def raise_failure(stream: Stream) -> None:
+    table, base = stream.link.streams, stream.slot * _SE.words
+    count = table[base + _SE.ERR_COUNT]
+    if count > stream.seen_errors:
+        stream.seen_errors = count
+        raise errors.error_for(table[base + _SE.ERR_CODE],
+                               f"stream {stream.sid}: task {table[base + _SE.ERR_TASK]} failed")
+
+
+def timeout_s(timeout_ms: object) -> float | None:
+    ms = index(timeout_ms, errors.ACL_ERROR_RT_PARAM_INVALID, "timeout")
+    if ms == -1:
+        return None
+    if ms <= 0:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               f"timeout {ms} ms: use -1 (forever) or a positive value")
+    return ms / 1000
+
+
+def stream_query(handle: object) -> int:
+    """Mirrors ``aclrtStreamQuery``: COMPLETE (0) or NOT_READY (1); no round trip."""
+    stream = resolve(handle)
+    if stream.done(stream.submitted):
+        return StreamStatus.ACL_STREAM_STATUS_COMPLETE
+    return StreamStatus.ACL_STREAM_STATUS_NOT_READY
+
+
+def destroy_stream(handle: object, force: bool = False) -> None:
+    """Mirrors ``aclrtDestroyStream`` (waits for queued tasks, errors not raised) and, with
+    ``force``, ``aclrtDestroyStreamForce`` (queued tasks are dropped)."""
+    stream = resolve(handle)
+    if not handle:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               "the default stream is destroyed with its context")
+    if not force:
+        target = stream.submitted
+        stream.link.wait_until(lambda: stream.done(target), None)
+    close_stream(stream)
+
+
+def close_stream(stream: Stream) -> None:
+    rt = runtime.get()
+    stream.destroyed = True
+    rt.handles.pop(stream.handle, None)
+    if stream.link.alive():
+        stream.link.call(Op.STREAM_DESTROY, stream.slot)
+        _pools(stream.link)[0].give(stream.slot)
+
+
+def set_failure_mode(handle: object, mode: int) -> None:
+    """Mirrors ``aclrtSetStreamFailureMode``: CONTINUE (0) or STOP (1) on failure."""
+    mode = index(mode, errors.ACL_ERROR_INVALID_PARAM, "mode")
+    if mode not in (StreamFailureMode.ACL_CONTINUE_ON_FAILURE,
+                    StreamFailureMode.ACL_STOP_ON_FAILURE):
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"failure mode {mode}")
+    stream = resolve(handle)
+    stream.link.call(Op.STREAM_MODE, stream.slot, mode)
+
+
+def stream_abort(handle: object) -> None:
+    """Mirrors ``aclrtStreamAbort``: queued tasks are dropped (a running one finishes)."""
+    stream = resolve(handle)
+    stream.link.call(Op.STREAM_ABORT, stream.slot)
+
+
+def stream_get_id(handle: object) -> int:
+    """Mirrors ``aclrtStreamGetId``: the device-wide stream id."""
+    return resolve(handle).sid
+
+
+# events ----------------------------------------------------------------------------------------
+def create_event(flags: int = EventFlag.ACL_EVENT_TIME_LINE | EventFlag.ACL_EVENT_SYNC) -> Event:
+    """Mirrors ``aclrtCreateEvent`` (the default event has a timestamp) and
+    ``aclrtCreateEventWithFlag``. No round trip: the event is a slot of the device's table."""
+    rt = runtime.get()
+    ctx = rt.current()
+    link = rt.devices[ctx.device].link
+    flags = index(flags, errors.ACL_ERROR_INVALID_PARAM, "flag")
+    slot = _pools(link)[1].take(errors.ACL_ERROR_RT_NO_EVENT_RESOURCE)
+    for word in range(_EE.words):
+        link.events[slot * _EE.words + word] = 0  # the worker no longer writes a given slot
+    return rt.register(Event(0, ctx.device, link, slot, flags))
+
+
+def event_of(handle: object) -> Event:
+    event = runtime.get().handles.get(handle) if type(handle) is int else None
+    if not isinstance(event, Event) or event.destroyed:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is not a live event")
+    return event
+
+
+def _same_device(event: Event, stream: Stream) -> None:
+    if event.link is not stream.link:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               f"event of device {event.device} used with a stream of device "
+                               f"{stream.device}")
+
+
+def record_event(event_handle: object, stream_handle: object) -> None:
+    """Mirrors ``aclrtRecordEvent``: queue a record on the stream (async)."""
+    event, stream = event_of(event_handle), resolve(stream_handle)
+    _same_device(event, stream)
+    with stream.link.lock:
+        event.gen += 1
+        stream.submitted += 1
+        stream.link.submit_locked((Op.RECORD, 0, stream.slot, stream.submitted, event.slot,
+                                   event.gen))
+
+
+def reset_event(event_handle: object, stream_handle: object) -> None:
+    """Mirrors ``aclrtResetEvent``: queue a reset on the stream (async)."""
+    event, stream = event_of(event_handle), resolve(stream_handle)
+    _same_device(event, stream)
+    submit(stream, Op.RESET_EVENT, event.slot)
+    event.gen = 0
+
+
+def stream_wait_event(stream_handle: object, event_handle: object, timeout_ms: int = 0) -> None:
+    """Mirrors ``aclrtStreamWaitEvent(WithTimeout)``: later tasks of the stream wait until the
+    event's latest record completes (a failed record fails the wait with its code; an
+    expired timeout fails it with 107019)."""
+    event, stream = event_of(event_handle), resolve(stream_handle)
+    _same_device(event, stream)
+    timeout_ms = index(timeout_ms, errors.ACL_ERROR_RT_PARAM_INVALID, "timeout")
+    if event.gen and timeout_ms >= 0:
+        submit(stream, Op.WAIT_EVENT, event.slot, event.gen, timeout_ms)
+    elif timeout_ms < 0:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"timeout {timeout_ms}")
+
+
+def query_event(handle: object) -> int:
+    """Mirrors ``aclrtQueryEvent``: COMPLETE (0) / NOT_READY (1); works from any device."""
+    done = event_of(handle).complete()
+    return EventStatus.ACL_EVENT_STATUS_COMPLETE if done else EventStatus.ACL_EVENT_STATUS_NOT_READY
+
+
+def query_event_status(handle: object) -> int:
+    """Mirrors ``aclrtQueryEventStatus``: COMPLETE (1) / NOT_READY (0)."""
+    done = event_of(handle).complete()
+    return (EventRecordedStatus.ACL_EVENT_RECORDED_STATUS_COMPLETE if done
+            else EventRecordedStatus.ACL_EVENT_RECORDED_STATUS_NOT_READY)
+
+
+def synchronize_event(handle: object, timeout_ms: int = -1) -> None:
+    """Mirrors ``aclrtSynchronizeEvent(WithTimeout)``: blocks until the latest record is done;
+    expiry is 507047; a record that carries a failure raises it."""
+    wait_s = timeout_s(timeout_ms)
+    event = event_of(handle)
+    gen = event.gen
+    if not event.link.wait_until(lambda: event.word(_EE.DONE_GEN) >= gen, wait_s):
+        raise errors.error_for(errors.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
+                               f"event not complete after {timeout_ms} ms")
+    if gen and event.word(_EE.ERROR):
+        raise errors.error_for(event.word(_EE.ERROR), "work before the event failed")
+
+
+def _timestamp_ns(event: Event) -> int:
+    if not event.flags & _TIMED:
+        raise errors.error_for(errors.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
+                               "event was created without ACL_EVENT_TIME_LINE")
+    if not event.gen:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, "event was never recorded")
+    if not event.complete():
+        raise errors.error_for(errors.ACL_ERROR_RT_EVENT_NOT_COMPLETE, "event not complete yet")
+    return event.word(_EE.TIMESTAMP)
+
+
+def event_elapsed_time(start: object, end: object) -> float:
+    """Mirrors ``aclrtEventElapsedTime``: milliseconds between two completed records."""
+    t0, t1 = _timestamp_ns(event_of(start)), _timestamp_ns(event_of(end))
+    if t1 < t0:
+        raise errors.error_for(errors.ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL,
+                               "end event completed before start event")
+    return (t1 - t0) / 1e6
+
+
+def event_get_timestamp(handle: object) -> int:
+    """Mirrors ``aclrtEventGetTimestamp``: microseconds since the device booted."""
+    return _timestamp_ns(event_of(handle)) // 1000
+
+
+def destroy_event(handle: object) -> None:
+    """Mirrors ``aclrtDestroyEvent``: allowed while a record is pending; the slot is reused
+    only after that record completes."""
+    event = event_of(handle)
+    event.destroyed = True
+    runtime.get().handles.pop(event.handle, None)
+    pool = _pools(event.link)[1]
+    if event.complete() or not event.link.alive():
+        pool.give(event.slot)
+    else:
+        with pool.lock:
+            pool.pending.append((event.complete, event.slot))

@@ -1,0 +1,420 @@
+"""Fixtures shared by the whole suite: leak checking, child interpreters, shared nodes.
+
+Leak check (autouse, every test): after the test, nothing of npuemu may be left that the test
+made, neither a name in /dev/shm (``npuemu.*`` / ``sem.npuemu.*``) nor a worker or supervisor
+process (cmdline contains ``npuemu.device``). Teardown is asynchronous (a supervisor notices
+its owner's EOF, stops its workers, unlinks), so the check polls for up to ``LEAK_GRACE_S``
+before it fails; then it kills and unlinks what it found, so one failure does not cascade.
+
+What counts as ours (other people may run npuemu on this machine at the same time; their
+nodes are neither reported nor touched):
+
+- processes: descendants of the pytest process, which is made a child subreaper so that
+  orphaned supervisors (``start_new_session``) and workers stay in its tree; also any
+  process whose environment carries this session's tag (``NPUEMU_TEST_SESSION``, set here
+  and inherited by every child);
+- /dev/shm names: every new name except those of a node that evidently belongs to someone
+  else (one of its processes, or the live owner ``<pid>`` of an embedded node
+  ``e<pid>-*``, is neither ours by the rule above nor started by ``run_py``/``spawn_py``).
+
+Shared nodes started by the module-scoped ``module_node`` factory live across tests: their
+boot-time names and processes are excluded from the per-test check, and the factory's own
+teardown checks that ``npuemu stop`` removed every one of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import psutil
+import pytest
+
+from npuemu.shared import shm
+
+LEAK_GRACE_S = 5.0
+STOP_TIMEOUT_S = 20.0
+TAG_VAR = "NPUEMU_TEST_SESSION"
+SESSION = secrets.token_hex(3)
+NODE_PREFIX = f"pt{SESSION}-"
+"""Names of shared nodes started by this test session begin with this."""
+
+# Variables a developer's shell may have set that would change what a child attaches to.
+_SCRUBBED = ("NPUEMU_NODE", "NPUEMU_DEVICES", "NPUEMU_HBM", "NPUEMU_DDR", "NPUEMU_SOC",
+             "ASCEND_RT_VISIBLE_DEVICES")
+
+os.environ[TAG_VAR] = SESSION
+_OUR_PIDS: set[int] = {os.getpid()}
+"""Host processes of this session (embedded node names carry their owner's pid)."""
+_PERSISTENT: dict[str, set[str]] = {}
+"""Module-scoped shared nodes: name -> their /dev/shm names right after boot."""
+
+
+def _become_subreaper() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+_become_subreaper()
+
+
+# ------------------------------------------------------------------------------- leak check
+def _reap_zombies() -> None:
+    """Reap exited npuemu orphans that were reparented to us (we are their subreaper)."""
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error, ChildProcessError, OSError):
+            if child.status() == psutil.STATUS_ZOMBIE and child.pid not in _OUR_PIDS:
+                os.waitpid(child.pid, os.WNOHANG)
+
+
+def _node_arg(cmdline: list[str]) -> str | None:
+    for i, arg in enumerate(cmdline[:-1]):
+        if arg == "--node":
+            return cmdline[i + 1]
+    return None
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ctime: float
+    node: str | None
+    cmd: str
+    descendant: bool  # in our process tree (we are a subreaper: orphans stay in it)
+    tagged: bool  # carries this session's tag in its environment
+
+
+def _npuemu_procs() -> dict[tuple[int, float], Proc]:
+    """Live (not zombie) npuemu worker and supervisor processes, keyed by (pid, ctime)."""
+    me = os.getpid()
+    candidates: list[int] = []
+    for entry in os.listdir("/proc"):  # cheap first pass: the raw cmdline only
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        if b"npuemu.device" in raw:
+            candidates.append(int(entry))
+    if not candidates:
+        return {}
+    descendants = _descendants()
+    found = {}
+    for pid in candidates:
+        try:
+            p = psutil.Process(pid)
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            cmdline, ctime = p.cmdline(), p.create_time()
+        except psutil.Error:
+            continue
+        tagged = False
+        with contextlib.suppress(psutil.Error):
+            tagged = p.environ().get(TAG_VAR) == SESSION
+        found[(pid, ctime)] = Proc(pid, ctime, _node_arg(cmdline), " ".join(cmdline),
+                                   pid in descendants, tagged)
+    return found
+
+
+def _node_of(entry: str) -> str:
+    rest = entry[4:] if entry.startswith("sem.") else entry
+    return rest[len(shm.PREFIX):].split(".", 1)[0]
+
+
+def _foreign_node(node: str, procs: dict[tuple[int, float], Proc]) -> bool:
+    """True if ``node`` evidently belongs to someone else: one of its processes, or the live
+    owner of an embedded node (``e<pid>-*``), is neither in our tree nor tagged as ours. A
+    node whose processes and owner are all dead counts as ours (its names are a leak)."""
+    if node.startswith(NODE_PREFIX):
+        return False
+    if any(p.node == node and not (p.descendant or p.tagged) for p in procs.values()):
+        return True
+    m = re.fullmatch(r"e(\d+)-[0-9a-f]+", node)
+    if not m or int(m.group(1)) in _OUR_PIDS:
+        return False
+    try:
+        owner = psutil.Process(int(m.group(1)))
+        if owner.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return owner.environ().get(TAG_VAR) != SESSION and owner.pid not in _descendants()
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:  # alive but unreadable: not ours
+        return True
+
+
+def _descendants() -> set[int]:
+    try:
+        return {p.pid for p in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def _persistent_entry(entry: str) -> bool:
+    node = _node_of(entry)
+    return node in _PERSISTENT and entry in _PERSISTENT[node]
+
+
+def _leaks(before_shm: set[str], before_procs: set[tuple[int, float]]
+           ) -> tuple[list[str], list[Proc]]:
+    """What is there now that the test made: (shm names, processes)."""
+    procs = _npuemu_procs()
+    leaked_procs = [p for key, p in procs.items()
+                    if p.node not in _PERSISTENT
+                    and (p.descendant or (p.tagged and key not in before_procs))]
+    leaked_shm = [e for e in shm.leftovers()
+                  if e not in before_shm and not _persistent_entry(e)
+                  and not _foreign_node(_node_of(e), procs)]
+    return leaked_shm, leaked_procs
+
+
+def _kill(procs: list[Proc]) -> None:
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(p.pid)
+            if proc.create_time() == p.ctime:
+                proc.kill()
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(p.pid).wait(3)
+    _reap_zombies()
+
+
+def _unlink(entries: list[str]) -> None:
+    for entry in entries:
+        if entry.startswith("sem."):
+            shm.unlink_semaphore("/" + entry[4:])
+        else:
+            shm.unlink_segment("/" + entry)
+
+
+def wait_for_no_leaks(before_shm: set[str], before_procs: set[tuple[int, float]],
+                      grace: float = LEAK_GRACE_S) -> tuple[list[str], list[Proc]]:
+    """Poll until nothing leaks or ``grace`` passes; returns what is still there."""
+    deadline = time.monotonic() + grace
+    while True:
+        _reap_zombies()
+        leaked_shm, leaked_procs = _leaks(before_shm, before_procs)
+        if not (leaked_shm or leaked_procs) or time.monotonic() > deadline:
+            return leaked_shm, leaked_procs
+        time.sleep(0.05)
+
+
+@pytest.fixture(autouse=True)
+def no_npuemu_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test if it leaves npuemu shared memory or processes behind."""
+    before_shm = set(shm.leftovers())
+    before_procs = set(_npuemu_procs())
+    yield
+    leaked_shm, leaked_procs = wait_for_no_leaks(before_shm, before_procs)
+    if leaked_procs:
+        _kill(leaked_procs)
+        # killed workers/supervisors cannot unlink: what they held is part of the failure
+        leaked_shm = sorted(set(leaked_shm) | set(_leaks(before_shm, before_procs)[0]))
+    _unlink(leaked_shm)
+    if leaked_shm or leaked_procs:
+        lines = [f"npuemu leak after {LEAK_GRACE_S:.0f} s grace (now cleaned up):"]
+        lines += [f"  /dev/shm/{e}" for e in leaked_shm]
+        lines += [f"  process {p.pid}: {p.cmd}" for p in leaked_procs]
+        pytest.fail("\n".join(lines), pytrace=False)
+
+
+# ---------------------------------------------------------------------------- child python
+def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a child: ours minus npuemu/ascend settings, plus ``env``."""
+    out = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    out[TAG_VAR] = SESSION
+    out["PYTHONUNBUFFERED"] = "1"
+    out.update(env or {})
+    return out
+
+
+def _run(cmd: list[str], env: dict[str, str] | None, timeout: float,
+         cwd: str | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.Popen(cmd, env=child_env(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            stdin=subprocess.DEVNULL)
+    _OUR_PIDS.add(proc.pid)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"{cmd[:4]} did not finish within {timeout} s (killed)\n"
+                    f"--- stdout\n{out}\n--- stderr\n{err}", pytrace=False)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+@pytest.fixture
+def run_py() -> Callable[..., subprocess.CompletedProcess]:
+    """``run_py(code, env=None, timeout=60)``: run ``code`` (dedented) in a fresh interpreter
+    (``sys.executable -c``) with ``env`` added to a scrubbed copy of our environment; returns
+    the CompletedProcess with text stdout/stderr. A child that outlives ``timeout`` is killed
+    and fails the test."""
+
+    def run(code: str, env: dict[str, str] | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess:
+        return _run([sys.executable, "-c", textwrap.dedent(code)], env, timeout)
+
+    return run
+
+
+@pytest.fixture
+def spawn_py() -> Iterator[Callable[..., subprocess.Popen]]:
+    """``spawn_py(code, env=None)``: like ``run_py`` but returns the running Popen (stdout and
+    stderr piped, text). Every child still running at teardown is killed."""
+    procs: list[subprocess.Popen] = []
+
+    def spawn(code: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)],
+                                env=child_env(env), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        _OUR_PIDS.add(proc.pid)
+        procs.append(proc)
+        return proc
+
+    yield spawn
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired, ValueError):
+            proc.communicate(timeout=10)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
+         cwd: str | None = None) -> subprocess.CompletedProcess:
+    return _run([sys.executable, "-m", "npuemu.tools.cli", *args], env, timeout, cwd)
+
+
+@pytest.fixture
+def npuemu_cli() -> Callable[..., subprocess.CompletedProcess]:
+    """``npuemu_cli(*args, env=None, timeout=60, cwd=None)``: the ``npuemu`` command in a
+    child (``sys.executable -m npuemu.tools.cli``)."""
+    return _cli
+
+
+def node_status(name: str) -> dict:
+    """``npuemu status --name NAME --json`` parsed: the node's dict."""
+    res = _cli("status", "--name", name, "--json", timeout=30)
+    assert res.returncode == 0, res.stdout + res.stderr
+    nodes = json.loads(res.stdout)
+    assert [n["name"] for n in nodes] == [name]
+    return nodes[0]
+
+
+@pytest.fixture
+def status() -> Callable[[str], dict]:
+    """``status(name)``: ``npuemu status --name NAME --json`` of one node, parsed."""
+    return node_status
+
+
+# ------------------------------------------------------------------------------ shared node
+@dataclass
+class _NodeFactory:
+    persistent: bool
+    log_dir: str
+    started: list[str] = field(default_factory=list)
+    reuse: dict[tuple, str] = field(default_factory=dict)
+
+    def new_name(self) -> str:
+        """A fresh node name of this session, stopped and checked at teardown."""
+        name = f"{NODE_PREFIX}{secrets.token_hex(3)}"
+        self.started.append(name)
+        return name
+
+    def start(self, devices: int = 4, hbm: str = "1G", ddr: str = "256M") -> str:
+        key = (devices, hbm, ddr)
+        if self.persistent and key in self.reuse:  # one boot per module and configuration
+            name = self.reuse[key]
+            if f"{shm.PREFIX}{name}.reg" in shm.leftovers(name):
+                return name
+        name = self.new_name()
+        res = _cli("start", "--name", name, "--devices", str(devices), "--hbm", hbm,
+                   "--ddr", ddr, env={"TMPDIR": self.log_dir}, timeout=60)
+        assert res.returncode == 0, f"npuemu start failed:\n{res.stdout}\n{res.stderr}"
+        if self.persistent:
+            _PERSISTENT[name] = set(shm.leftovers(name))
+            self.reuse[key] = name
+        return name
+
+    def stop_all(self) -> list[str]:
+        """Stop every node started here (bounded); returns the problems found."""
+        problems = []
+        for name in self.started:
+            try:
+                res = _cli("stop", "--name", name, timeout=STOP_TIMEOUT_S)
+                if res.returncode not in (0, 1):  # 1: not running (the test stopped it)
+                    problems.append(f"npuemu stop --name {name}: rc {res.returncode}\n"
+                                    f"{res.stdout}{res.stderr}")
+            except pytest.fail.Exception as err:
+                problems.append(str(err))
+            left_shm, left_procs = _wait_node_gone(name)
+            _PERSISTENT.pop(name, None)
+            if left_procs:
+                _kill(left_procs)
+            _unlink(shm.leftovers(name))
+            if left_shm or left_procs:
+                problems.append(f"node {name} left after stop: {left_shm} "
+                                f"{[p.cmd for p in left_procs]}")
+        self.started.clear()
+        return problems
+
+
+def _wait_node_gone(name: str, grace: float = LEAK_GRACE_S) -> tuple[list[str], list[Proc]]:
+    """Poll until node ``name`` has no name in /dev/shm and no live process."""
+    deadline = time.monotonic() + grace
+    while True:
+        _reap_zombies()
+        left_shm = shm.leftovers(name)
+        left_procs = [p for p in _npuemu_procs().values() if p.node == name]
+        if not (left_shm or left_procs) or time.monotonic() > deadline:
+            return left_shm, left_procs
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def shared_node(tmp_path) -> Iterator[Callable[..., str]]:
+    """Factory ``shared_node(devices=4, hbm="1G", ddr="256M") -> name``: starts a uniquely
+    named shared node with ``npuemu start`` (log in ``tmp_path``) and stops it after the
+    test, failing if anything of it is left."""
+    factory = _NodeFactory(persistent=False, log_dir=str(tmp_path))
+    yield factory.start
+    problems = factory.stop_all()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def node_name(tmp_path) -> Iterator[str]:
+    """A fresh node name of this session for a test that runs ``npuemu start`` itself; the
+    node is stopped (and checked for leftovers) after the test if it is still running."""
+    factory = _NodeFactory(persistent=False, log_dir=str(tmp_path))
+    yield factory.new_name()
+    problems = factory.stop_all()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def module_node(tmp_path_factory) -> Iterator[Callable[..., str]]:
+    """Like ``shared_node`` but a node lives until the end of the module and is handed out
+    again for the same arguments (one boot shared by several tests); at the end ``npuemu
+    stop`` must remove every name and process it had."""
+    factory = _NodeFactory(persistent=True, log_dir=str(tmp_path_factory.mktemp("nodes")))
+    yield factory.start
+    problems = factory.stop_all()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
