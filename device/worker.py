@@ -162,8 +162,6 @@ class Worker:
         if tag.p2p:
             ctl[_C.USED_P2P] += delta
         ctl[_C.LIVE_ALLOCS] += count
-        if delta > 0:
-            ctl[_C.COMMITTED] = sum(a.committed_bytes for a in self.memory.arenas)
 
     # client slots --------------------------------------------------------------------------
     def _slot(self, slot: int, field: int) -> int:
@@ -282,6 +280,7 @@ class Worker:
         ctl[_C.HEARTBEAT] = time.monotonic_ns()
         for field, engine in _BUSY_FIELDS:
             ctl[field] = self.scheduler.engines[engine].busy_ns
+        ctl[_C.COMMITTED] = sum(a.committed_bytes for a in self.memory.arenas)
         self.scan_slots()
         if ctl[_C.STATE] == DeviceState.STOPPING:
             self.running = False

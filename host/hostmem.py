@@ -43,6 +43,11 @@ class HostMaps:
         self._ranges = merged
         self._starts = [r[0] for r in merged]
 
+    def invalidate(self) -> None:
+        """Forget the cached mappings (after this process unmapped something)."""
+        with self._lock:
+            self._starts, self._ranges = [], []
+
     def _covers(self, addr: int, n: int, write: bool) -> bool:
         i = bisect.bisect_right(self._starts, addr) - 1
         if i < 0:

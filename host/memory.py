@@ -99,9 +99,9 @@ def find(ptr: int, count: int) -> Allocation:
 
 
 def _device_address(ptr: int, count: int) -> tuple[Allocation, int]:
-    """Validated allocation and the address of ``ptr`` in this process's arena mapping."""
+    """Validated allocation and the address of ``ptr`` in this process's arena mapping.
+    (The mapping outlives the worker, so the caller checks liveness after the copy.)"""
     alloc = find(ptr, count)
-    alloc.link.check_alive()
     _dev, arena, offset = address.decode(ptr)
     return alloc, alloc.link.arena_addr[arena] + offset
 
@@ -121,6 +121,7 @@ def free_host(ptr: int) -> None:
     if rt.pinned is None:
         raise _param(f"{ptr!r} is not a block from malloc_host")
     rt.pinned.free(ptr)
+    rt.host_maps.invalidate()
     for od in list(rt.devices.values()):
         if ptr in od.link.pinned:
             od.link.pinned.discard(ptr)

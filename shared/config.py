@@ -46,7 +46,7 @@ DEVICE_LOST_TIMEOUT_S = 5.0
 ATTACH_TIMEOUT_S = 10.0
 """Longest the host waits for a device worker to start and attach to its shared memory."""
 
-HEARTBEAT_S = 0.1
+HEARTBEAT_S = 0.5
 """Period at which a device worker proves it is alive."""
 
 MEM_ALIGN = 2 * MiB

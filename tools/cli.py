@@ -16,7 +16,7 @@ import runpy
 import sys
 import time
 
-from npuemu.shared import control
+from npuemu.shared import control, shm
 from npuemu.shared.config import ATTACH_TIMEOUT_S, NodeConfig
 
 DEFAULT_NODE = "default"
@@ -32,6 +32,12 @@ def cmd_start(args: argparse.Namespace) -> int:
     from npuemu.shared import errors
 
     name = _node_name(args)
+    if _answers(name):
+        print(f"npuemu start: a node named {name!r} is already running", file=sys.stderr)
+        return 1
+    stale = shm.unlink_all(name)  # names left by a node whose supervisor was killed
+    if stale:
+        print(f"npuemu start: removed {stale} stale shared-memory names of node {name!r}")
     overrides = {k: v for k, v in (("devices", args.devices), ("hbm_bytes", args.hbm),
                                    ("ddr_bytes", args.ddr)) if v is not None}
     try:
@@ -55,11 +61,24 @@ def cmd_start(args: argparse.Namespace) -> int:
     return 0
 
 
+def _answers(name: str) -> bool:
+    """True if a supervisor accepts connections for ``name``."""
+    try:
+        control.connect(name, timeout=ATTACH_TIMEOUT_S).close()
+    except OSError:
+        return False
+    return True
+
+
 def cmd_stop(args: argparse.Namespace) -> int:
     name = _node_name(args)
     try:
         sock = control.connect(name, timeout=ATTACH_TIMEOUT_S)
     except OSError:
+        stale = shm.unlink_all(name)
+        if stale:
+            print(f"node {name} had no supervisor; removed {stale} stale shared-memory names")
+            return 0
         print(f"npuemu stop: no node named {name!r} is running", file=sys.stderr)
         return 1
     control.call(sock, ["stop"])

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 
+import psutil
+
 from npuemu.shared import layout, shm
 from npuemu.shared.layout import (
     CLIENT_ENTRY,
@@ -51,24 +53,33 @@ def read_node(name: str) -> dict:
     finally:
         seg.close()
     ndev = reg[REGISTRY.DEVICES]
-    node = {"name": name, "state": NodeState(reg[REGISTRY.STATE]).name,
+    alive = _supervisor_alive(reg[REGISTRY.SUP_PID], reg[REGISTRY.SUP_CTIME])
+    node = {"name": name, "state": NodeState(reg[REGISTRY.STATE]).name if alive else "DEAD",
             "soc": layout.unpack_str(reg[REGISTRY.SOC : REGISTRY.SOC + 4]),
             "devices": [], "supervisor_pid": reg[REGISTRY.SUP_PID],
             "owner_pid": reg[REGISTRY.OWNER_PID], "protocol": reg[REGISTRY.VERSION]}
     for dev in range(ndev):
         entry = reg[REG_DEVICES + dev * DEVICE_ENTRY.words :][: DEVICE_ENTRY.words]
-        node["devices"].append(_read_device(name, dev, entry, reg))
+        node["devices"].append(_read_device(name, dev, entry, reg, alive))
     return node
 
 
-def _read_device(name: str, dev: int, entry: list[int], reg: list[int]) -> dict:
+def _supervisor_alive(pid: int, ctime_us: int) -> bool:
+    """(pid, create time) identifies the supervisor; a reused pid does not count."""
+    try:
+        return abs(psutil.Process(pid).create_time() * 1e6 - ctime_us) < 1000
+    except psutil.Error:
+        return False
+
+
+def _read_device(name: str, dev: int, entry: list[int], reg: list[int], alive: bool) -> dict:
     state = DeviceState(entry[DEVICE_ENTRY.STATE])
     info = {"id": dev, "pid": entry[DEVICE_ENTRY.PID] or None, "state": state.name,
             "health": None, "starts": entry[DEVICE_ENTRY.STARTS],
             "last_exit": layout.decode_exit(entry[DEVICE_ENTRY.EXIT_STATUS]),
             "hbm_total": reg[REGISTRY.HBM_BYTES], "ddr_total": reg[REGISTRY.DDR_BYTES],
             "hbm_used": None, "ddr_used": None, "hosts": []}
-    if state not in (DeviceState.READY, DeviceState.BOOTING):
+    if state not in (DeviceState.READY, DeviceState.BOOTING) or not alive:
         return info
     try:
         seg = shm.Segment(shm.name(name, f"d{dev}", "ctl"))

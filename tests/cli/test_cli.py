@@ -138,9 +138,6 @@ def test_stop_of_a_missing_node_exits_1(npuemu_cli, node_name):
     assert res.stdout == ""
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: a second `npuemu start` with the name of a "
-                   "running node exits 0 and prints 'ready' (tools/cli.py cmd_start connects "
-                   "to the existing node's socket); see the test report")
 def test_start_twice_with_the_same_name_fails_cleanly(npuemu_cli, shared_node, run_py,
                                                       status, tmp_path):
     name = shared_node(devices=2, hbm="1G", ddr="256M")
@@ -172,9 +169,6 @@ def test_start_twice_with_the_same_name_fails_cleanly(npuemu_cli, shared_node, r
     assert name in res.stderr and "ready" not in res.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: after kill -9 of a shared node's supervisor "
-                   "its registry stays in /dev/shm, `npuemu status` still shows it READY and "
-                   "`npuemu start` of that name fails; see the test report")
 def test_a_killed_supervisor_does_not_block_its_name(npuemu_cli, node_name, status, tmp_path):
     env = {"TMPDIR": str(tmp_path)}
     res = npuemu_cli("start", "--name", node_name, "--devices", "2", "--hbm", "64M",

@@ -512,9 +512,6 @@ def test_bad_memcpy_arguments(run_py):
     }
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: host/hostmem.py HostMaps keeps a stale "
-                   "/proc/self/maps cache, so a copy into freed malloc_host memory segfaults "
-                   "instead of returning 107000; see the test report")
 def test_copy_into_freed_pinned_memory_is_an_error_not_a_crash(run_py):
     res = run_py(PRELUDE + textwrap.dedent("""
         ok(acl.rt.set_device(0))
