@@ -39,11 +39,14 @@ def _mem_info(worker: Worker, client: Client, attr: int) -> tuple:
 
 
 def _copy(worker: Worker, client: Client, dst: int, src: int, count: int) -> tuple:
-    """Device-to-device copy inside this device, done by its DMA engine (one memmove)."""
+    """Device-to-device copy by this device's DMA engine (one memmove, arena to arena, also
+    to or from a peer card's arena)."""
     count = _int(count)
-    darena, doff = worker.memory.resolve(client.slot, _int(dst), count)
-    sarena, soff = worker.memory.resolve(client.slot, _int(src), count)
-    ctypes.memmove(darena.seg.address + doff, sarena.seg.address + soff, count)
+    d, s = worker.resolve(client, _int(dst), count), worker.resolve(client, _int(src), count)
+    peers = worker.count_p2p(dst, src, count)
+    ctypes.memmove(d, s, count)
+    for dev in peers:
+        worker.peer(dev)  # raises 507057 if the peer died during the copy
     return ()
 
 

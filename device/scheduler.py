@@ -192,7 +192,8 @@ class Scheduler:
             dst, src, count = task.args
             d = self.worker.resolve(client, dst, count)
             s = self.worker.resolve(client, src, count)
-            task.args = (d, s, count)
+            peers = [self.worker.peer(p) for p in self.worker.count_p2p(dst, src, count)]
+            task.args = (d, s, count, peers)
             return (engines.DMA if count > INLINE_BYTES else None), _run_copy
         if task.op == Op.MEMSET_ASYNC:
             ptr, value, count = task.args
@@ -287,8 +288,10 @@ _INLINE = {Op.RECORD: _record, Op.RESET_EVENT: _reset, Op.WAIT_EVENT: _wait,
 
 
 def _run_copy(task: Task) -> int:
-    dst, src, count = task.args
+    dst, src, count, peers = task.args
     ctypes.memmove(dst, src, count)
+    if not all(peer.alive() for peer in peers):  # the peer died during the copy
+        return errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR
     return 0
 
 

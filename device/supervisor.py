@@ -32,7 +32,7 @@ import time
 
 import psutil
 
-from npuemu.shared import control, errors, layout, protocol, shm
+from npuemu.shared import control, errors, layout, protocol, shm, topology
 from npuemu.shared.config import ATTACH_TIMEOUT_S
 from npuemu.shared.layout import (
     CLIENT_ENTRY,
@@ -88,6 +88,7 @@ class Supervisor:
                                    create=True)
         self.reg = self.reg_seg.buf.cast("Q")
         self.devices = [DeviceProc(d) for d in range(args.devices)]
+        self.groups = topology.parse(os.environ.get("NPUEMU_TOPOLOGY"), args.devices)
         self.conns: dict[socket.socket, dict] = {}
         self.owner_seen = False
         self.running = True
@@ -106,6 +107,8 @@ class Supervisor:
         for field, text in ((REGISTRY.SOC, args.soc), (REGISTRY.NODE, self.node)):
             for i, word in enumerate(layout.pack_str(text, 4)):
                 reg[field + i] = word
+        for dev, group in enumerate(self.groups):
+            reg[self._entry(dev, DEVICE_ENTRY.HCCS_GROUP)] = group
         reg[REGISTRY.STATE] = NodeState.STARTING
         reg[REGISTRY.MAGIC] = layout.MAGIC_REGISTRY
 
@@ -331,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         sup = Supervisor(args)
-    except OSError as err:
+    except (OSError, ValueError) as err:
         print(f"npuemu: cannot start node {args.node!r}: {err}", file=sys.stderr)
         return 3
     signal.signal(signal.SIGTERM, lambda *_: setattr(sup, "running", False))

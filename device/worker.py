@@ -109,6 +109,25 @@ class Client:
             sem.close()
 
 
+class Peer:
+    """Another card of the node, as this card's DMA engine sees it: its arenas mapped here
+    (P2P copies go arena to arena) and its control block (to notice that it died)."""
+
+    def __init__(self, node: str, dev: int) -> None:
+        d = f"d{dev}"
+        self.ctl_seg = shm.Segment(shm.name(node, d, "ctl"))
+        self.ctl = self.ctl_seg.buf.cast("Q")
+        self.arenas = [shm.Segment(shm.name(node, d, n)) for n in address.ARENA_NAMES]
+
+    def alive(self) -> bool:
+        return self.ctl[_C.STATE] == DeviceState.READY
+
+    def close(self) -> None:
+        self.ctl.release()
+        for seg in (self.ctl_seg, *self.arenas):
+            seg.close()
+
+
 class Worker:
     """State of one device worker process."""
 
@@ -127,6 +146,8 @@ class Worker:
         self.scheduler = Scheduler(self)
         self.clients: dict[int, Client] = {}
         self.active: list[Client] = []
+        self.peers: dict[int, Peer] = {}
+        self.links = self.ctl[layout.CTL_LINKS :]
         self.supervisor_fd = os.pidfd_open(supervisor)
         self.running = True
         self._write_identity(hbm, ddr)
@@ -260,16 +281,52 @@ class Worker:
 
     def resolve(self, client: Client, addr: int, count: int) -> int:
         """Address in this process of ``[addr, addr+count)``: a device pointer of the client
-        or an address inside one of its pinned host blocks. Raises AclError (107000)."""
-        if address.is_device_ptr(addr):
+        (on this card, or on a peer card: the host checked the peer allocation and the peer
+        access), or an address inside one of the client's pinned host blocks. Raises
+        AclError: 107000 for a bad range, 507057 if the peer card is gone."""
+        if not address.is_device_ptr(addr):
+            for base, seg in client.pinned.items():
+                if base <= addr and addr + count <= base + seg.size:
+                    return seg.address + (addr - base)
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"0x{addr:x}+{count} is neither device memory nor pinned "
+                                   "host memory of this process")
+        dev, kind, offset = address.decode(addr)
+        if dev == self.dev:
             arena, offset = self.memory.resolve(client.slot, addr, count)
             return arena.seg.address + offset
-        for base, seg in client.pinned.items():
-            if base <= addr and addr + count <= base + seg.size:
-                return seg.address + (addr - base)
-        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
-                               f"0x{addr:x}+{count} is neither device memory nor pinned host "
-                               "memory of this process")
+        seg = self.peer(dev).arenas[kind]
+        if offset + count > seg.size:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"0x{addr:x}+{count} is outside device {dev}'s memory")
+        return seg.address + offset
+
+    def peer(self, dev: int) -> Peer:
+        """The mapped peer card ``dev``; 507057 if it is not (or no longer) running."""
+        peer = self.peers.get(dev)
+        if peer is None:
+            try:
+                peer = self.peers[dev] = Peer(self.node, dev)
+            except FileNotFoundError:
+                peer = None
+        if peer is None or not peer.alive():
+            raise errors.error_for(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
+                                   f"peer device {dev} is not running")
+        return peer
+
+    def count_p2p(self, dst: int, src: int, count: int) -> tuple[int, ...]:
+        """Count a copy in the link counters; returns the peer cards involved."""
+        peers = []
+        for ptr, field_bytes in ((dst, layout.LINK_ENTRY.TX_BYTES),
+                                 (src, layout.LINK_ENTRY.RX_BYTES)):
+            if address.is_device_ptr(ptr):
+                dev = address.decode(ptr)[0]
+                if dev != self.dev:
+                    base = dev * layout.LINK_ENTRY.words
+                    self.links[base + field_bytes] += count
+                    self.links[base + field_bytes + 1] += 1
+                    peers.append(dev)
+        return tuple(peers)
 
     def log(self, level: str, message: str) -> None:
         """Device log (the shared-memory log ring comes with the diagnostics work)."""
@@ -294,6 +351,9 @@ class Worker:
             self._detach(slot)
         for engine in self.scheduler.engines.values():
             engine.stop()
+        for peer in self.peers.values():
+            peer.close()
+        self.links.release()
         self.ctl[_C.STATE] = DeviceState.STOPPED
         for arena in self.memory.arenas:
             arena.seg.unlink()

@@ -6,7 +6,8 @@ Where the bytes move (each byte moves once):
 |------|----------------------------------------------|----------------------------------|
 | H2D  | this process, into its mapping of the arena  | ``ctypes.memmove`` (GIL released)|
 | D2H  | this process, out of its mapping             | ``ctypes.memmove``               |
-| D2D  | the device's DMA engine (the worker)         | one request, ``memmove`` there   |
+| D2D  | the DMA engine (worker) of the current device| one request, ``memmove`` there;  |
+|      | (P2P: arena to arena, needs peer access)     | the worker maps the peer's arena |
 | H2H  | this process                                 | ``ctypes.memmove``               |
 
 Device pointers are checked against this process's live allocations before any byte moves:
@@ -20,7 +21,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 
-from npuemu.host import runtime
+from npuemu.host import p2p, runtime
 from npuemu.host.link import DeviceLink
 from npuemu.host.runtime import Allocation, index
 from npuemu.shared import address, errors, shm
@@ -167,11 +168,14 @@ def _d2h(dst: int, src: int, count: int) -> None:
 
 
 def _d2d(dst: int, src: int, count: int) -> None:
+    """Run by the current device's DMA engine; between two cards it needs peer access."""
     dst_alloc, src_alloc = find(dst, count), find(src, count)
-    if dst_alloc.link is not src_alloc.link:
-        raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                               "copies between two devices (P2P) are not emulated yet")
-    dst_alloc.link.call(Op.COPY, dst, src, count)
+    rt = runtime.get()
+    executor = rt.current().device
+    p2p.check_copy(executor, src_alloc.link.logical, dst_alloc.link.logical)
+    for alloc in (dst_alloc, src_alloc):
+        alloc.link.check_alive()
+    rt.devices[executor].link.call(Op.COPY, dst, src, count)
 
 
 _COPIERS = {(False, False): _h2h, (False, True): _h2d, (True, False): _d2h, (True, True): _d2d}
@@ -246,10 +250,9 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
         raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "async host-to-host copy")
     stream = streams.resolve(stream_handle, for_submit=True)
     link = stream.link
-    for ptr, on_device in ((src, direction[0]), (dst, direction[1])):
-        if on_device and find(ptr, count).link is not link:
-            raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                                   "copies between two devices (P2P) are not emulated yet")
+    devices = [find(ptr, count).link.logical if on_device else stream.device
+               for ptr, on_device in ((src, direction[0]), (dst, direction[1]))]
+    p2p.check_copy(stream.device, devices[0], devices[1])
     if direction == (False, True) and not _pinned(link, src, count):
         staged = _stage(link, count)
         ctypes.memmove(staged, src, count)

@@ -18,8 +18,9 @@ import threading
 import time
 
 from npuemu.host.link import DeviceLink
-from npuemu.shared import control, errors, protocol
+from npuemu.shared import control, errors, protocol, shm
 from npuemu.shared.config import ATTACH_TIMEOUT_S, NodeConfig
+from npuemu.shared.layout import DEVICE_ENTRY, REG_DEVICES
 
 
 class Node:
@@ -36,6 +37,19 @@ class Node:
             raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
                                    f"node {name!r} speaks protocol {version}, "
                                    f"this host {protocol.PROTOCOL_VERSION}")
+        self.groups = self._read_groups()
+
+    def _read_groups(self) -> list[int]:
+        """HCCS group of each card, from the registry (see shared/topology.py)."""
+        seg = shm.Segment(shm.name(self.name, "reg"))
+        try:
+            reg = seg.buf.cast("Q")
+            groups = [reg[REG_DEVICES + d * DEVICE_ENTRY.words + DEVICE_ENTRY.HCCS_GROUP]
+                      for d in range(self.devices)]
+            reg.release()
+        finally:
+            seg.close()
+        return groups
 
     @classmethod
     def embedded(cls, config: NodeConfig) -> Node:

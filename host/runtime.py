@@ -80,6 +80,7 @@ class Runtime:
         self.local = threading.local()
         self._next_handle = 0x5A000000
         self.handles: dict[int, Any] = {}  # stream and event handles -> objects
+        self.peer_access: set[tuple[int, int]] = set()  # (device, peer), logical ids
         self.initialized = False
 
     # node and devices ----------------------------------------------------------------------

@@ -13,7 +13,8 @@ Registry ``/npuemu.<node>.reg`` (written by the supervisor, read by everyone):
   REGISTRY header, then ``MAX_DEVICES`` entries of DEVICE_ENTRY at word ``REG_DEVICES``.
 Device control ``/npuemu.<node>.d<id>.ctl`` (written by the worker; ``state``/``client.state``
   also by the supervisor and the host as noted):
-  DEVICE_CTL, then ``MAX_CLIENTS`` entries of CLIENT_ENTRY at word ``CTL_CLIENTS``.
+  DEVICE_CTL, then ``MAX_CLIENTS`` entries of CLIENT_ENTRY at word ``CTL_CLIENTS``, then one
+  LINK_ENTRY per possible peer card (P2P traffic counters) at word ``CTL_LINKS``.
 Client segment ``/npuemu.<node>.d<id>.c<slot>`` (created by the host):
   CLIENT_HEADER (one page), then the submission ring (host -> device), the completion ring
   (replies), the report ring (exceptions and host callbacks, device -> host), the stream table
@@ -94,6 +95,7 @@ DEVICE_ENTRY = Layout("DEVICE_ENTRY", [
     Field("starts", 1, "how many times a worker was started for this device"),
     Field("exit_status", 1, "last worker exit: returncode + 1024 (signal n gives 1024 - n)"),
     Field("lost_ns", 1, "monotonic time the supervisor saw the worker die"),
+    Field("hccs_group", 1, "HCCS group of the card (shared/topology.py)"),
 ], stride=8)
 REGISTRY_SIZE = 2 * PAGE  # header + MAX_DEVICES (64) entries
 
@@ -140,7 +142,15 @@ CLIENT_ENTRY = Layout("CLIENT_ENTRY", [
     Field("peak", 1, "high-water mark of used"),
     Field("allocs", 1, "live allocations of this client"),
 ], stride=8)
-DEVICE_CTL_SIZE = PAGE
+CTL_LINKS = CTL_CLIENTS + MAX_CLIENTS * CLIENT_ENTRY.words
+
+LINK_ENTRY = Layout("LINK_ENTRY", [
+    Field("tx_bytes", 1, "bytes this card's DMA engine copied to peer card <index>"),
+    Field("tx_copies", 1, "copies to that peer"),
+    Field("rx_bytes", 1, "bytes this card's DMA engine copied from that peer"),
+    Field("rx_copies", 1, "copies from that peer"),
+])
+DEVICE_CTL_SIZE = 2 * PAGE  # header + MAX_CLIENTS client entries + MAX_DEVICES link entries
 
 CLIENT_HEADER = Layout("CLIENT_HEADER", [
     Field("magic", 1, "MAGIC_CLIENT"),
@@ -253,8 +263,8 @@ def decode_exit(value: int) -> int | None:
     return None if value == 0 else value - 1024
 
 
-ALL = (REGISTRY, DEVICE_ENTRY, DEVICE_CTL, CLIENT_ENTRY, CLIENT_HEADER, RING_HEADER,
-       STREAM_ENTRY, EVENT_ENTRY)
+ALL = (REGISTRY, DEVICE_ENTRY, DEVICE_CTL, CLIENT_ENTRY, LINK_ENTRY, CLIENT_HEADER,
+       RING_HEADER, STREAM_ENTRY, EVENT_ENTRY)
 
 if __name__ == "__main__":
     print("\n\n".join(layout.table() for layout in ALL))

@@ -21,6 +21,7 @@ from npuemu.shared.layout import (
     CLIENT_ENTRY,
     CTL_CLIENTS,
     DEVICE_CTL,
+    LINK_ENTRY,
     DEVICE_ENTRY,
     REG_DEVICES,
     REGISTRY,
@@ -78,7 +79,8 @@ def _read_device(name: str, dev: int, entry: list[int], reg: list[int], alive: b
             "health": None, "starts": entry[DEVICE_ENTRY.STARTS],
             "last_exit": layout.decode_exit(entry[DEVICE_ENTRY.EXIT_STATUS]),
             "hbm_total": reg[REGISTRY.HBM_BYTES], "ddr_total": reg[REGISTRY.DDR_BYTES],
-            "hbm_used": None, "ddr_used": None, "hosts": []}
+            "hbm_used": None, "ddr_used": None, "hosts": [], "links": [],
+            "hccs_group": entry[DEVICE_ENTRY.HCCS_GROUP]}
     if state not in (DeviceState.READY, DeviceState.BOOTING) or not alive:
         return info
     try:
@@ -94,6 +96,14 @@ def _read_device(name: str, dev: int, entry: list[int], reg: list[int], alive: b
                 hbm_used=ctl[DEVICE_CTL.HBM_USED], hbm_peak=ctl[DEVICE_CTL.HBM_PEAK],
                 ddr_used=ctl[DEVICE_CTL.DDR_USED], live_allocs=ctl[DEVICE_CTL.LIVE_ALLOCS],
                 committed=ctl[DEVICE_CTL.COMMITTED], requests=ctl[DEVICE_CTL.REQUESTS])
+    for peer in range(reg[REGISTRY.DEVICES]):
+        base = layout.CTL_LINKS + peer * LINK_ENTRY.words
+        counters = ctl[base : base + LINK_ENTRY.words]
+        if any(counters):
+            info["links"].append({"peer": peer, "tx_bytes": counters[LINK_ENTRY.TX_BYTES],
+                                  "tx_copies": counters[LINK_ENTRY.TX_COPIES],
+                                  "rx_bytes": counters[LINK_ENTRY.RX_BYTES],
+                                  "rx_copies": counters[LINK_ENTRY.RX_COPIES]})
     for slot in range(layout.MAX_CLIENTS):
         base = CTL_CLIENTS + slot * CLIENT_ENTRY.words
         if ctl[base + CLIENT_ENTRY.STATE] == ClientState.ACTIVE:
@@ -125,6 +135,18 @@ def render(node: dict) -> str:
         hosts = ",".join(str(h["pid"]) for h in d["hosts"]) or "-"
         lines.append(f"{d['id']:<4} {d['pid'] or '-'!s:<8} {d['state']:<8} "
                      f"{d['health'] or '-':<8} {hbm:<24} {ddr:<22} {hosts}")
+    groups: dict[int, list[int]] = {}
+    for d in node["devices"]:
+        groups.setdefault(d["hccs_group"], []).append(d["id"])
+    lines.append("topology: HCCS groups " + "  ".join(
+        "{" + ",".join(map(str, ids)) + "}" for ids in groups.values())
+        + " (peers within a group; SYS between groups)")
+    for d in node["devices"]:
+        for link in d["links"]:
+            lines.append(f"P2P {d['id']} -> {link['peer']}: {fmt_bytes(link['tx_bytes'])} in "
+                         f"{link['tx_copies']} copies;  {link['peer']} -> {d['id']}: "
+                         f"{fmt_bytes(link['rx_bytes'])} in {link['rx_copies']} copies "
+                         f"(by device {d['id']}'s DMA)")
     return "\n".join(lines)
 
 

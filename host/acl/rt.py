@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from npuemu.host import callbacks, device, kernel, memory, stream
+from npuemu.host import callbacks, device, kernel, memory, p2p, stream
 from npuemu.host.acl._wrap import last_error, ret_only, with_result
 from npuemu.shared.enums import EventStatus, RunMode, StreamStatus
 
@@ -144,3 +144,10 @@ def peek_at_last_error(level: int = 0) -> int:
 def get_last_error(level: int = 0) -> int:
     """Mirrors ``aclrtGetLastError``: the last failure code, then cleared."""
     return last_error(clear=True)
+
+# peer to peer ----------------------------------------------------------------------------------
+device_can_access_peer = with_result(0)(p2p.can_access_peer)
+device_enable_peer_access = ret_only(p2p.enable_peer_access)
+device_disable_peer_access = ret_only(p2p.disable_peer_access)
+device_peer_access_status = with_result(0)(p2p.peer_access_status)
+get_devices_topo = with_result(0)(p2p.devices_topo)
