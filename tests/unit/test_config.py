@@ -122,10 +122,8 @@ def test_profiles_are_consistent() -> None:
 
 
 def test_timeouts() -> None:
-    assert config.DEVICE_LOST_TIMEOUT_S == 5.0
-    assert config.ATTACH_TIMEOUT_S == 10.0
-    assert config.HEARTBEAT_S == 0.1
-    assert config.HEARTBEAT_S < config.DEVICE_LOST_TIMEOUT_S
+    assert config.DEVICE_LOST_TIMEOUT_S == 5.0  # the bound the issue sets for device loss
+    assert 0 < config.HEARTBEAT_S < config.DEVICE_LOST_TIMEOUT_S < config.ATTACH_TIMEOUT_S
 
 
 # ---------------------------------------------------------------- NodeConfig
