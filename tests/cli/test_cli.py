@@ -102,10 +102,11 @@ def test_start_status_stop_round_trip(npuemu_cli, node_name, tmp_path):
     lines = res.stdout.splitlines()
     assert lines[0].startswith(f"node {node_name}  (Ascend910B1, 2 devices, READY, "
                                f"supervisor pid {sup_pid}")
-    rows = [ln.split() for ln in lines[2:]]
+    rows = [ln.split() for ln in lines[2:4]]
     assert [r[:4] for r in rows] == [["0", str(node["devices"][0]["pid"]), "READY", "OK"],
                                      ["1", str(node["devices"][1]["pid"]), "READY", "OK"]]
-    assert all("1.0 GiB" in ln and "256.0 MiB" in ln for ln in lines[2:])
+    assert all("1.0 GiB" in ln and "256.0 MiB" in ln for ln in lines[2:4])
+    assert lines[4].startswith("topology: HCCS groups {0,1}")
 
     # NPUEMU_NODE selects the node when --name is not given
     res = npuemu_cli("status", "--json", env={"NPUEMU_NODE": node_name})
