@@ -36,14 +36,19 @@ if TYPE_CHECKING:
         Device,
         DeviceArray,
         DeviceBuffer,
+        Event,
+        Kernel,
         MemInfo,
+        Stream,
         current_device,
         device_count,
+        load_kernels,
         retained_devices,
     )
 
-_LAZY = frozenset({"Device", "DeviceArray", "DeviceBuffer", "MemInfo", "current_device",
-                   "device_count", "retained_devices"})
+_LAZY = frozenset({"Device", "DeviceArray", "DeviceBuffer", "Event", "Kernel", "MemInfo",
+                   "Stream", "current_device", "device_count", "load_kernels",
+                   "retained_devices"})
 
 __all__ = [
     "AclError",
@@ -53,15 +58,19 @@ __all__ = [
     "DeviceBuffer",
     "DeviceError",
     "DeviceLostError",
+    "Event",
     "InvalidDeviceError",
+    "Kernel",
     "MemInfo",
     "OutOfMemoryError",
     "ParamError",
     "ResourceError",
     "StorageError",
+    "Stream",
     "SyncTimeoutError",
     "current_device",
     "device_count",
+    "load_kernels",
     "retained_devices",
 ]
 

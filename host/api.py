@@ -56,8 +56,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from npuemu.host import device as _device
+from npuemu.host import kernel as _kernel
 from npuemu.host import memory as _memory
 from npuemu.host import runtime as _runtime
+from npuemu.host import stream as _stream
 from npuemu.host.runtime import Allocation, Context, OpenDevice
 from npuemu.shared import errors
 from npuemu.shared.enums import DeviceStatus, MemAttr, MemcpyKind
@@ -273,8 +275,8 @@ class Device:
         return MemInfo(free_bytes, total)
 
     def synchronize(self) -> None:
-        """``aclrtSynchronizeDevice``: blocks until the device's queued work is done
-        (no stream work exists yet, so it checks that the device is alive)."""
+        """``aclrtSynchronizeDevice``: blocks until every stream of this process on the
+        device is done; raises the first unreported task failure."""
         with self._current():
             _device.synchronize_device()
 
@@ -440,9 +442,9 @@ class DeviceBuffer:
 
     def copy_from(self, other: DeviceBuffer) -> None:
         """``aclrtMemcpy`` device-to-device of all of ``other`` to the start of this buffer
-        (one request executed by the device). Blocks until done. Both buffers must be on the
-        same device (P2P copies are not emulated: ``ResourceError`` 207000). ValueError if
-        ``other`` is larger than this buffer."""
+        (one request executed by this buffer's device). Blocks until done. Between two
+        devices this device needs peer access to ``other``'s (``ParamError`` 107000
+        otherwise). ValueError if ``other`` is larger than this buffer."""
         if not isinstance(other, DeviceBuffer):
             raise TypeError(f"copy_from needs a DeviceBuffer, got {type(other).__name__}")
         if other.nbytes > self.nbytes:
@@ -618,3 +620,132 @@ class DeviceArray:
         return (f"<npuemu.DeviceArray shape={self._shape} dtype={self._dtype} "
                 f"device={self.device.id} ptr=0x{self.ptr:x}{state}>")
 
+
+
+# streams, events, kernels ---------------------------------------------------------------------
+def _device_or_current(device: Device | int | None) -> Device:
+    """``device``, else the calling thread's current device, else device 0."""
+    if device is not None:
+        return Device(device)
+    return current_device() or Device(0)
+
+
+class Stream:
+    """An ``aclrtStream`` on a device: ``Stream(device=None, priority=0, flags=0)``.
+
+    Work queued on it runs in order on the device; methods that queue work return at once.
+    Use it as a context manager to destroy it (after its work is done) on exit.
+    """
+
+    def __init__(self, device: Device | int | None = None, priority: int = 0,
+                 flags: int = 0) -> None:
+        self.device = _device_or_current(device)
+        with self.device._current():
+            self._stream = _stream.create_stream(priority, flags)
+
+    @property
+    def handle(self) -> int:
+        """The int handle the ``acl`` face uses for this stream."""
+        return self._stream.handle
+
+    @property
+    def id(self) -> int:
+        """``aclrtStreamGetId``: the device-wide stream id."""
+        return self._stream.sid
+
+    def synchronize(self, timeout_ms: int = -1) -> None:
+        """``aclrtSynchronizeStream(WithTimeout)``: blocks (GIL released) until queued work
+        is done; raises the first unreported failure, ``SyncTimeoutError`` 507046 on expiry."""
+        _stream.synchronize_stream(self.handle, timeout_ms)
+
+    def done(self) -> bool:
+        """``aclrtStreamQuery``: True when all queued work is complete. Non-blocking."""
+        return _stream.stream_query(self.handle) == 0
+
+    def record(self, event: Event | None = None) -> Event:
+        """``aclrtRecordEvent`` on this stream; returns the (new, if not given) event."""
+        event = event or Event(self.device)
+        with self.device._current():
+            _stream.record_event(event.handle, self.handle)
+        return event
+
+    def wait(self, event: Event) -> None:
+        """``aclrtStreamWaitEvent``: later work on this stream waits for ``event``."""
+        with self.device._current():
+            _stream.stream_wait_event(self.handle, event.handle)
+
+    def launch(self, kernel: Kernel, blocks: int, *args: Any) -> None:
+        """``aclrtLaunchKernel``: queue ``blocks`` blocks of ``kernel`` with ``args``."""
+        with self.device._current():
+            _kernel.launch_kernel(kernel.handle, blocks, list(args), self.handle)
+
+    def copy(self, dst: DeviceBuffer, src: DeviceBuffer, nbytes: int | None = None) -> None:
+        """``aclrtMemcpyAsync`` device to device (async, in stream order)."""
+        count = src.nbytes if nbytes is None else nbytes
+        with self.device._current():
+            _memory.memcpy_async(dst.ptr, dst.nbytes, src.ptr, count, _D2D, self.handle)
+
+    def destroy(self) -> None:
+        """``aclrtDestroyStream``: waits for queued work, then releases the stream."""
+        if not self._stream.destroyed:
+            with self.device._current():
+                _stream.destroy_stream(self.handle)
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+    def __repr__(self) -> str:
+        return f"<npuemu.Stream {self.id} on device {self.device.id}>"
+
+
+class Event:
+    """An ``aclrtEvent`` (with a timestamp unless ``flags`` says otherwise)."""
+
+    def __init__(self, device: Device | int | None = None, flags: int | None = None) -> None:
+        self.device = _device_or_current(device)
+        with self.device._current():
+            self._event = (_stream.create_event() if flags is None
+                           else _stream.create_event(flags))
+
+    @property
+    def handle(self) -> int:
+        return self._event.handle
+
+    def synchronize(self, timeout_ms: int = -1) -> None:
+        """``aclrtSynchronizeEvent(WithTimeout)``: blocks until the latest record is done."""
+        _stream.synchronize_event(self.handle, timeout_ms)
+
+    def done(self) -> bool:
+        """``aclrtQueryEvent``: True when the latest record is complete. Non-blocking."""
+        return _stream.query_event(self.handle) == 0
+
+    def elapsed_ms(self, end: Event) -> float:
+        """``aclrtEventElapsedTime(self, end)`` in milliseconds (device timestamps)."""
+        return _stream.event_elapsed_time(self.handle, end.handle)
+
+    def destroy(self) -> None:
+        if not self._event.destroyed:
+            _stream.destroy_event(self.handle)
+
+
+class Kernel:
+    """A kernel of a loaded binary (``aclrtBinaryGetFunction``)."""
+
+    def __init__(self, handle: int, name: str, engine: str) -> None:
+        self.handle, self.name, self.engine = handle, name, engine
+
+    def __repr__(self) -> str:
+        return f"<npuemu.Kernel {self.name} on {self.engine}>"
+
+
+def load_kernels(path: str | None = None, device: Device | int | None = None) -> dict[str, Kernel]:
+    """``aclrtBinaryLoadFromFile`` + ``aclrtBinaryGetFunction`` for every kernel of the file
+    (default: the ready library: add, mul, matmul, relu, softmax, cast, fill, reduce_sum)."""
+    dev = _device_or_current(device)
+    with dev._current():
+        binary = _kernel.binary_load_from_file(path or _kernel.LIBRARY)
+        return {name: Kernel(_kernel.binary_get_function(binary.handle, name).handle, name,
+                             engine) for name, engine in binary.kernels.items()}
