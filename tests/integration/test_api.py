@@ -342,7 +342,7 @@ def test_errors_carry_their_acl_codes() -> None:
         codes["oom_array"] = [e.value.code, e.value.name]
         ok = dev.malloc(GIB // 2)                            # still usable after OOM
         other = Device(1).malloc(64)
-        with pytest.raises(ResourceError) as e:              # P2P is not emulated
+        with pytest.raises(ParamError) as e:                 # P2P without peer access
             other.copy_from(dev.malloc(64))
         codes["p2p"] = [e.value.code, e.value.name]
         done(codes=codes)
@@ -352,7 +352,7 @@ def test_errors_carry_their_acl_codes() -> None:
     assert codes["malloc-1"] == codes["mallocstr"] == codes["policy"] == codes["malloc0"]
     assert codes["oom"] == [207001, "ACL_ERROR_RT_MEMORY_ALLOCATION"]
     assert codes["oom_array"] == codes["oom"]
-    assert codes["p2p"] == [207000, "ACL_ERROR_RT_FEATURE_NOT_SUPPORT"]
+    assert codes["p2p"] == [107000, "ACL_ERROR_RT_PARAM_INVALID"]
 
 
 def test_lost_device_raises_device_lost_and_free_stays_quiet() -> None:

@@ -360,11 +360,15 @@ def test_other_python_threads_run_while_the_main_thread_synchronizes(run_py):
         e = event()
 
         def counter(gate, entered, box):
+            # counts in small steps for 0.2 s (sleeping between steps, so the GIL changes
+            # hands often: see test_concurrent_pyacl_calls_from_several_threads), then
+            # releases the stream the main thread is synchronizing
             entered.wait(5)
             end = time.monotonic() + 0.2
             n = 0
             while time.monotonic() < end:
                 n += 1
+                time.sleep(0.0005)
             box.append(n)
             gate.set()
 
@@ -388,8 +392,43 @@ def test_other_python_threads_run_while_the_main_thread_synchronizes(run_py):
     for name in ("stream", "event", "device"):
         assert r[name]["ret"] == 0, r
         assert r[name]["released"], r
-        assert r[name]["count"] > 1000, r
+        assert r[name]["count"] > 50, r  # ~0.5 ms a step: a GIL held in sync allows ~0
         assert r[name]["s"] >= 0.2 * 0.95, r
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "product bug: host/link.py DeviceLink.alive() calls self._poll.poll(0) on one shared "
+    "select.poll object; two threads checking liveness at once (two pyACL calls, or one call "
+    "racing the link's report thread) get RuntimeError('concurrent poll() invocation') out of "
+    "the pyACL call instead of a return code"))
+def test_concurrent_pyacl_calls_from_several_threads(run_py):
+    r = scenario(run_py, """
+        s = stream()
+        p = zeroed(64)
+        seen = []
+
+        def loop():
+            ok(acl.rt.set_device(0))
+            buf = bytearray(64)
+            for _ in range(3000):
+                try:
+                    rets = (acl.rt.synchronize_device(),
+                            acl.rt.memcpy(acl.util.bytes_to_ptr(buf), 64, p, 64, 2))
+                except Exception as err:  # noqa: BLE001 - what the bug raises
+                    seen.append(repr(err))
+                    return
+                if rets != (0, 0):
+                    seen.append(repr(rets))
+                    return
+
+        threads = [threading.Thread(target=loop) for _ in range(3)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        R["errors"] = seen
+    """)
+    assert r["errors"] == []
 
 
 # ------------------------------------------------------------------------------ failures
