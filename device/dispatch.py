@@ -26,11 +26,18 @@ def _ping(worker: Worker, client: Client) -> tuple:
 
 
 def _malloc(worker: Worker, client: Client, size: int, policy: int) -> tuple:
-    return worker.memory.malloc(client.slot, _int(size), _int(policy))
+    result = worker.memory.malloc(client.slot, _int(size), _int(policy))
+    if worker.debug:
+        worker.log("DEBUG", f"malloc size={size} policy={policy:#x} ptr=0x{result[0]:x} "
+                            f"span={result[1]} client={client.slot}", module="DEVMM")
+    return result
 
 
 def _free(worker: Worker, client: Client, ptr: int) -> tuple:
-    worker.memory.free(client.slot, _int(ptr))
+    span = worker.memory.free(client.slot, _int(ptr))
+    if worker.debug:
+        worker.log("DEBUG", f"free ptr=0x{ptr:x} span={span} client={client.slot}",
+                   module="DEVMM")
     return ()
 
 
@@ -43,7 +50,9 @@ def _copy(worker: Worker, client: Client, dst: int, src: int, count: int) -> tup
     to or from a peer card's arena)."""
     count = _int(count)
     d, s = worker.resolve(client, _int(dst), count), worker.resolve(client, _int(src), count)
+    worker.faults.check_ranges((dst, count), (src, count))
     peers = worker.count_p2p(dst, src, count)
+    worker.faults.check_copy(peers)
     ctypes.memmove(d, s, count)
     for dev in peers:
         worker.peer(dev)  # raises 507057 if the peer died during the copy
@@ -63,11 +72,16 @@ def _snapshot(worker: Worker, client: Client) -> tuple:
 
 def _stream_create(worker: Worker, client: Client, slot: int, priority: int,
                    flags: int) -> tuple:
-    return (worker.scheduler.create(client, _int(slot), _int(priority), _int(flags)),)
+    sid = worker.scheduler.create(client, _int(slot), _int(priority), _int(flags))
+    if worker.debug:
+        worker.log("DEBUG", f"stream {sid} created (priority {priority}, flags {flags:#x})")
+    return (sid,)
 
 
 def _stream_destroy(worker: Worker, client: Client, slot: int) -> tuple:
     worker.scheduler.destroy(client, _int(slot))
+    if worker.debug:
+        worker.log("DEBUG", f"stream slot {slot} of client {client.slot} destroyed")
     return ()
 
 
@@ -120,6 +134,16 @@ def _callback_done(worker: Worker, client: Client, slot: int, seq: int) -> tuple
     return ()
 
 
+def _inject(worker: Worker, client: Client, kind: str, params: dict) -> tuple:
+    if not isinstance(kind, str) or not isinstance(params, dict):
+        raise TypeError("inject takes a fault name and a parameter map")
+    try:
+        worker.faults.inject(kind, params)
+    except TypeError as err:  # wrong parameter names for that fault
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"fault {kind}: {err}") from None
+    return ()
+
+
 def _int(value: object) -> int:
     if type(value) is not int or value < 0:
         raise TypeError(f"expected a non-negative integer, got {value!r}")
@@ -132,7 +156,7 @@ HANDLERS: dict[int, Callable[..., tuple]] = {
     Op.STREAM_CREATE: _stream_create, Op.STREAM_DESTROY: _stream_destroy,
     Op.STREAM_MODE: _stream_mode, Op.STREAM_ABORT: _stream_abort, Op.PIN: _pin,
     Op.UNPIN: _unpin, Op.BINARY_LOAD: _binary_load, Op.BINARY_UNLOAD: _binary_unload,
-    Op.CALLBACK_DONE: _callback_done,
+    Op.CALLBACK_DONE: _callback_done, Op.INJECT: _inject,
 }
 
 
@@ -144,6 +168,9 @@ def handle(worker: Worker, client: Client, payload: bytes) -> None:
         op, seq = frame[0], frame[1] if len(frame) > 1 else 0
         if op in TASK_OPS:
             worker.scheduler.enqueue(client, frame)
+            if worker.debug:
+                worker.log("DEBUG", f"task {frame[3]} (op {op}) submitted to stream slot "
+                                    f"{frame[2]}")
             return
         handler = HANDLERS.get(op)
         if handler is None:

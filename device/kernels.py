@@ -45,6 +45,7 @@ class KernelContext:
                                                          count * dt.itemsize)
         except errors.AclError as err:
             raise MemoryFault(err.detail) from None
+        self._worker.faults.check_ranges((ptr, count * dt.itemsize))  # 507054 if poisoned
         return np.frombuffer(arena.seg.buf, dt, count, offset)
 
 
@@ -73,11 +74,15 @@ def launch(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"no kernel {name!r} in binary {bin_id}")
     engine = fn.__npu_kernel__
+    worker.faults.check_launch(engine, name)
 
     def run(task: Task) -> int:
         try:
             for block in range(num_blocks):
                 fn(KernelContext(worker, client, block, num_blocks), *args)
+        except errors.AclError as err:  # an isolated page was touched
+            worker.log("ERROR", f"kernel {name}: {err}")
+            return err.code
         except MemoryFault as fault:
             worker.log("ERROR", f"kernel {name} memory fault: {fault}")
             return errors.ACL_ERROR_RT_DEVICE_MEM_ERROR

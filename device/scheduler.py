@@ -59,6 +59,7 @@ class Stream:
         self.deadline = 0.0  # of a head WAIT with a timeout
         self.pending_error = 0  # failure not yet carried by an event record
         self.stopped = 0  # stop-on-failure: the code that stopped it
+        self.hung = False  # its head task hangs (injected fault) until abort
         self.base = slot * _SE.words
 
 
@@ -100,10 +101,13 @@ class Scheduler:
     def abort(self, client: Client, slot: int) -> None:
         """``aclrtStreamAbort``: drop every queued task; they count as completed."""
         stream = self._stream(client, slot)
-        while len(stream.queue) > (1 if stream.busy else 0):
+        running = 1 if stream.busy and not stream.hung else 0
+        while len(stream.queue) > running:
             task = stream.queue.pop()
             client.streams[stream.base + _SE.COMPLETED] = max(
                 client.streams[stream.base + _SE.COMPLETED], task.seq)
+        if stream.hung:
+            stream.busy = stream.hung = False
         self._touched.add(client)
 
     def drop_client(self, client: Client) -> None:
@@ -161,6 +165,10 @@ class Scheduler:
         if stream.stopped:
             self._complete(task, stream.stopped, report=False)
             return True
+        if self.worker.faults.take_hang():
+            stream.busy = stream.hung = True
+            self.worker.log("EVENT", f"task {task.seq} of stream {stream.sid} hangs (injected)")
+            return True
         handler = _INLINE.get(task.op)
         if handler is not None:
             try:
@@ -192,12 +200,17 @@ class Scheduler:
             dst, src, count = task.args
             d = self.worker.resolve(client, dst, count)
             s = self.worker.resolve(client, src, count)
-            peers = [self.worker.peer(p) for p in self.worker.count_p2p(dst, src, count)]
-            task.args = (d, s, count, peers)
+            self.worker.faults.check_ranges((dst, count), (src, count))
+            devs = self.worker.count_p2p(dst, src, count)
+            self.worker.faults.check_copy(devs)
+            task.args = (d, s, count, [self.worker.peer(p) for p in devs])
             return (engines.DMA if count > INLINE_BYTES else None), _run_copy
         if task.op == Op.MEMSET_ASYNC:
             ptr, value, count = task.args
-            task.args = (self.worker.resolve(client, ptr, count), value, count)
+            addr = self.worker.resolve(client, ptr, count)
+            self.worker.faults.check_ranges((ptr, count))
+            self.worker.faults.check_copy(())
+            task.args = (addr, value, count)
             return (engines.DMA if count > INLINE_BYTES else None), _run_memset
         if task.op == Op.LAUNCH:
             return run_kernel(self.worker, client, task)
@@ -209,6 +222,9 @@ class Scheduler:
         client = stream.client
         if code:
             self._fail(stream, task, code, report)
+        elif self.worker.debug:
+            self.worker.log("DEBUG", f"task {task.seq} (op {task.op}) of stream {stream.sid} "
+                                     "complete")
         client.streams[stream.base + _SE.COMPLETED] = task.seq
         if stream.queue and stream.queue[0] is task:
             stream.queue.popleft()
@@ -222,6 +238,7 @@ class Scheduler:
         table[base + _SE.ERR_TASK] = task.seq
         table[base + _SE.ERR_COUNT] += 1
         stream.pending_error = code
+        self.worker.ctl[layout.DEVICE_CTL.LAST_ERROR] = code
         if stream.mode == StreamFailureMode.ACL_STOP_ON_FAILURE:
             stream.stopped = code
         if report:

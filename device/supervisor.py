@@ -136,11 +136,11 @@ class Supervisor:
         while pending:
             for dp in list(pending):
                 assert dp.proc is not None
-                if dp.proc.poll() is not None:
+                code = dp.proc.poll()
+                if code is not None:
                     self.lost(dp)
                     raise errors.error_for(errors.ACL_ERROR_RT_NO_DEVICE,
-                                           f"device {dp.dev} worker exited at start "
-                                           f"({dp.proc.returncode})")
+                                           f"device {dp.dev} worker exited at start ({code})")
                 if self._map_ctl(dp):
                     pending.remove(dp)
             if pending and time.monotonic() > deadline:
@@ -183,7 +183,13 @@ class Supervisor:
                 if dp.slot_state(slot) in (ClientState.ACTIVE, ClientState.REQUEST):
                     self._post(shm.name(self.node, f"d{dp.dev}", f"c{slot}", "wake"))
         dp.close_ctl()
-        shm.unlink_all(self.node, f"d{dp.dev}.")
+        log_name = shm.name(self.node, f"d{dp.dev}", "log")
+        for entry in shm.leftovers(self.node):  # everything of the card but its log
+            if f".d{dp.dev}." in entry and "/" + entry != log_name:
+                if entry.startswith("sem."):
+                    shm.unlink_semaphore("/" + entry[4:])
+                else:
+                    shm.unlink_segment("/" + entry)
         dp.proc = None
         if not stopping:
             print(f"npuemu: device {dp.dev} worker died ({code})", file=sys.stderr)
@@ -220,9 +226,7 @@ class Supervisor:
             return [errors.ACL_ERROR_RT_INVALID_DEVICEID, f"no device {dev!r} in this node"]
         dp = self.devices[dev]
         try:
-            if dp.proc is None:
-                if self.reg[self._entry(dev, DEVICE_ENTRY.STATE)] == DeviceState.LOST:
-                    return [errors.ACL_ERROR_RT_LOST_HEARTBEAT, f"device {dev} is lost"]
+            if dp.proc is None:  # not started yet, or lost: a fresh worker (a device reset)
                 self.spawn(dp)
             self.wait_ready([dp])
         except errors.AclError as err:
@@ -294,6 +298,9 @@ class Supervisor:
                 reply = self.on_request(conn, msg)
             except (IndexError, TypeError) as err:
                 reply = [errors.ACL_ERROR_RT_PARAM_INVALID, f"bad control request: {err}"]
+            except Exception as err:  # noqa: BLE001 - the supervisor must outlive any request
+                print(f"npuemu supervisor: request {msg!r} failed: {err!r}", file=sys.stderr)
+                reply = [errors.ACL_ERROR_RT_INTERNAL_ERROR, f"supervisor error: {err!r}"]
             with contextlib.suppress(OSError):
                 control.send(conn, reply)
 

@@ -29,9 +29,10 @@ import time
 import psutil
 
 from npuemu.device import dispatch, engines
+from npuemu.device.faults import Faults
 from npuemu.device.memory import Arena, DeviceMemory, Tag
 from npuemu.device.scheduler import Scheduler
-from npuemu.shared import address, errors, layout, protocol, shm
+from npuemu.shared import address, errors, layout, logring, protocol, shm
 from npuemu.shared.config import HEARTBEAT_S
 from npuemu.shared.layout import CLIENT_ENTRY, CLIENT_HEADER, CTL_CLIENTS, DEVICE_CTL
 from npuemu.shared.layout import ClientState, DeviceState
@@ -43,6 +44,7 @@ HOUSEKEEPING_S = 0.005
 _C = DEVICE_CTL
 _ARENA_FIELDS = {address.HBM: (_C.HBM_USED, _C.HBM_PEAK), address.DDR: (_C.DDR_USED, _C.DDR_PEAK)}
 _CLASS_FIELDS = (_C.USED_NORMAL, _C.USED_HUGE, _C.USED_HUGE1G)
+_MODULE_INDEX = {name: i for i, name in enumerate(logring.MODULES)}
 _BUSY_FIELDS = ((_C.BUSY_DMA, engines.DMA), (_C.BUSY_AICORE, engines.AICORE),
                 (_C.BUSY_AIVECTOR, engines.AIVECTOR), (_C.BUSY_AICPU, engines.AICPU))
 
@@ -142,6 +144,10 @@ class Worker:
             seg_name = shm.name(node, f"d{dev}", address.ARENA_NAMES[kind])
             arenas.append(Arena(shm.Segment(seg_name, size, create=True), kind))
         self.memory = DeviceMemory(dev, arenas, self._account)
+        self.log_seg = _open_log(node, dev)
+        self.log_ring = logring.LogRing(self.log_seg.buf)
+        self._init_log_levels()
+        self.faults = Faults(self)
         self.boot_ns = time.monotonic_ns()
         self.scheduler = Scheduler(self)
         self.clients: dict[int, Client] = {}
@@ -328,9 +334,36 @@ class Worker:
                     peers.append(dev)
         return tuple(peers)
 
-    def log(self, level: str, message: str) -> None:
-        """Device log (the shared-memory log ring comes with the diagnostics work)."""
-        print(f"[{level}] DEVICE({self.dev}): {message}", file=sys.stderr)
+    # device log ----------------------------------------------------------------------------
+    def _init_log_levels(self) -> None:
+        ctl = self.ctl
+        ctl[_C.LOG_LEVEL] = logring.parse_global_level()
+        ctl[_C.EVENT_ENABLE] = int(logring.parse_event_enable())
+        modules = logring.parse_module_levels()
+        for i, module in enumerate(logring.MODULES):
+            ctl[layout.CTL_MODULE_LEVELS + i] = modules.get(module, 0xFF)
+        self.debug = self._enabled(logring.DEBUG, "TS")
+        self.proc = f"npuemu-dev{self.dev}"
+        self.to_stdout = os.environ.get("ASCEND_LOG_PRINT_TO_STDOUT") == "1"
+
+    def _enabled(self, level: int, module: str) -> bool:
+        ctl = self.ctl
+        if level == logring.EVENT:
+            return bool(ctl[_C.EVENT_ENABLE])
+        own = ctl[layout.CTL_MODULE_LEVELS + _MODULE_INDEX.get(module, 0)]
+        return level >= (ctl[_C.LOG_LEVEL] if own == 0xFF else own)
+
+    def log(self, level: str, message: str, module: str = "TS") -> None:
+        """Write one line to this device's log ring (``shared/logring.py``) if its level is
+        enabled for ``module``."""
+        number = logring.EVENT if level == "EVENT" else logring.LEVELS.index(level)
+        if not self._enabled(number, module):
+            return
+        line = logring.format_line(number, module, os.getpid(), self.proc, message)
+        self.log_ring.write(line)
+        if self.to_stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
 
     def housekeeping(self) -> None:
         ctl = self.ctl
@@ -338,6 +371,7 @@ class Worker:
         for field, engine in _BUSY_FIELDS:
             ctl[field] = self.scheduler.engines[engine].busy_ns
         ctl[_C.COMMITTED] = sum(a.committed_bytes for a in self.memory.arenas)
+        self.debug = self._enabled(logring.DEBUG, "TS")
         self.scan_slots()
         if ctl[_C.STATE] == DeviceState.STOPPING:
             self.running = False
@@ -354,6 +388,8 @@ class Worker:
         for peer in self.peers.values():
             peer.close()
         self.links.release()
+        self.log_ring.release()
+        self.log_seg.close()  # the log stays for msnpureport until the node stops
         self.ctl[_C.STATE] = DeviceState.STOPPED
         for arena in self.memory.arenas:
             arena.seg.unlink()
@@ -363,6 +399,15 @@ class Worker:
         self.ctl.release()
         self.ctl_seg.unlink()
         self.ctl_seg.close()
+
+
+def _open_log(node: str, dev: int) -> shm.Segment:
+    """The device's log ring; a restarted worker continues the log of the card."""
+    name = shm.name(node, f"d{dev}", "log")
+    try:
+        return shm.Segment(name, logring.HEADER + logring.DEFAULT_CAPACITY, create=True)
+    except FileExistsError:
+        return shm.Segment(name)
 
 
 def main(argv: list[str] | None = None) -> int:

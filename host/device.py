@@ -8,7 +8,7 @@ from npuemu.host import runtime
 from npuemu.host.runtime import Context
 from npuemu.shared import errors
 from npuemu.shared.enums import DeviceStatus
-from npuemu.shared.layout import DEVICE_CTL
+from npuemu.shared.layout import DEVICE_CTL, Health
 
 
 def set_device(dev: int) -> None:
@@ -48,11 +48,12 @@ def get_device_count() -> int:
 
 
 def query_device_status(dev: int) -> int:
-    """Mirrors ``aclrtQueryDeviceStatus``: NORMAL unless this process saw the device lost."""
+    """Mirrors ``aclrtQueryDeviceStatus``: ABNORMAL if this process saw the device lost or
+    its health is Alarm or worse (an uncorrectable ECC error), else NORMAL. Non-blocking."""
     rt = runtime.get()
     rt.check_device_id(dev)
     od = rt.devices.get(dev)
-    if od is not None and not od.link.alive():
+    if od is not None and (not od.link.alive() or od.link.ctl[DEVICE_CTL.HEALTH] >= Health.ALARM):
         return DeviceStatus.ACL_RT_DEVICE_STATUS_ABNORMAL
     return DeviceStatus.ACL_RT_DEVICE_STATUS_NORMAL
 

@@ -24,8 +24,9 @@ import ctypes
 from npuemu.host import p2p, runtime
 from npuemu.host.link import DeviceLink
 from npuemu.host.runtime import Allocation, index
-from npuemu.shared import address, errors, shm
+from npuemu.shared import address, errors, layout, shm
 from npuemu.shared.enums import MemcpyKind, MemLocationType
+from npuemu.shared.layout import DEVICE_CTL
 from npuemu.shared.protocol import Op
 
 _K = MemcpyKind
@@ -103,6 +104,10 @@ def _device_address(ptr: int, count: int) -> tuple[Allocation, int]:
     """Validated allocation and the address of ``ptr`` in this process's arena mapping.
     (The mapping outlives the worker, so the caller checks liveness after the copy.)"""
     alloc = find(ptr, count)
+    ctl = alloc.link.ctl
+    if ctl[DEVICE_CTL.POISONED] and layout.poisoned_overlap(ctl, ptr, count):
+        raise errors.error_for(errors.ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR,
+                               f"0x{ptr:x}+{count} touches an isolated HBM page")
     _dev, arena, offset = address.decode(ptr)
     return alloc, alloc.link.arena_addr[arena] + offset
 

@@ -14,7 +14,10 @@ Registry ``/npuemu.<node>.reg`` (written by the supervisor, read by everyone):
 Device control ``/npuemu.<node>.d<id>.ctl`` (written by the worker; ``state``/``client.state``
   also by the supervisor and the host as noted):
   DEVICE_CTL, then ``MAX_CLIENTS`` entries of CLIENT_ENTRY at word ``CTL_CLIENTS``, then one
-  LINK_ENTRY per possible peer card (P2P traffic counters) at word ``CTL_LINKS``.
+  LINK_ENTRY per possible peer card (P2P traffic counters) at word ``CTL_LINKS``, the
+  POISON table (``MAX_POISON`` x POISON_ENTRY, pages isolated by multi-bit ECC errors, which
+  the host also checks before its own copies) at ``CTL_POISON``, and the per-module log
+  levels at ``CTL_MODULE_LEVELS``.
 Client segment ``/npuemu.<node>.d<id>.c<slot>`` (created by the host):
   CLIENT_HEADER (one page), then the submission ring (host -> device), the completion ring
   (replies), the report ring (exceptions and host callbacks, device -> host), the stream table
@@ -131,6 +134,15 @@ DEVICE_CTL = Layout("DEVICE_CTL", [
     Field("busy_aivector", 1, "ns the AI Vector engine spent on tasks"),
     Field("busy_aicpu", 1, "ns the AI CPU engine spent on tasks"),
     Field("tasks", 1, "stream tasks completed"),
+    Field("ecc_sbe", 1, "HBM single-bit (corrected) ECC errors since the last clear"),
+    Field("ecc_dbe", 1, "HBM multi-bit (uncorrectable) ECC errors since the last clear"),
+    Field("ecc_sbe_total", 1, "single-bit ECC errors ever (aggregate)"),
+    Field("ecc_dbe_total", 1, "multi-bit ECC errors ever (aggregate)"),
+    Field("poisoned", 1, "entries used in the POISON table (isolated pages)"),
+    Field("faults", 1, "faults injected so far"),
+    Field("last_error", 1, "ACL code of the last device-side failure (npu-smi Error Code)"),
+    Field("log_level", 1, "device log level 0..4 (tools may write it: msnpureport config)"),
+    Field("event_enable", 1, "1: EVENT log lines are written (tools may write it)"),
 ], stride=64)
 CTL_CLIENTS = DEVICE_CTL.words
 
@@ -150,7 +162,15 @@ LINK_ENTRY = Layout("LINK_ENTRY", [
     Field("rx_bytes", 1, "bytes this card's DMA engine copied from that peer"),
     Field("rx_copies", 1, "copies from that peer"),
 ])
-DEVICE_CTL_SIZE = 2 * PAGE  # header + MAX_CLIENTS client entries + MAX_DEVICES link entries
+CTL_POISON = CTL_LINKS + 64 * LINK_ENTRY.words
+MAX_POISON = 64
+POISON_ENTRY = Layout("POISON_ENTRY", [
+    Field("start", 1, "device pointer of the first byte of an isolated (poisoned) page"),
+    Field("length", 1, "bytes isolated"),
+])
+CTL_MODULE_LEVELS = CTL_POISON + MAX_POISON * POISON_ENTRY.words
+"""One word per module of ``logring.MODULES``: its log level, or 0xFF to follow log_level."""
+DEVICE_CTL_SIZE = 2 * PAGE  # header, clients, links, poison table, module levels
 
 CLIENT_HEADER = Layout("CLIENT_HEADER", [
     Field("magic", 1, "MAGIC_CLIENT"),
@@ -263,8 +283,19 @@ def decode_exit(value: int) -> int | None:
     return None if value == 0 else value - 1024
 
 
-ALL = (REGISTRY, DEVICE_ENTRY, DEVICE_CTL, CLIENT_ENTRY, LINK_ENTRY, CLIENT_HEADER,
-       RING_HEADER, STREAM_ENTRY, EVENT_ENTRY)
+ALL = (REGISTRY, DEVICE_ENTRY, DEVICE_CTL, CLIENT_ENTRY, LINK_ENTRY, POISON_ENTRY,
+       CLIENT_HEADER, RING_HEADER, STREAM_ENTRY, EVENT_ENTRY)
 
 if __name__ == "__main__":
     print("\n\n".join(layout.table() for layout in ALL))
+
+
+def poisoned_overlap(ctl: memoryview, ptr: int, count: int) -> int:
+    """The isolated page start overlapping ``[ptr, ptr+count)``, or 0 (reads the POISON
+    table of a device control block)."""
+    for i in range(ctl[DEVICE_CTL.POISONED]):
+        base = CTL_POISON + i * POISON_ENTRY.words
+        start = ctl[base + POISON_ENTRY.START]
+        if start < ptr + count and ptr < start + ctl[base + POISON_ENTRY.LENGTH]:
+            return start
+    return 0

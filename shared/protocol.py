@@ -26,6 +26,7 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | BINARY_LOAD | source, file name             | bin id, [[kernel, engine], ...] |           |
 | BINARY_UNLOAD | bin id                      |                         |                   |
 | CALLBACK_DONE | slot, task seq              |                         | (no reply) releases a BLOCK callback |
+| INJECT      | fault name, {parameters}      |                         | ``device/faults.py`` |
 
 Stream tasks are fire-and-forget frames ``[op, 0, stream slot, task seq, args...]``; their
 completion is published in the client's stream/event tables (``layout.py``):
@@ -73,6 +74,7 @@ class Op(enum.IntEnum):
     BINARY_LOAD = 14
     BINARY_UNLOAD = 15
     CALLBACK_DONE = 16
+    INJECT = 17
     # stream tasks
     COPY_ASYNC = 32
     MEMSET_ASYNC = 33

@@ -57,7 +57,8 @@ class Segment:
         try:
             shm = posix_ipc.SharedMemory(name, flags, mode=0o600, size=size if create else 0)
         except posix_ipc.ExistentialError as err:
-            raise FileNotFoundError(f"shared memory {name}: {err}") from err
+            kind = FileExistsError if create else FileNotFoundError
+            raise kind(f"shared memory {name}: {err}") from err
         if not create and shm.size == 0:  # its creator has not sized it yet
             shm.close_fd()
             raise FileNotFoundError(f"shared memory {name} is not ready yet")

@@ -38,6 +38,8 @@ install_acl()
 import acl
 from npuemu.shared import address
 R = {}
+ZEROS = bytes(64)  # a host source that stays alive (a temporary's address would dangle)
+ZP = acl.util.bytes_to_ptr(ZEROS)
 
 def ok(ret, what=""):
     if ret != 0:
@@ -448,7 +450,7 @@ def test_bad_malloc_and_free(run_py):
         R["free_0"] = acl.rt.free(0)
         R["free"] = acl.rt.free(p)
         R["double_free"] = acl.rt.free(p)
-        R["use_after_free"] = acl.rt.memcpy(p, 64, acl.util.bytes_to_ptr(bytes(64)), 64, 1)
+        R["use_after_free"] = acl.rt.memcpy(p, 64, ZP, 64, 1)
         R["works"] = still_works(0)
         R["hbm_full"] = hbm_free() == 1024 ** 3
     """)
@@ -542,7 +544,7 @@ def test_pointer_freed_in_another_thread(run_py):
             R["thread_free_again"] = acl.rt.free(p)
         t = threading.Thread(target=other)
         t.start(); t.join()
-        R["main_h2d"] = acl.rt.memcpy(p, 64, acl.util.bytes_to_ptr(bytes(64)), 64, 1)
+        R["main_h2d"] = acl.rt.memcpy(p, 64, ZP, 64, 1)
         out = bytearray(64)
         R["main_d2h"] = acl.rt.memcpy(acl.util.bytes_to_ptr(out), 64, p, 64, 2)
         R["main_free"] = acl.rt.free(p)
@@ -635,13 +637,13 @@ def test_set_device_reference_counting_and_reset(run_py):
         R["used"] = node_dev(2)["hbm_used"]
         R["reset1"] = acl.rt.reset_device(2)  # count 2 -> 1: still usable
         R["after_reset1"] = [list(acl.rt.get_device()),
-                             acl.rt.memcpy(p, 64, acl.util.bytes_to_ptr(bytes(64)), 64, 1)]
+                             acl.rt.memcpy(p, 64, ZP, 64, 1)]
         R["reset2"] = acl.rt.reset_device(2)  # count 1 -> 0: released
         R["after_reset2"] = [list(acl.rt.get_device()),
-                             acl.rt.memcpy(p, 64, acl.util.bytes_to_ptr(bytes(64)), 64, 1)]
+                             acl.rt.memcpy(p, 64, ZP, 64, 1)]
         R["reset3"] = acl.rt.reset_device(2)
         ok(acl.rt.set_device(0))  # a context again, so only the pointer can be the problem
-        R["stale_ptr"] = [acl.rt.memcpy(p, 64, acl.util.bytes_to_ptr(bytes(64)), 64, 1),
+        R["stale_ptr"] = [acl.rt.memcpy(p, 64, ZP, 64, 1),
                           acl.rt.free(p)]
         deadline = time.monotonic() + 5
         while node_dev(2)["hbm_used"] and time.monotonic() < deadline:
@@ -673,7 +675,7 @@ def test_reset_device_force_ignores_the_count(run_py):
         R["force"] = acl.rt.reset_device_force(3)
         R["get_device"] = list(acl.rt.get_device())
         ok(acl.rt.set_device(0))
-        R["memcpy"] = acl.rt.memcpy(p, 64, acl.util.bytes_to_ptr(bytes(64)), 64, 1)
+        R["memcpy"] = acl.rt.memcpy(p, 64, ZP, 64, 1)
         R["ctx_gone"] = acl.rt.set_context(ctx)
         R["again"] = acl.rt.reset_device(3)
         ok(acl.rt.set_device(3))

@@ -366,11 +366,12 @@ def test_worker_killed_during_a_large_d2d_copy(run_py):
         R["copies_ok"] = rets.count(0)
         R["failed_with"] = rets[-1]
         R["fail_s"] = t_fail
+        src, dst = bytes(16), bytearray(16)  # kept alive: the copies get their addresses
         t0 = time.monotonic()
         R["later"] = {
             "malloc": list(acl.rt.malloc(4096, 0)),
-            "h2d": acl.rt.memcpy(a, 16, acl.util.bytes_to_ptr(bytes(16)), 16, 1),
-            "d2h": acl.rt.memcpy(acl.util.bytes_to_ptr(bytearray(16)), 16, a, 16, 2),
+            "h2d": acl.rt.memcpy(a, 16, acl.util.bytes_to_ptr(src), 16, 1),
+            "d2h": acl.rt.memcpy(acl.util.bytes_to_ptr(dst), 16, a, 16, 2),
             "d2d": acl.rt.memcpy(b, 4096, a, 4096, 3),
             "memset": acl.rt.memset(a, 16, 0, 16),
             "mem_info": list(acl.rt.get_mem_info(1)),
