@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from npuemu.host import runtime
-from npuemu.host.runtime import Context
+from npuemu.host.runtime import Context, OpenDevice
 from npuemu.shared import errors
 from npuemu.shared.enums import DeviceStatus
 from npuemu.shared.layout import DEVICE_CTL, Health
@@ -34,7 +34,23 @@ def reset_device(dev: int, force: bool = False) -> None:
         od.refs = 0 if force else od.refs - 1
         if od.refs > 0:
             return
+        if od.link.alive():
+            _drain(od)
         rt.close_device(od)
+
+
+def _drain(od: OpenDevice) -> None:
+    """Wait for every stream of this process on the device (reset waits for pending tasks);
+    failures are not raised here: the streams go away with the reset."""
+    from npuemu.host import stream as streams
+
+    for s in [h for h in list(runtime.get().handles.values())
+              if isinstance(h, streams.Stream) and h.link is od.link]:
+        target = s.submitted
+        try:
+            od.link.wait_until(lambda s=s, t=target: s.done(t), None)
+        except errors.AclError:
+            return  # the device died meanwhile: nothing left to wait for
 
 
 def get_device() -> int:

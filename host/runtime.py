@@ -20,10 +20,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from npuemu.host import plog
 from npuemu.host.hostmem import HostMaps, PinnedPool, StagingPool
 from npuemu.host.link import DeviceLink
 from npuemu.host.node import Node
-from npuemu.shared import errors
+from npuemu.shared import errors, logring
 from npuemu.shared.config import NodeConfig, parse_visible_devices
 
 
@@ -37,6 +38,7 @@ class Allocation:
     page_class: int
     policy: int
     link: DeviceLink
+    stack: str = ""  # where it was allocated, when NPUEMU_TRACK_ALLOC=1
 
 
 @dataclass(eq=False)
@@ -129,10 +131,11 @@ class Runtime:
             return od
 
     def close_device(self, od: OpenDevice) -> None:
-        """Release everything this process has on the device (aclrtResetDevice at 0)."""
+        """Release everything this process has on the device (aclrtResetDevice at 0). Device
+        memory still allocated then is reported as leaked in the host log."""
         with self.lock:
             for ptr in [p for p, a in self.allocations.items() if a.link is od.link]:
-                del self.allocations[ptr]
+                _report_leak(self.allocations.pop(ptr), od.logical)
             self.starts[:] = sorted(self.allocations)
             for ctx in [od.primary, *od.contexts]:
                 ctx.destroyed = True
@@ -214,6 +217,12 @@ class Runtime:
             if self.node is not None and os.getpid() == self.pid:
                 self.node.close()
             self.node = None
+
+
+def _report_leak(alloc: Allocation, logical: int) -> None:
+    where = f"; allocated at\n{alloc.stack}" if alloc.stack else ""
+    plog.log(logring.WARNING, f"leak: device {logical} ptr 0x{alloc.ptr:x} size {alloc.size} "
+                              f"policy {alloc.policy:#x} still allocated at reset/exit{where}")
 
 
 def index(value: object, code: int, what: str) -> int:

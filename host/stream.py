@@ -21,10 +21,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from npuemu.host import runtime
+from npuemu.host import plog, runtime
 from npuemu.host.link import DeviceLink
 from npuemu.host.runtime import index
-from npuemu.shared import errors, layout
+from npuemu.shared import errors, layout, logring
 from npuemu.shared.enums import (
     EventFlag,
     EventRecordedStatus,
@@ -135,6 +135,8 @@ def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     from npuemu.host import callbacks
 
     callbacks.ensure_reporter(link)
+    if plog.debug:
+        plog.log(logring.DEBUG, f"stream {sid} created on device {ctx.device}")
     return rt.register(Stream(0, ctx.device, link, slot, sid, priority, flags))
 
 
@@ -164,6 +166,8 @@ def submit(stream: Stream, op: int, *args: object) -> int:
         stream.submitted += 1
         seq = stream.submitted
         link.submit_locked((op, 0, stream.slot, seq, *args))
+    if plog.debug:
+        plog.log(logring.DEBUG, f"task {seq} (op {op}) submitted to stream {stream.sid}")
     return seq
 
 
@@ -225,6 +229,8 @@ def close_stream(stream: Stream) -> None:
     rt = runtime.get()
     stream.destroyed = True
     rt.handles.pop(stream.handle, None)
+    if plog.debug:
+        plog.log(logring.DEBUG, f"stream {stream.sid} destroyed")
     if stream.link.alive():
         stream.link.call(Op.STREAM_DESTROY, stream.slot)
         _pools(stream.link)[0].give(stream.slot)
@@ -262,6 +268,8 @@ def create_event(flags: int = EventFlag.ACL_EVENT_TIME_LINE | EventFlag.ACL_EVEN
     slot = _pools(link)[1].take(errors.ACL_ERROR_RT_NO_EVENT_RESOURCE)
     for word in range(_EE.words):
         link.events[slot * _EE.words + word] = 0  # the worker no longer writes a given slot
+    if plog.debug:
+        plog.log(logring.DEBUG, f"event slot {slot} created on device {ctx.device}")
     return rt.register(Event(0, ctx.device, link, slot, flags))
 
 
@@ -367,6 +375,8 @@ def destroy_event(handle: object) -> None:
     only after that record completes."""
     event = event_of(handle)
     event.destroyed = True
+    if plog.debug:
+        plog.log(logring.DEBUG, f"event slot {event.slot} destroyed")
     runtime.get().handles.pop(event.handle, None)
     pool = _pools(event.link)[1]
     if event.complete() or not event.link.alive():

@@ -7,7 +7,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from npuemu.shared import errors
+from npuemu.host import plog
+from npuemu.shared import errors, logring
 
 _local = threading.local()
 
@@ -17,9 +18,10 @@ def recent_message() -> str:
     return getattr(_local, "message", "")
 
 
-def _failed(err: errors.AclError) -> int:
+def _failed(err: errors.AclError, name: str) -> int:
     _local.message = str(err)
     _local.last = err.code
+    plog.log(logring.ERROR, f"acl.rt.{name} failed: {err}")
     return err.code
 
 
@@ -39,7 +41,7 @@ def ret_only(fn: Callable[..., Any]) -> Callable[..., int]:
         try:
             fn(*args)
         except errors.AclError as err:
-            return _failed(err)
+            return _failed(err, fn.__name__)
         return 0
 
     return call
@@ -54,7 +56,7 @@ def with_result(*defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., 
             try:
                 out = fn(*args)
             except errors.AclError as err:
-                return (*defaults, _failed(err))
+                return (*defaults, _failed(err, fn.__name__))
             return (*out, 0) if isinstance(out, tuple) else (out, 0)
 
         return call

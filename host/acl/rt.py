@@ -46,6 +46,7 @@ free_host = ret_only(memory.free_host)
 memcpy = ret_only(memory.memcpy)
 memset = ret_only(memory.memset)
 get_mem_info = with_result(0, 0)(memory.get_mem_info)
+get_mem_usage_info = with_result([])(memory.get_mem_usage_info)
 pointer_get_attributes = with_result({})(memory.pointer_get_attributes)
 
 
