@@ -54,8 +54,8 @@ def load(client: Client, source: str, filename: str) -> tuple[int, list[list[str
     module = types.ModuleType(f"npuemu_kernels_{client.slot}_{len(client.binaries)}")
     module.__file__ = filename
     try:
-        exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - it is the binary
-    except Exception as err:  # noqa: BLE001 - a broken binary is the caller's error
+        exec(compile(source, filename, "exec"), module.__dict__)
+    except Exception as err:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"kernel binary {filename} does not load: {err!r}") from None
     kernels = [[name, fn.__npu_kernel__] for name, fn in vars(module).items()
@@ -65,12 +65,18 @@ def load(client: Client, source: str, filename: str) -> tuple[int, list[list[str
     return client.next_binary, kernels
 
 
+def lookup(client: Client, bin_id: object, name: object) -> Any:
+    """The kernel function ``name`` of a loaded binary, or None."""
+    module = client.binaries.get(bin_id)  # type: ignore[call-overload]
+    fn = getattr(module, name, None) if module is not None and isinstance(name, str) else None
+    return fn if hasattr(fn, "__npu_kernel__") else None
+
+
 def launch(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
-    """Find the kernel of a LAUNCH task; returns its engine and the function that runs it."""
-    bin_id, name, num_blocks, args = task.args
-    module = client.binaries.get(bin_id)
-    fn = getattr(module, name, None) if module is not None else None
-    if fn is None or not hasattr(fn, "__npu_kernel__"):
+    """The engine of a LAUNCH task and the function that runs it (the kernel was bound when
+    the task was queued, so unloading the binary since does not affect it)."""
+    bin_id, name, num_blocks, args, fn = task.args
+    if fn is None:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"no kernel {name!r} in binary {bin_id}")
     engine = fn.__npu_kernel__
@@ -86,7 +92,7 @@ def launch(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
         except MemoryFault as fault:
             worker.log("ERROR", f"kernel {name} memory fault: {fault}")
             return errors.ACL_ERROR_RT_DEVICE_MEM_ERROR
-        except Exception:  # noqa: BLE001 - the kernel's own failure
+        except Exception:
             code = engines.FAILURE_CODE[engine]
             worker.log("ERROR", f"{engine} kernel execute failed, ret={code}, kernel_name="
                                 f"{name}\n{traceback.format_exc(limit=-3)}")

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
 from npuemu.device.kernels import launch as run_kernel
+from npuemu.device.kernels import lookup as lookup_kernel
 from npuemu.shared import errors, layout, protocol
 from npuemu.shared.enums import StreamFailureMode
 from npuemu.shared.layout import EVENT_ENTRY, STREAM_ENTRY
@@ -126,7 +127,10 @@ class Scheduler:
     def enqueue(self, client: Client, frame: tuple) -> None:
         """Frame ``[op, 0, stream_slot, task_seq, *args]`` from the submission ring."""
         stream = self._stream(client, frame[2])
-        stream.queue.append(Task(frame[0], frame[3], frame[4:], stream))
+        args = frame[4:]
+        if frame[0] == Op.LAUNCH:  # bind the kernel now: an unload must not break queued work
+            args = (*args, lookup_kernel(client, args[0], args[1]))
+        stream.queue.append(Task(frame[0], frame[3], args, stream))
 
     def callback_done(self, client: Client, slot: int, seq: int) -> None:
         stream = self._stream(client, slot)
@@ -162,7 +166,10 @@ class Scheduler:
     def _start(self, task: Task, now: float) -> bool:
         """Start ``task``; False if it must wait (a WAIT whose event is not done)."""
         stream = task.stream
-        if stream.stopped:
+        if stream.stopped:  # dropped; an event record still completes, carrying the failure
+            if task.op == Op.RECORD:
+                stream.pending_error = stream.stopped
+                _record(self, task, now)
             self._complete(task, stream.stopped, report=False)
             return True
         if self.worker.faults.take_hang():
@@ -257,7 +264,8 @@ def _record(sched: Scheduler, task: Task, now: float) -> int:
     events[base + _EE.TIMESTAMP] = time.monotonic_ns() - sched.worker.boot_ns
     events[base + _EE.ERROR] = stream.pending_error
     stream.pending_error = 0
-    events[base + _EE.DONE_GEN] = gen
+    # an event re-recorded on another stream may complete out of order: keep the newest
+    events[base + _EE.DONE_GEN] = max(events[base + _EE.DONE_GEN], gen)
     return 0
 
 

@@ -79,6 +79,7 @@ class DeviceProc:
 class Supervisor:
     def __init__(self, args: argparse.Namespace) -> None:
         self.node, self.args = args.node, args
+        self.groups = topology.parse(os.environ.get("NPUEMU_TOPOLOGY"), args.devices)
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(control.address(self.node))  # EADDRINUSE: the node exists
@@ -88,7 +89,6 @@ class Supervisor:
                                    create=True)
         self.reg = self.reg_seg.buf.cast("Q")
         self.devices = [DeviceProc(d) for d in range(args.devices)]
-        self.groups = topology.parse(os.environ.get("NPUEMU_TOPOLOGY"), args.devices)
         self.conns: dict[socket.socket, dict] = {}
         self.owner_seen = False
         self.running = True
@@ -268,10 +268,10 @@ class Supervisor:
         while self.running:
             for key, _ in self.sel.select(timeout=0.5):
                 self._event(key)
-            if self.args.owner and not self.owner_seen:
-                if not psutil.pid_exists(self.args.owner) or (
-                        time.monotonic() - started > ATTACH_TIMEOUT_S):
-                    self.running = False
+            if self.args.owner and not self.owner_seen and (
+                    not psutil.pid_exists(self.args.owner)
+                    or time.monotonic() - started > ATTACH_TIMEOUT_S):
+                self.running = False  # the owner died before it ever connected
 
     def _event(self, key: selectors.SelectorKey) -> None:
         kind, obj = key.data
@@ -298,7 +298,7 @@ class Supervisor:
                 reply = self.on_request(conn, msg)
             except (IndexError, TypeError) as err:
                 reply = [errors.ACL_ERROR_RT_PARAM_INVALID, f"bad control request: {err}"]
-            except Exception as err:  # noqa: BLE001 - the supervisor must outlive any request
+            except Exception as err:
                 print(f"npuemu supervisor: request {msg!r} failed: {err!r}", file=sys.stderr)
                 reply = [errors.ACL_ERROR_RT_INTERNAL_ERROR, f"supervisor error: {err!r}"]
             with contextlib.suppress(OSError):
@@ -320,12 +320,12 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 dp.proc.kill()
             self.lost(dp)
+        self.reg.release()
+        self.reg_seg.close()
+        shm.unlink_all(self.node)  # before the connections close: `stop` returns after this
         for conn in list(self.conns):
             conn.close()
         self.listener.close()
-        self.reg.release()
-        self.reg_seg.close()
-        shm.unlink_all(self.node)
 
 
 def main(argv: list[str] | None = None) -> int:

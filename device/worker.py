@@ -34,8 +34,14 @@ from npuemu.device.memory import Arena, DeviceMemory, Tag
 from npuemu.device.scheduler import Scheduler
 from npuemu.shared import address, errors, layout, logring, protocol, shm
 from npuemu.shared.config import HEARTBEAT_S
-from npuemu.shared.layout import CLIENT_ENTRY, CLIENT_HEADER, CTL_CLIENTS, DEVICE_CTL
-from npuemu.shared.layout import ClientState, DeviceState
+from npuemu.shared.layout import (
+    CLIENT_ENTRY,
+    CLIENT_HEADER,
+    CTL_CLIENTS,
+    DEVICE_CTL,
+    ClientState,
+    DeviceState,
+)
 from npuemu.shared.ring import Ring, RingFull
 
 SPIN_S = 200e-6
@@ -342,9 +348,13 @@ class Worker:
         modules = logring.parse_module_levels()
         for i, module in enumerate(logring.MODULES):
             ctl[layout.CTL_MODULE_LEVELS + i] = modules.get(module, 0xFF)
-        self.debug = self._enabled(logring.DEBUG, "TS")
+        self.debug = self._any_debug()
         self.proc = f"npuemu-dev{self.dev}"
         self.to_stdout = os.environ.get("ASCEND_LOG_PRINT_TO_STDOUT") == "1"
+
+    def _any_debug(self) -> bool:
+        """True if some module logs at DEBUG (callers test it before formatting a line)."""
+        return any(self._enabled(logring.DEBUG, m) for m in logring.MODULES)
 
     def _enabled(self, level: int, module: str) -> bool:
         ctl = self.ctl
@@ -371,7 +381,7 @@ class Worker:
         for field, engine in _BUSY_FIELDS:
             ctl[field] = self.scheduler.engines[engine].busy_ns
         ctl[_C.COMMITTED] = sum(a.committed_bytes for a in self.memory.arenas)
-        self.debug = self._enabled(logring.DEBUG, "TS")
+        self.debug = self._any_debug()
         self.scan_slots()
         if ctl[_C.STATE] == DeviceState.STOPPING:
             self.running = False

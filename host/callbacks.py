@@ -3,8 +3,8 @@
 The worker pushes a report on the link's report ring when a stream reaches a host callback
 task or when a task fails. The report thread (started with the link's first stream):
 
-- runs ``launch_host_func`` callbacks itself (``aclrtLaunchHostFunc``: the runtime's own
-  thread), then releases the stream;
+- hands ``launch_host_func`` callbacks (``aclrtLaunchHostFunc``: the runtime's own
+  threads) to a thread of their stream, which runs them in order and releases the stream;
 - hands ``launch_callback`` callbacks (``aclrtLaunchCallback``) to the thread subscribed to
   the stream, which runs them in ``process_report``; with ``ACL_CALLBACK_BLOCK`` the stream
   waits until the callback returned;
@@ -85,8 +85,7 @@ def _dispatch(link: DeviceLink, report: tuple) -> None:
         with _lock:
             style, fn, args = _pending.pop(cb_id, ("", None, None))
         if style == "host_func":
-            _run(fn, args)
-            link.post(Op.CALLBACK_DONE, slot, seq)
+            _host_func_queue(link, slot).put((fn, args, seq))
         elif style == "callback":
             tid = next((t for s, t in _subscribers.items() if s.link is link and s.slot == slot),
                        None)
@@ -96,6 +95,29 @@ def _dispatch(link: DeviceLink, report: tuple) -> None:
                     link.post(Op.CALLBACK_DONE, slot, seq)
             else:
                 _queues[tid].put((link, slot, seq, fn, args, block))
+
+
+def _host_func_queue(link: DeviceLink, slot: int) -> queue.SimpleQueue:
+    """The queue of the thread that runs ``launch_host_func`` callbacks of one stream: each
+    stream gets its own thread, so a callback that blocks holds only its own stream."""
+    queues = link.__dict__.setdefault("host_func_queues", {})
+    q = queues.get(slot)
+    if q is None:
+        q = queues[slot] = queue.SimpleQueue()
+        threading.Thread(target=_run_host_funcs, args=(link, slot, q), daemon=True,
+                         name=f"npuemu-hostfunc-d{link.dev}-s{slot}").start()
+    return q
+
+
+def _run_host_funcs(link: DeviceLink, slot: int, q: queue.SimpleQueue) -> None:
+    while not link.closing:
+        try:
+            fn, args, seq = q.get(timeout=POLL_S)
+        except queue.Empty:
+            continue
+        _run(fn, args)
+        if link.alive():
+            link.post(Op.CALLBACK_DONE, slot, seq)
 
 
 def _thread_of(link: DeviceLink, slot: int) -> int:
@@ -110,7 +132,7 @@ def _run(fn: Callable[[Any], Any] | None, args: Any) -> None:
         return
     try:
         fn(args)
-    except Exception:  # noqa: BLE001 - a user callback must not kill the runtime thread
+    except Exception:
         traceback.print_exc(file=sys.stderr)
 
 

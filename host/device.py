@@ -110,7 +110,8 @@ def utilization_rate(dev: int) -> dict[str, int]:
     since, before = od.util_mark or (ctl[DEVICE_CTL.BOOT_NS], [0, 0, 0])
     od.util_mark = (now, busy)
     wall = max(now - since, 1)
-    cube, vector, aicpu = (min(100, (b - a) * 100 // wall) for a, b in zip(before, busy, strict=True))
+    cube, vector, aicpu = (min(100, (b - a) * 100 // wall)
+                           for a, b in zip(before, busy, strict=True))
     hbm = ctl[DEVICE_CTL.HBM_USED] * 100 // max(ctl[DEVICE_CTL.HBM_TOTAL], 1)
     return {"cubeUtilization": cube, "vectorUtilization": vector, "aicpuUtilization": aicpu,
             "memoryUtilization": hbm}

@@ -52,7 +52,7 @@ class HostMaps:
         i = bisect.bisect_right(self._starts, addr) - 1
         if i < 0:
             return False
-        lo, hi, r, w = self._ranges[i]
+        _lo, hi, r, w = self._ranges[i]
         return addr + n <= hi and (w if write else r)
 
     def check(self, addr: int, n: int, write: bool) -> None:

@@ -29,8 +29,14 @@ import psutil
 
 from npuemu.shared import address, errors, layout, protocol, shm
 from npuemu.shared.config import ATTACH_TIMEOUT_S
-from npuemu.shared.layout import CLIENT_ENTRY, CLIENT_HEADER, CTL_CLIENTS, DEVICE_CTL
-from npuemu.shared.layout import ClientState, DeviceState
+from npuemu.shared.layout import (
+    CLIENT_ENTRY,
+    CLIENT_HEADER,
+    CTL_CLIENTS,
+    DEVICE_CTL,
+    ClientState,
+    DeviceState,
+)
 from npuemu.shared.ring import Ring, RingFull, region_size
 
 SUB_CAPACITY = 1 << 20
@@ -68,6 +74,7 @@ class DeviceLink:
                                    f"device {self.dev}: worker pid {pid} was reused")
         self._poll = select.poll()
         self._poll.register(self.pidfd, select.POLLIN)
+        self._poll_lock = threading.Lock()  # a poll object must not be polled concurrently
         self.bell = shm.semaphore(shm.name(n, d, "bell"))
         self.arenas = [shm.Segment(shm.name(n, d, name)) for name in address.ARENA_NAMES]
         self.arena_addr = [seg.address for seg in self.arenas]
@@ -118,7 +125,9 @@ class DeviceLink:
         """True while the worker process lives and the supervisor has not marked it lost."""
         if self.lost_detail:
             return False
-        if self._poll.poll(0) or self.ctl[DEVICE_CTL.STATE] == DeviceState.LOST:
+        with self._poll_lock:
+            exited = self._poll.poll(0)
+        if exited or self.ctl[DEVICE_CTL.STATE] == DeviceState.LOST:
             self.lost_detail = f"device {self.dev} lost: its worker process died"
             return False
         return True

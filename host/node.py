@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
@@ -90,10 +91,8 @@ class Node:
 
     def close_link(self, link: DeviceLink) -> None:
         link.close()
-        try:
+        with contextlib.suppress(errors.AclError):  # node already gone: nothing to detach
             self.request("detach", link.dev, link.slot)
-        except errors.AclError:
-            pass  # node already gone: nothing left to detach from
 
     def close(self) -> None:
         """Drop the connection; an embedded node then stops (bounded wait for it)."""

@@ -59,7 +59,7 @@ def _open():  # -> TextIO | None
     stamp = now.strftime("%Y%m%d%H%M%S") + f"{now.microsecond // 1000:03d}"
     try:
         os.makedirs(folder, exist_ok=True)
-        return open(os.path.join(folder, f"plog-{os.getpid()}_{stamp}.log"), "a",  # noqa: SIM115
+        return open(os.path.join(folder, f"plog-{os.getpid()}_{stamp}.log"), "a",
                     encoding="utf-8")
     except OSError as err:
         print(f"npuemu: cannot write host log in {folder}: {err}", file=sys.stderr)

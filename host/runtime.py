@@ -13,6 +13,7 @@ Both API faces (``acl`` and the Pythonic one) call into the one ``Runtime`` inst
 from __future__ import annotations
 
 import atexit
+import contextlib
 import operator
 import os
 import signal
@@ -208,10 +209,8 @@ class Runtime:
         """Detach from every device and drop the node connection (atexit)."""
         with self.lock:
             for od in list(self.devices.values()):
-                try:
+                with contextlib.suppress(Exception):  # teardown must go on for the rest
                     self.close_device(od)
-                except Exception:  # noqa: BLE001 - teardown must go on for the rest
-                    pass
             if self.pinned is not None:
                 self.pinned.close()
             if self.node is not None and os.getpid() == self.pid:

@@ -151,7 +151,8 @@ def resolve(handle: object, *, for_submit: bool = False) -> Stream:
         return ctx.default_stream
     stream = rt.handles.get(handle) if type(handle) is int else None
     if not isinstance(stream, Stream) or stream.destroyed:
-        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is not a live stream")
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               f"{handle!r} is not a live stream")
     if for_submit and stream.device != rt.current().device:
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_CONTEXT,
                                f"stream of device {stream.device} used from device "

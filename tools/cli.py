@@ -6,6 +6,9 @@
     npuemu run script.py [args...]      # `import acl` resolves to npuemu's pyACL module
     npuemu demo                          # a short tour on an embedded node
     npuemu bench [--quick] [--json PATH]
+    npuemu inject [--name NAME] -d DEV KIND [key=value ...]   # a hardware fault
+    npuemu smi info|set ...              # npu-smi: health, ECC, memory, processes
+    npuemu msnpureport [report|config ...]   # device logs and log levels
 """
 
 from __future__ import annotations
@@ -133,6 +136,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench.main(quick=args.quick, json_path=args.json)
 
 
+_DELEGATED = {"inject": "inject a hardware fault into a card of a running node",
+              "smi": "npu-smi: NPU table, health, ECC and memory information",
+              "msnpureport": "msnpureport: export device logs, query and set log levels"}
+"""Subcommands handled by ``npuemu.tools.<name>.main(argv) -> int`` (their own parsers)."""
+
+
+def _delegate(name: str, argv: list[str]) -> int:
+    import importlib
+
+    return importlib.import_module(f"npuemu.tools.{name}").main(argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="npuemu", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -159,10 +174,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json", metavar="PATH")
     p.set_defaults(func=cmd_bench)
+    for name, text in _DELEGATED.items():  # parsed by the tool itself (see main)
+        p = sub.add_parser(name, help=text, add_help=False)
+        p.add_argument("args", nargs=argparse.REMAINDER)
+        p.set_defaults(func=lambda args, name=name: _delegate(name, args.args))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in _DELEGATED:  # options like -d go to the tool, not to argparse here
+        return _delegate(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
 

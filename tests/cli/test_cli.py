@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -122,10 +123,8 @@ def test_start_status_stop_round_trip(npuemu_cli, node_name, tmp_path):
         time.sleep(0.01)
     assert shm.leftovers(node_name) == []
     for pid in pids:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             psutil.Process(pid).wait(5)
-        except psutil.NoSuchProcess:
-            pass
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
     res = npuemu_cli("status", "--name", node_name)
     assert res.returncode == 1
@@ -182,10 +181,8 @@ def test_a_killed_supervisor_does_not_block_its_name(npuemu_cli, node_name, stat
     sup.wait(5)
     try:
         for pid in workers:  # workers notice through their pidfd that the supervisor died
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 psutil.Process(pid).wait(5)
-            except psutil.NoSuchProcess:
-                pass
             assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
         res = npuemu_cli("start", "--name", node_name, "--devices", "2", "--hbm", "64M",
                          "--ddr", "64M", env=env)
