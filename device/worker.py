@@ -44,7 +44,7 @@ from npuemu.shared.layout import (
 )
 from npuemu.shared.ring import Ring, RingFull
 
-SPIN_S = 200e-6
+SPIN_S = 1e-3
 RECENT_S = 1.0
 HOUSEKEEPING_S = 0.005
 _C = DEVICE_CTL

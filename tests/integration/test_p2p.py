@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import textwrap
 
 import pytest
@@ -170,7 +169,6 @@ for kind in (3, 7, 4):
     ok(rt.memset(dst0, n, 0, n))
     ret = rt.memcpy(dst0, n, src1, n, kind)
     R["copy_kinds"][kind] = [ret, sha(d2h(dst0, n)) == sha(data)]
-back1 = zeroed(n)  # allocated while device 0 is current, but it must be card 0 memory
 R["push_0_to_1"] = rt.memcpy(src1, n, dst0, n, 3)
 R["pushed"] = sha(d2h(src1, n)) == sha(data)
 ok(rt.memset(dst0, n, 0, n))
@@ -196,7 +194,7 @@ R["reenable"] = [rt.device_enable_peer_access(1, 0), rt.memcpy(dst0, n, src1, n,
 ok(rt.set_device(2))
 ok(rt.device_enable_peer_access(0, 0)); ok(rt.device_enable_peer_access(1, 0))
 R["third_card"] = rt.memcpy(dst0, n, src1, n, 3)
-for ptr in (src1, dst0, back1):
+for ptr in (src1, dst0):
     ok(rt.free(ptr))
 ok(rt.set_device(0)); ok(rt.destroy_stream(s0))
 ok(rt.set_device(1)); ok(rt.destroy_stream(s1))
@@ -277,16 +275,16 @@ def test_default_8_card_node_is_two_hccs_groups(run_py):
 
 VISIBLE = """
 R["topo"] = [rt.get_devices_topo(0, 1), rt.get_devices_topo(0, 2), rt.get_devices_topo(1, 2)]
-R["can"] = [rt.device_can_access_peer(0, 1), rt.device_can_access_peer(0, 2)]
-ok(rt.set_device(0))
-R["enable"] = [rt.device_enable_peer_access(1, 0), rt.device_enable_peer_access(2, 0)]
+R["can"] = [rt.device_can_access_peer(0, 1), rt.device_can_access_peer(1, 2)]
+ok(rt.set_device(1))
+R["enable"] = [rt.device_enable_peer_access(0, 0), rt.device_enable_peer_access(2, 0)]
 n = 3 << 20
 data = np.random.default_rng(5).integers(0, 256, n, dtype=np.uint8)
 dst = zeroed(n)
 ok(rt.set_device(2))
 src = malloc(n)
 h2d(src, data)
-ok(rt.set_device(0))
+ok(rt.set_device(1))
 R["copy"] = rt.memcpy(dst, n, src, n, 3)
 R["data"] = sha(d2h(dst, n)) == sha(data)
 R["links"] = links(status_json())
@@ -296,15 +294,15 @@ result()
 
 
 def test_topology_follows_physical_cards_under_visible_devices(run_py):
-    """Logical 0, 1, 2 = physical 4, 0, 5: the groups (and counters) are the physical ones."""
-    r = result_of(run_py(code(VISIBLE), env={**ENV8, "ASCEND_RT_VISIBLE_DEVICES": "4,0,5"},
+    """Logical 0, 1, 2 = physical 3, 4, 6: the groups (and counters) are the physical ones."""
+    r = result_of(run_py(code(VISIBLE), env={**ENV8, "ASCEND_RT_VISIBLE_DEVICES": "3,4,6"},
                          timeout=60))
-    assert r["topo"] == [[SYS, 0], [HCCS, 0], [SYS, 0]]
+    assert r["topo"] == [[SYS, 0], [SYS, 0], [HCCS, 0]]
     assert r["can"] == [[0, 0], [1, 0]]
     assert r["enable"] == [FEATURE_NOT_SUPPORT, 0]
     assert r["copy"] == 0 and r["data"] is True
     n = 3 << 20
-    assert r["links"] == {"0": [], "1": [], "2": [], "3": [], "4": [link(5, rx=n, rx_copies=1)],
+    assert r["links"] == {"0": [], "1": [], "2": [], "3": [], "4": [link(6, rx=n, rx_copies=1)],
                           "5": [], "6": [], "7": []}, r["links"]
 
 
@@ -364,51 +362,58 @@ def test_shared_node_topology_in_npuemu_status(npuemu_cli, node_name, status, ru
 
 
 INVALID_SPECS = ["0-2", "0-1,1-3", "0-x", "0-4", "a,b"]
+SOCKET_CLOSE = 507901
 
 
 @pytest.mark.parametrize("spec", INVALID_SPECS)
 def test_invalid_topology_makes_node_start_fail(run_py, spec):
-    """An embedded node with a bad NPUEMU_TOPOLOGY fails to start: set_device gives 207004
-    at once (no hang), and the supervisor's stderr says what is wrong with the spec. (What
-    the failed start leaves behind is test_invalid_topology_leaves_nothing_behind.)"""
+    """An embedded node with a bad NPUEMU_TOPOLOGY fails to start: set_device fails at once
+    (no hang) and the supervisor's stderr says what is wrong with the spec. What the failed
+    start leaves behind, and the code being sometimes 507901 instead of 207004, are
+    test_invalid_topology_is_refused_before_the_node_exists (xfail)."""
     res = run_py(code("""
         t0 = time.monotonic()
         R["set"] = rt.set_device(0)
         R["s"] = time.monotonic() - t0
         R["msg"] = acl.get_recent_err_msg()
-        R["count"] = rt.get_device_count()[1]
         result()
     """), env={**ENV4, "NPUEMU_TOPOLOGY": spec}, timeout=60)
     r = result_of(res)
     node = re.search(r"node '([^']+)'", r["msg"])
     if node:  # known leak (xfail test below): do not let it fail this test's leak check
         shm.unlink_all(node[1])
-    assert r["set"] == NO_DEVICE, r
+    assert r["set"] in (NO_DEVICE, SOCKET_CLOSE), r
     assert r["s"] < LIVENESS_S, r
-    assert r["count"] == NO_DEVICE, r
-    assert node and "failed to start" in r["msg"], r
+    assert node, r
     assert f"topology {spec!r}" in res.stderr, res.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="BUG device/supervisor.py:88-91,337: the registry "
-                   "segment is created before topology.parse raises, and main() returns 3 "
-                   "without unlinking it: /dev/shm/npuemu.<node>.reg is leaked")
-def test_invalid_topology_leaves_nothing_behind(run_py, npuemu_cli, node_name, tmp_path):
+@pytest.mark.xfail(strict=True, reason="BUG device/supervisor.py:84-91 (Supervisor.__init__) "
+                   "binds and listens on the control socket and creates the registry segment "
+                   "before topology.parse raises; main() (line ~337) then returns 3 without "
+                   "unlinking: /dev/shm/npuemu.<node>.reg is leaked, and a host that connected "
+                   "in that window gets 507901 'Connection reset by peer' instead of 207004")
+def test_invalid_topology_is_refused_before_the_node_exists(run_py, npuemu_cli, node_name,
+                                                             tmp_path):
     res = run_py(code("""
-        R["set"] = rt.set_device(0)
-        R["msg"] = acl.get_recent_err_msg()
+        R["set"], R["msg"] = [], []
+        for spec in ("0-2", "0-1,1-3", "0-x"):
+            os.environ["NPUEMU_TOPOLOGY"] = spec  # read by each new embedded supervisor
+            R["set"].append(rt.set_device(0))
+            R["msg"].append(acl.get_recent_err_msg())  # the next set_device tries a new node
         result()
-    """), env={**ENV4, "NPUEMU_TOPOLOGY": "0-2"}, timeout=60)
+    """), env=ENV4, timeout=60)
     r = result_of(res)
-    embedded = re.search(r"node '([^']+)'", r["msg"])[1]
+    embedded = [m[1] for m in (re.search(r"node '([^']+)'", msg) for msg in r["msg"]) if m]
     cli = npuemu_cli("start", "--name", node_name, "--devices", "4", "--hbm", "256M",
                      "--ddr", "64M", env={"NPUEMU_TOPOLOGY": "0-1,1-3",
                                           "TMPDIR": str(tmp_path)})
-    left = {name: shm.leftovers(name) for name in (embedded, node_name)}
+    left = {name: shm.leftovers(name) for name in [*embedded, node_name]}
     for name in left:
         shm.unlink_all(name)  # clean up here, so the leak shows as this assertion only
-    assert r["set"] == NO_DEVICE and cli.returncode != 0
-    assert left == {embedded: [], node_name: []}
+    assert cli.returncode != 0 and len(embedded) == 3, (cli.stdout, cli.stderr, r)
+    assert left == {name: [] for name in left}
+    assert r["set"] == [NO_DEVICE] * 3, r
 
 
 # --------------------------------------------------------------------------- ring exchange
@@ -555,25 +560,37 @@ def test_concurrent_copies_in_both_directions_ordered_by_events(run_py):
 
 
 # ------------------------------------------------------------------ a card dies mid-traffic
+# Each loop thread touches its own host links only: two threads checking the same link at
+# once can hit the concurrent poll() bug (test_threads_copying_with_one_card_at_once), which
+# would make this test flaky. Hence 8 cards, one pair per thread.
 KILL = """
-N, n = 4, 16 << 20
+N, n = 8, 16 << 20
 for d in range(N):
     ok(rt.set_device(d))
     for p in range(N):
         if p != d:
             ok(rt.device_enable_peer_access(p, 0))
 rng = np.random.default_rng(9)
-data, A, B = {}, {}, {}
-for d in range(N):
+data, A, B, C = {}, {}, {}, {}
+for d in range(N):  # A: sources (never written), B and C: destinations
     ok(rt.set_device(d))
     data[d] = rng.integers(0, 256, n, dtype=np.uint8)
-    A[d], B[d] = malloc(n), malloc(n)
+    A[d], B[d], C[d] = malloc(n), malloc(n), malloc(n)
     h2d(A[d], data[d])
 VICTIM = 2
 victim_pid = status_json()["devices"][VICTIM]["pid"]
-stop, started = threading.Event(), threading.Barrier(6)
+stop, started = threading.Event(), threading.Barrier(6, timeout=20)
 res, killed = {}, [0.0]
 
+def guarded(loop):
+    def run(name, *args):
+        try:
+            loop(name, *args)
+        except BaseException as err:  # a pyACL call must return a code, never raise
+            res[name] = {"exception": repr(err)}
+    return run
+
+@guarded
 def sync_loop(name, cur, dst, src):
     ok(rt.set_device(cur))
     rets, t_fail = [], None
@@ -585,6 +602,7 @@ def sync_loop(name, cur, dst, src):
             break
     res[name] = {"ok": rets.count(0), "fail": rets[-1] if rets[-1] else 0, "t": t_fail}
 
+@guarded
 def async_loop(name, cur, dst, src):
     ok(rt.set_device(cur))
     s = stream()
@@ -601,12 +619,12 @@ def async_loop(name, cur, dst, src):
     res[name]["later"] = [rt.memcpy_async(dst, n, src, n, 3, s), rt.synchronize_stream(s)]
     res[name]["destroy"] = rt.destroy_stream(s)
 
-threads = [
+threads = [  # host links touched: {0, 1}, {2, 3}, {4}, {6}, {5, 7}
     threading.Thread(target=sync_loop, args=("sync 1->0 on 0", 0, B[0], A[1])),
-    threading.Thread(target=sync_loop, args=("sync 2->1 on 1", 1, B[1], A[VICTIM])),
-    threading.Thread(target=sync_loop, args=("sync 3->2 on 2", VICTIM, B[VICTIM], A[3])),
-    threading.Thread(target=async_loop, args=("async 2->3 on 3", 3, B[3], A[VICTIM])),
-    threading.Thread(target=async_loop, args=("async 0->3 on 3", 3, A[3], A[0])),
+    threading.Thread(target=sync_loop, args=("sync 2->3 on 3", 3, B[3], A[VICTIM])),
+    threading.Thread(target=async_loop, args=("async 2->4 on 4", 4, B[4], A[VICTIM])),
+    threading.Thread(target=async_loop, args=("async 5->6 on 6", 6, B[6], A[5])),
+    threading.Thread(target=sync_loop, args=("sync 7->5 on 5", 5, B[5], A[7])),
 ]
 for t in threads:
     t.start()
@@ -620,57 +638,113 @@ for t in threads:
     t.join(20)
 R["alive_threads"] = [t.name for t in threads if t.is_alive()]
 R["loops"] = res
-# after the loss: pairs with card 2 fail at once, the others work
+R["looped"] = {"1->0": sha(d2h(B[0], n)) == sha(data[1]),
+               "5->6": sha(d2h(B[6], n)) == sha(data[5]),
+               "7->5": sha(d2h(B[5], n)) == sha(data[7])}
+# after the loss: copies with card 2 fail at once, whoever runs them; the others work
 after = {}
-ok(rt.set_device(1))
-after["sync 2->1 on 1"] = rt.memcpy(B[1], n, A[VICTIM], n, 3)
-after["sync 1->2 on 1"] = rt.memcpy(A[VICTIM], n, B[1], n, 3)
+ok(rt.set_device(3))
+after["sync 2->3 on 3"] = rt.memcpy(C[3], n, A[VICTIM], n, 3)
+after["sync 3->2 on 3"] = rt.memcpy(C[VICTIM], n, A[3], n, 3)
+ok(rt.set_device(4))
+s = stream()
+after["async 2->4 on 4"] = [rt.memcpy_async(C[4], n, A[VICTIM], n, 3, s),
+                            rt.synchronize_stream(s)]
+ok(rt.destroy_stream(s))
+ok(rt.set_device(VICTIM))  # the thread's context of the lost card still exists
+after["sync 3->2 on 2"] = rt.memcpy(C[VICTIM], n, A[3], n, 3)
 ok(rt.set_device(0))
-ok(rt.memset(B[0], n, 0, n))
-after["sync 1->0 on 0"] = rt.memcpy(B[0], n, A[1], n, 3)
-after["sync 0->1 on 0"] = rt.memcpy(B[1], n, B[0], n, 3)
+after["sync 2->0 on 0"] = rt.memcpy(C[0], n, A[VICTIM], n, 3)  # card 0 never mapped card 2
+after["sync 1->0 on 0"] = rt.memcpy(C[0], n, A[1], n, 3)
+after["sync 0->1 on 0"] = rt.memcpy(C[1], n, A[0], n, 3)
 s = stream()
 after["async 3->0 on 0"] = [rt.memcpy_async(B[0], n, A[3], n, 3, s), rt.synchronize_stream(s)]
 ok(rt.destroy_stream(s))
 R["after"] = after
-R["data"] = {"1->0": sha(d2h(B[0], n)) == sha(data[3]),
-             "0->1": sha(d2h(B[1], n)) == sha(data[1]),
-             "0->3": sha(d2h(A[3], n)) == sha(data[0])}
+R["data"] = {"1->0": sha(d2h(C[0], n)) == sha(data[1]),
+             "0->1": sha(d2h(C[1], n)) == sha(data[0]),
+             "3->0": sha(d2h(B[0], n)) == sha(data[3])}
 info = status_json()
 R["states"] = [d["state"] for d in info["devices"]]
-R["victim_names"] = [e for e in os.listdir("/dev/shm") if node_name() + f".d{VICTIM}." in e]
-R["free"] = {d: [rt.free(A[d]), rt.free(B[d])] for d in range(N)}
+R["victim_names"] = [e for e in os.listdir("/dev/shm")  # the card's log may be kept
+                     if node_name() + f".d{VICTIM}." in e and not e.endswith(".log")]
+R["free"] = {d: [rt.free(A[d]), rt.free(B[d]), rt.free(C[d])] for d in range(N)}
 result()
 """
 
 
 def test_killed_card_fails_its_p2p_pairs_and_the_others_go_on(run_py):
-    res = run_py(code(KILL), env=ENV4, timeout=60)
-    r = result_of(res)
+    env = {**ENV8, "NPUEMU_TOPOLOGY": "0-7"}
+    r = result_of(run_py(code(KILL), env=env, timeout=60))
     assert r["alive_threads"] == [], r
     loops = r["loops"]
+    assert not [v for v in loops.values() if "exception" in v], loops
     # pairs without card 2 never failed and made progress all along
-    for name in ("sync 1->0 on 0", "async 0->3 on 3"):
+    for name in ("sync 1->0 on 0", "async 5->6 on 6", "sync 7->5 on 5"):
         assert loops[name]["fail"] == 0 and loops[name]["ok"] > 0, (name, loops[name])
-    # pairs with card 2 failed with a code within the liveness bound
-    assert loops["sync 3->2 on 2"]["fail"] == LOST_HEARTBEAT, loops  # the executor died
-    # the executor lives, its peer died mid-copy (507057, see the xfail test) or before it
-    assert loops["sync 2->1 on 1"]["fail"] in (LOST_HEARTBEAT, SUSPECT_REMOTE), loops
-    assert loops["async 2->3 on 3"]["fail"] == [0, SUSPECT_REMOTE], loops
-    assert loops["async 2->3 on 3"]["later"] == [0, SUSPECT_REMOTE], loops
-    assert loops["async 2->3 on 3"]["destroy"] == 0
-    for name in ("sync 2->1 on 1", "sync 3->2 on 2", "async 2->3 on 3"):
+    assert loops["async 5->6 on 6"]["later"] == [0, 0]
+    assert r["looped"] == {"1->0": True, "5->6": True, "7->5": True}
+    # pairs with card 2 failed with a code within the liveness bound: the executor lives and
+    # its peer died before the copy (507010) or during it (507057; see the xfail test
+    # test_sync_copy_whose_peer_dies_mid_copy_reports_lost_heartbeat)
+    assert loops["sync 2->3 on 3"]["fail"] in (LOST_HEARTBEAT, SUSPECT_REMOTE), loops
+    assert loops["async 2->4 on 4"]["fail"] == [0, SUSPECT_REMOTE], loops
+    assert loops["async 2->4 on 4"]["later"] == [0, SUSPECT_REMOTE], loops
+    assert loops["async 2->4 on 4"]["destroy"] == 0
+    for name in ("sync 2->3 on 3", "async 2->4 on 4"):
         assert loops[name]["ok"] > 0, (name, loops[name])  # the kill landed during traffic
         assert 0 <= loops[name]["t"] < LIVENESS_S, (name, loops[name])
-    assert r["after"] == {"sync 2->1 on 1": LOST_HEARTBEAT, "sync 1->2 on 1": LOST_HEARTBEAT,
+    assert r["after"] == {"sync 2->3 on 3": LOST_HEARTBEAT, "sync 3->2 on 3": LOST_HEARTBEAT,
+                          "async 2->4 on 4": [0, SUSPECT_REMOTE],
+                          "sync 3->2 on 2": LOST_HEARTBEAT, "sync 2->0 on 0": LOST_HEARTBEAT,
                           "sync 1->0 on 0": 0, "sync 0->1 on 0": 0,
                           "async 3->0 on 0": [0, 0]}, r["after"]
-    assert r["data"] == {"1->0": False, "0->1": True, "0->3": True} or r["data"] == {
-        "1->0": True, "0->1": True, "0->3": True}
-    assert r["states"] == ["READY", "READY", "LOST", "READY"]
+    assert r["data"] == {"1->0": True, "0->1": True, "3->0": True}
+    assert r["states"] == ["READY", "READY", "LOST"] + ["READY"] * 5
     assert r["victim_names"] == []
-    assert r["free"] == {"0": [0, 0], "1": [0, 0], "2": [LOST_HEARTBEAT] * 2,
-                         "3": [0, 0]}, r["free"]
+    assert r["free"] == {str(d): [LOST_HEARTBEAT] * 3 if d == 2 else [0] * 3
+                         for d in range(8)}, r["free"]
+
+
+THREADS_ONE_CARD = """
+n = 4096
+ptr = {}
+for d in range(3):
+    ok(rt.set_device(d))
+    ptr[d] = malloc(n)
+for d in (0, 2):
+    ok(rt.set_device(d))
+    ok(rt.device_enable_peer_access(1, 0))
+errors, rets, stop, t0 = [], [], threading.Event(), time.monotonic()
+
+def loop(d):  # card d's DMA engine reads card 1: both threads check card 1's link
+    ok(rt.set_device(d))
+    try:
+        while not stop.is_set() and time.monotonic() - t0 < 5:
+            rets.append(rt.memcpy(ptr[d], n, ptr[1], n, 3))
+    except BaseException as err:
+        errors.append(repr(err))
+        stop.set()
+
+threads = [threading.Thread(target=loop, args=(d,)) for d in (0, 2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(30)
+R["errors"], R["failed"], R["copies"] = errors, sorted(set(rets) - {0}), len(rets)
+result()
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="BUG host/link.py:121 DeviceLink.alive calls "
+                   "self._poll.poll(0) on one select.poll object shared by every thread, with "
+                   "no lock: two threads checking the same link at once (two P2P copies with "
+                   "one card, or any call racing the link's report thread) get RuntimeError "
+                   "'concurrent poll() invocation' raised out of acl.rt.memcpy")
+def test_threads_copying_with_one_card_at_once(run_py):
+    r = result_of(run_py(code(THREADS_ONE_CARD), env=ENV4, timeout=60))
+    assert r["errors"] == [] and r["failed"] == [], r
+    assert r["copies"] > 0
 
 
 SYNC_PEER_DIES = """
@@ -707,6 +781,46 @@ def test_sync_copy_whose_peer_dies_mid_copy_reports_lost_heartbeat(run_py):
     r = result_of(run_py(code(SYNC_PEER_DIES), env={**ENV4, "NPUEMU_HBM": "1G"}, timeout=60))
     assert r["next"] == LOST_HEARTBEAT, r
     assert r["failed_with"] == LOST_HEARTBEAT, r
+
+
+RESTARTED_PEER = """
+n = 1 << 20
+ok(rt.set_device(2))
+a2 = malloc(n)
+ok(rt.set_device(3))
+ok(rt.device_enable_peer_access(2, 0))
+b3 = zeroed(n)
+R["before"] = rt.memcpy(b3, n, a2, n, 3)  # card 3's worker now maps card 2
+victim = status_json()["devices"][2]["pid"]
+os.kill(victim, signal.SIGKILL)
+deadline = time.monotonic() + LIVENESS_S
+while status_json()["devices"][2]["state"] != "LOST" and time.monotonic() < deadline:
+    time.sleep(0.05)
+R["lost"] = rt.memcpy(b3, n, a2, n, 3)
+ok(rt.reset_device(2), "reset_device(2)")
+ok(rt.set_device(2), "set_device(2) after loss")  # a fresh worker for card 2
+R["restarted"] = status_json()["devices"][2]["state"]
+a2 = malloc(n)
+ok(rt.memset(a2, n, 0x5A, n))
+ok(rt.set_device(3))
+s = stream()
+R["sync"] = rt.memcpy(b3, n, a2, n, 3)
+R["sync_msg"] = acl.get_recent_err_msg() if R["sync"] else ""
+R["async"] = [rt.memcpy_async(b3, n, a2, n, 3, s), rt.synchronize_stream(s)]
+R["data"] = bool((d2h(b3, n) == 0x5A).all())
+result()
+""".replace("LIVENESS_S", str(LIVENESS_S))
+
+
+@pytest.mark.xfail(strict=True, reason="BUG device/worker.py:Worker.peer (line ~307) caches "
+                   "the Peer mapping forever: after a lost card gets a fresh worker "
+                   "(reset_device + set_device), a card that had mapped it keeps the old "
+                   "control block (state LOST) and old arenas, so every P2P copy it runs with "
+                   "the restarted card fails 507057 (and it keeps the dead card's memory mapped)")
+def test_p2p_with_a_card_that_was_restarted_after_loss(run_py):
+    r = result_of(run_py(code(RESTARTED_PEER), env=ENV4, timeout=60))
+    assert r["before"] == 0 and r["lost"] == LOST_HEARTBEAT and r["restarted"] == "READY", r
+    assert (r["sync"], r["async"], r["data"]) == (0, [0, 0], True), r
 
 
 # ------------------------------------------------------------------------ product bugs
@@ -840,8 +954,3 @@ def test_canonical_p2p_flow_runs_unmodified_through_npuemu_run(npuemu_cli, tmp_p
         "can access peer 1", "peer access 1 -> 0 1", "verify OK",
         "peer access 0 -> 1 after disable 0", "done"], res.stdout + res.stderr
 
-
-def test_link_counter_shape_helper():
-    """The expected-link helper matches the JSON keys of ``npuemu status`` (tools/status.py)."""
-    assert set(link(1)) == {"peer", "tx_bytes", "tx_copies", "rx_bytes", "rx_copies"}
-    assert signal.SIGKILL  # used by the child programs through PRELUDE
