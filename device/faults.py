@@ -48,7 +48,6 @@ class Faults:
         self.engine_faults: list[list[Any]] = []  # [engine, kernel name or "", countdown]
         self.hangs = 0
         self.dma_code = 0
-        self.bad_links: set[int] = set()
 
     # injection -----------------------------------------------------------------------------
     def inject(self, kind: str, params: dict) -> None:
@@ -70,10 +69,16 @@ class Faults:
     def _inject_ecc_multi(self, ptr: int) -> None:
         self._own(ptr)
         ctl, used = self.ctl, self.ctl[_C.POISONED]
+        page = ptr - ptr % PAGE
+        if layout.poisoned_overlap(ctl, page, PAGE):  # already isolated: count it only
+            ctl[_C.ECC_DBE] += 1
+            ctl[_C.ECC_DBE_TOTAL] += 1
+            self._update_health()
+            return
         if used >= layout.MAX_POISON:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, "poison table full")
         base = layout.CTL_POISON + used * POISON_ENTRY.words
-        ctl[base + POISON_ENTRY.START] = ptr - ptr % PAGE
+        ctl[base + POISON_ENTRY.START] = page
         ctl[base + POISON_ENTRY.LENGTH] = PAGE
         ctl[_C.POISONED] = used + 1
         ctl[_C.ECC_DBE] += 1
@@ -107,10 +112,12 @@ class Faults:
         self.dma_code = code
 
     def _inject_link(self, peer: int, clear: bool = False) -> None:
+        if not 0 <= peer < 64 or peer == self.worker.dev:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"peer {peer}")
         if clear:
-            self.bad_links.discard(peer)
+            self.ctl[_C.LINK_FAULTS] &= ~(1 << peer)
         else:
-            self.bad_links.add(peer)
+            self.ctl[_C.LINK_FAULTS] |= 1 << peer
 
     def _inject_lost(self) -> None:
         self.worker.log("EVENT", f"device {self.worker.dev} lost (injected)", module="DRV")
@@ -152,8 +159,9 @@ class Faults:
         if self.dma_code:
             code, self.dma_code = self.dma_code, 0
             raise errors.error_for(code, "DMA engine error (injected)")
-        for peer in peers:
-            if peer in self.bad_links:
+        for peer in peers:  # a link is faulty if either end says so
+            if (self.ctl[_C.LINK_FAULTS] >> peer & 1
+                    or self.worker.peer(peer).ctl[_C.LINK_FAULTS] >> self.worker.dev & 1):
                 raise errors.error_for(errors.ACL_ERROR_RT_LINK_ERROR,
                                        f"link {self.worker.dev} <-> {peer} failed (injected)")
 

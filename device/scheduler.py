@@ -109,6 +109,7 @@ class Scheduler:
                 client.streams[stream.base + _SE.COMPLETED], task.seq)
         if stream.hung:
             stream.busy = stream.hung = False
+            client.streams[stream.base + _SE.HUNG] = 0
         self._touched.add(client)
 
     def drop_client(self, client: Client) -> None:
@@ -174,6 +175,7 @@ class Scheduler:
             return True
         if self.worker.faults.take_hang():
             stream.busy = stream.hung = True
+            stream.client.streams[stream.base + _SE.HUNG] = 1
             self.worker.log("EVENT", f"task {task.seq} of stream {stream.sid} hangs (injected)")
             return True
         handler = _INLINE.get(task.op)

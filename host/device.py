@@ -34,7 +34,7 @@ def reset_device(dev: int, force: bool = False) -> None:
         od.refs = 0 if force else od.refs - 1
         if od.refs > 0:
             return
-        if od.link.alive():
+        if od.link.alive() and not force:
             _drain(od)
         rt.close_device(od)
 
@@ -47,8 +47,8 @@ def _drain(od: OpenDevice) -> None:
     for s in [h for h in list(runtime.get().handles.values())
               if isinstance(h, streams.Stream) and h.link is od.link]:
         target = s.submitted
-        try:
-            od.link.wait_until(lambda s=s, t=target: s.done(t), None)
+        try:  # a hung task (injected fault) never completes: the reset clears it instead
+            od.link.wait_until(lambda s=s, t=target: s.done(t) or s.hung(), None)
         except errors.AclError:
             return  # the device died meanwhile: nothing left to wait for
 

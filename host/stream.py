@@ -61,6 +61,10 @@ class Stream:
     def done(self, target: int) -> bool:
         return self.link.streams[self.slot * _SE.words + _SE.COMPLETED] >= target
 
+    def hung(self) -> bool:
+        """Its head task hangs (an injected fault)."""
+        return bool(self.link.streams[self.slot * _SE.words + _SE.HUNG])
+
 
 @dataclass(eq=False)
 class Event:

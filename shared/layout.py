@@ -143,6 +143,7 @@ DEVICE_CTL = Layout("DEVICE_CTL", [
     Field("last_error", 1, "ACL code of the last device-side failure (npu-smi Error Code)"),
     Field("log_level", 1, "device log level 0..4 (tools may write it: msnpureport config)"),
     Field("event_enable", 1, "1: EVENT log lines are written (tools may write it)"),
+    Field("link_faults", 1, "bit n set: the link to card n is faulty (injected)"),
 ], stride=64)
 CTL_CLIENTS = DEVICE_CTL.words
 
@@ -197,6 +198,7 @@ STREAM_ENTRY = Layout("STREAM_ENTRY", [
     Field("err_count", 1, "failures so far (the host reports each new one once)"),
     Field("err_code", 1, "ACL code of the latest failure"),
     Field("err_task", 1, "sequence number of the task that failed"),
+    Field("hung", 1, "1 while the head task hangs (an injected fault) until an abort"),
 ])
 
 EVENT_ENTRY = Layout("EVENT_ENTRY", [
