@@ -159,6 +159,7 @@ class Worker:
         self.clients: dict[int, Client] = {}
         self.active: list[Client] = []
         self.peers: dict[int, Peer] = {}
+        self.dead_peers: list[Peer] = []
         self.links = self.ctl[layout.CTL_LINKS :]
         self.supervisor_fd = os.pidfd_open(supervisor)
         self.running = True
@@ -316,6 +317,10 @@ class Worker:
     def peer(self, dev: int) -> Peer:
         """The mapped peer card ``dev``; 507057 if it is not (or no longer) running."""
         peer = self.peers.get(dev)
+        if peer is not None and not peer.alive():  # it died; maybe a fresh worker is up
+            # keep the old mapping until shutdown: an engine may still be copying through it
+            self.dead_peers.append(self.peers.pop(dev))
+            peer = None
         if peer is None:
             try:
                 peer = self.peers[dev] = Peer(self.node, dev)
@@ -395,7 +400,7 @@ class Worker:
             self._detach(slot)
         for engine in self.scheduler.engines.values():
             engine.stop()
-        for peer in self.peers.values():
+        for peer in [*self.peers.values(), *self.dead_peers]:
             peer.close()
         self.links.release()
         self.log_ring.release()

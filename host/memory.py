@@ -185,7 +185,10 @@ def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
     if count == 0:
         return
     runtime.get().current()
-    _COPIERS[expected](dst, src, count)
+    if expected == (True, True):
+        _d2d(dst, src, count, kind)
+    else:
+        _COPIERS[expected](dst, src, count)
 
 
 def _h2h(dst: int, src: int, count: int) -> None:
@@ -209,18 +212,29 @@ def _d2h(dst: int, src: int, count: int) -> None:
     alloc.link.check_alive()
 
 
-def _d2d(dst: int, src: int, count: int) -> None:
+def _d2d(dst: int, src: int, count: int, kind: int) -> None:
     """Run by the current device's DMA engine; between two cards it needs peer access."""
     dst_alloc, src_alloc = find(dst, count), find(src, count)
     rt = runtime.get()
     executor = rt.current().device
+    _check_inner(kind, src_alloc, dst_alloc)
     p2p.check_copy(executor, src_alloc.link.logical, dst_alloc.link.logical)
     for alloc in (dst_alloc, src_alloc):
         alloc.link.check_alive()
-    rt.devices[executor].link.call(Op.COPY, dst, src, count)
+    try:
+        rt.devices[executor].link.call(Op.COPY, dst, src, count)
+    except errors.AclError:
+        for alloc in (dst_alloc, src_alloc):  # a peer that died mid-copy: device lost
+            alloc.link.check_alive()
+        raise
 
 
-_COPIERS = {(False, False): _h2h, (False, True): _h2d, (True, False): _d2h, (True, True): _d2d}
+def _check_inner(kind: int, src: Allocation, dst: Allocation) -> None:
+    if kind == _K.ACL_MEMCPY_INNER_DEVICE_TO_DEVICE and src.link is not dst.link:
+        raise _param("ACL_MEMCPY_INNER_DEVICE_TO_DEVICE between two devices")
+
+
+_COPIERS = {(False, False): _h2h, (False, True): _h2d, (True, False): _d2h}
 
 
 def memset(ptr: int, max_count: int, value: int, count: int) -> None:
@@ -294,6 +308,8 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
     link = stream.link
     devices = [find(ptr, count).link.logical if on_device else stream.device
                for ptr, on_device in ((src, direction[0]), (dst, direction[1]))]
+    if direction == (True, True):
+        _check_inner(kind, find(src, count), find(dst, count))
     p2p.check_copy(stream.device, devices[0], devices[1])
     if direction == (False, True) and not _pinned(link, src, count):
         staged = _stage(link, count)

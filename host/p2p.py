@@ -84,14 +84,12 @@ def peer_access_status(dev: int, peer: int) -> int:
 def check_copy(executor: int, src_dev: int, dst_dev: int) -> None:
     """A copy between ``src_dev`` and ``dst_dev`` run by ``executor``'s DMA engine needs the
     executor to be one of them and to have peer access to the other."""
-    if src_dev == dst_dev:
-        return
-    if executor not in (src_dev, dst_dev):
+    if src_dev != dst_dev and executor not in (src_dev, dst_dev):
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"a copy between devices {src_dev} and {dst_dev} must run on "
                                f"one of them, not on device {executor}")
-    other = dst_dev if executor == src_dev else src_dev
-    if (executor, other) not in runtime.get().peer_access:
-        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
-                               f"peer access from device {executor} to {other} is not enabled "
-                               "(aclrtDeviceEnablePeerAccess)")
+    for other in {src_dev, dst_dev} - {executor}:
+        if (executor, other) not in runtime.get().peer_access:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"peer access from device {executor} to {other} is not "
+                                   "enabled (aclrtDeviceEnablePeerAccess)")

@@ -5,8 +5,8 @@ Every figure is printed next to a limit measured IN THE SAME RUN on this machine
 A limit is what the primitive underneath does with no npuemu code around it (a bare ring, a
 bare ``np.copyto``, the allocator called in-process, bare interpreters), so the ratio is the
 cost of npuemu's own code. The one fixed target that is not measured (idle CPU) is labelled
-"fixed target". ``--quick`` (~15 s) skips 256 MiB copies and takes fewer samples; a full run
-takes ~30 s. ``--json PATH`` writes a list of ``{"name", "value", "unit", "limit_name",
+"fixed target". ``--quick`` (~18 s) skips 256 MiB copies and takes fewer samples; a full run
+takes ~40 s. ``--json PATH`` writes a list of ``{"name", "value", "unit", "limit_name",
 "limit_value", "ratio"}`` records. Exit status 1 if a figure failed (targets not met are not
 failures). Numbers are noisy on a shared 2-vCPU VM: read ratios, and rerun before trusting
 a difference of less than ~30 % in latency figures.
@@ -15,6 +15,8 @@ Adding a figure: one function ``f(ctx) -> list[Record]`` registered with ``@figu
 devices=N)`` (``devices``: it runs in a fresh interpreter with a fresh embedded node of N
 devices; none: in the bench process). ``ctx.quick``, ``ctx.spawn`` (tracked helper
 processes), ``ctx.raw_name`` (tracked /dev/shm names) and ``ctx.note`` are all it needs.
+Records named ``<label> <i>-><j>`` are cells of a matrix: the table prints them as one
+matrix block below its rows (the JSON keeps one record per cell).
 
 Figures (limit in brackets):
 
@@ -41,6 +43,18 @@ Figures (limit in brackets):
   npuemu.shared.ring"`` started in parallel]. ``npuemu`` is the console script next to
   ``sys.executable`` (a pyenv shim adds ~45 ms). A failed start is retried under a fresh
   name and reported under NOTES. Target ≤ 1.5 s.
+* P2P (4 devices, peer access enabled between every two cards; the same sampling as the
+  copies, 64 MiB samples 4x longer): "P2P 64 MiB" is ``acl.rt.memcpy`` kind 3 from card 1
+  memory to card 0 memory with current device 0 (card 0's worker copies arena to arena)
+  [``np.copyto`` 64 MiB]; target ≥ 0.85x. "P2P bidirectional" is the aggregate GB/s of 64
+  MiB 0 -> 1 on a stream of card 0 and 64 MiB 1 -> 0 on a stream of card 1 at once
+  (``memcpy_async`` on both, then both synchronized) [``2x np.copyto``: two of 64 MiB at
+  once in two threads of the bench process, i.e. the machine doing two big copies at once,
+  as the two workers do; one ``np.copyto`` would credit npuemu with the second core and
+  memory channel and say nothing of its own cost]. "P2P 16 MiB i->j" is the p2pBandwidthLatencyTest
+  matrix: ``acl.rt.memcpy`` of 16 MiB from card i to card j run by card i's DMA engine
+  (diagonal: a copy within the card), printed as a matrix below the table
+  [``np.copyto`` 16 MiB].
 
 Cleanup: a figure child records in a track file each node and process it starts, and the
 bench removes whatever is left afterwards (processes by pid, /dev/shm names by node name),
@@ -50,41 +64,52 @@ it checks that nothing is left and prints the result.
 Sample, ``npuemu bench`` on the 2-vCPU development VM (other test suites running)::
 
     npuemu bench (full, 2 CPUs): figures beside limits measured in this run; ratio = value / limit
-    [1/5] sync-round-trip ... 2.4 s
-    [2/5] idle-cpu ... 4.9 s
-    [3/5] copy-bandwidth ... 7.2 s
-    [4/5] malloc-free ... 5.2 s
-    [5/5] node-start-up ... 8.6 s
+    [1/6] sync-round-trip ... 2.9 s
+    [2/6] idle-cpu ... 5.0 s
+    [3/6] copy-bandwidth ... 6.7 s
+    [4/6] malloc-free ... 5.2 s
+    [5/6] node-start-up ... 5.2 s
+    [6/6] p2p-bandwidth ... 8.3 s
 
     figure                     value  unit     limit (same run)        limit    ratio  target: met?
     ------------------------  ------  -------  --------------------  -------  -------  ------------
-    sync round trip (PING)      12.4  µs       bare ring ping-pong      7.09    1.75x  ≤ 2x: yes
-    sync round trip vs sem      12.4  µs       bare sem ping-pong       5.45    2.27x  -
-    idle CPU, 8 devices         1.30  % core   fixed target             1.00     1.3x  ≤ 1 %: NO
-    H2D 4 KiB                  0.839  GB/s     np.copyto 4 KiB          13.4  0.0626x  -
-    D2H 4 KiB                  0.837  GB/s     np.copyto 4 KiB          13.4  0.0624x  -
-    D2D 4 KiB                  0.188  GB/s     np.copyto 4 KiB          13.4   0.014x  -
-    H2D 64 KiB                  9.70  GB/s     np.copyto 64 KiB         45.2   0.215x  -
-    D2H 64 KiB                  10.8  GB/s     np.copyto 64 KiB         45.2   0.238x  -
-    D2D 64 KiB                  2.26  GB/s     np.copyto 64 KiB         45.2    0.05x  -
-    H2D 1 MiB                   33.8  GB/s     np.copyto 1 MiB          35.8   0.944x  -
-    D2H 1 MiB                   34.0  GB/s     np.copyto 1 MiB          35.8    0.95x  -
-    D2D 1 MiB                   11.7  GB/s     np.copyto 1 MiB          35.8   0.328x  -
-    H2D 16 MiB                  9.67  GB/s     np.copyto 16 MiB         6.41    1.51x  -
-    D2H 16 MiB                  7.39  GB/s     np.copyto 16 MiB         6.41    1.15x  -
-    D2D 16 MiB                  7.18  GB/s     np.copyto 16 MiB         6.41    1.12x  -
-    H2D 64 MiB                  9.50  GB/s     np.copyto 64 MiB         8.21    1.16x  ≥ 0.85x: yes
-    D2H 64 MiB                  8.97  GB/s     np.copyto 64 MiB         8.21    1.09x  ≥ 0.85x: yes
-    D2D 64 MiB                  8.42  GB/s     np.copyto 64 MiB         8.21    1.03x  -
-    H2D 256 MiB                 12.4  GB/s     np.copyto 256 MiB        12.0    1.03x  -
-    D2H 256 MiB                 13.8  GB/s     np.copyto 256 MiB        12.0    1.15x  -
-    D2D 256 MiB                 11.5  GB/s     np.copyto 256 MiB        12.0   0.958x  -
-    malloc+free (256 B)       29 735  pairs/s  allocator in-process  414 106  0.0718x  ≥ 100k/s: NO
-    node start-up, 8 devices    1.01  s        8 bare interpreters     0.464    2.18x  ≤ 1.5 s: yes
+    sync round trip (PING)      7.27  µs       bare ring ping-pong      3.83     1.9x  ≤ 2x: yes
+    sync round trip vs sem      7.27  µs       bare sem ping-pong       7.21    1.01x  -
+    idle CPU, 8 devices        0.379  % core   fixed target             1.00   0.379x  ≤ 1 %: yes
+    H2D 4 KiB                  0.949  GB/s     np.copyto 4 KiB          13.5  0.0701x  -
+    D2H 4 KiB                  0.948  GB/s     np.copyto 4 KiB          13.5  0.0701x  -
+    D2D 4 KiB                   0.23  GB/s     np.copyto 4 KiB          13.5   0.017x  -
+    H2D 64 KiB                  11.8  GB/s     np.copyto 64 KiB         46.0   0.257x  -
+    D2H 64 KiB                  12.0  GB/s     np.copyto 64 KiB         46.0    0.26x  -
+    D2D 64 KiB                  3.39  GB/s     np.copyto 64 KiB         46.0  0.0737x  -
+    H2D 1 MiB                   35.1  GB/s     np.copyto 1 MiB          43.6   0.805x  -
+    D2H 1 MiB                   35.7  GB/s     np.copyto 1 MiB          43.6   0.818x  -
+    D2D 1 MiB                   23.5  GB/s     np.copyto 1 MiB          43.6   0.538x  -
+    H2D 16 MiB                  14.9  GB/s     np.copyto 16 MiB         17.8   0.839x  -
+    D2H 16 MiB                  17.1  GB/s     np.copyto 16 MiB         17.8   0.963x  -
+    D2D 16 MiB                  11.0  GB/s     np.copyto 16 MiB         17.8   0.619x  -
+    H2D 64 MiB                  10.9  GB/s     np.copyto 64 MiB         9.74    1.12x  ≥ 0.85x: yes
+    D2H 64 MiB                  11.5  GB/s     np.copyto 64 MiB         9.74    1.18x  ≥ 0.85x: yes
+    D2D 64 MiB                  8.90  GB/s     np.copyto 64 MiB         9.74   0.914x  -
+    H2D 256 MiB                 12.5  GB/s     np.copyto 256 MiB        12.6    0.99x  -
+    D2H 256 MiB                 14.0  GB/s     np.copyto 256 MiB        12.6    1.11x  -
+    D2D 256 MiB                 10.4  GB/s     np.copyto 256 MiB        12.6    0.82x  -
+    malloc+free (256 B)       62 799  pairs/s  allocator in-process  429 196   0.146x  ≥ 100k/s: NO
+    node start-up, 8 devices   0.623  s        8 bare interpreters     0.231     2.7x  ≤ 1.5 s: yes
+    P2P 64 MiB                  10.3  GB/s     np.copyto 64 MiB         11.0   0.936x  ≥ 0.85x: yes
+    P2P bidirectional           12.4  GB/s     2x np.copyto 64 MiB      14.2   0.869x  -
 
-    cleanup: 9 nodes and 2 helper processes started, nothing left behind
+    P2P 16 MiB i->j, GB/s (row: source card i, whose DMA engine copies; column: destination card j)
+             ->0   ->1   ->2   ->3
+       0->  12.5  15.0  14.8  15.5
+       1->  12.1  13.8  15.2  15.4
+       2->  12.1  13.9  13.1  13.4
+       3->  12.6  14.7  14.3  15.3
+      limit (same run): np.copyto 16 MiB 17.4 GB/s; ratio 0.696x .. 0.896x
 
-    total runtime 28.3 s
+    cleanup: 10 nodes and 2 helper processes started, nothing left behind
+
+    total runtime 33.3 s
 """
 
 from __future__ import annotations
@@ -864,6 +889,111 @@ def fig_node_start_up(ctx: Context) -> list[Record]:
                    Target("≤ 1.5 s", "value", "<=", 1.5))]
 
 
+# 6. P2P between cards -------------------------------------------------------------------
+P2P_BYTES = 64 * MiB
+P2P_MATRIX_BYTES = 16 * MiB
+P2P_CARDS = 4
+
+
+@figure("p2p-bandwidth", devices=P2P_CARDS)
+def fig_p2p_bandwidth(ctx: Context) -> list[Record]:
+    """Copies between cards (peer access enabled both ways between all 4 cards) vs bare
+    ``np.copyto``: 64 MiB one way, 64 MiB both ways at once, and a 16 MiB matrix."""
+    import numpy as np
+
+    from npuemu.host import acl
+
+    rt, d2d = acl.rt, 3  # ACL_MEMCPY_DEVICE_TO_DEVICE
+    reps, sample_s = (3, 0.01) if ctx.quick else (7, 0.025)
+    n, m = P2P_BYTES, P2P_MATRIX_BYTES
+    owned: list[int] = []
+
+    def malloc(dev: int, size: int) -> int:
+        _ok(rt.set_device(dev), f"set_device({dev})")
+        ptr, ret = rt.malloc(size, 3)  # ACL_MEM_MALLOC_HUGE_FIRST_P2P
+        _ok(ret, f"malloc({size}) on device {dev}")
+        owned.append(ptr)
+        return ptr
+
+    for dev in range(P2P_CARDS):
+        _ok(rt.set_device(dev), f"set_device({dev})")
+        for peer in range(P2P_CARDS):
+            if peer != dev:
+                _ok(rt.device_enable_peer_access(peer, 0), f"enable peer {dev} -> {peer}")
+    host = [np.empty(n, np.uint8) for _ in range(4)]  # two src/dst pairs for the limits
+    for i, h in enumerate(host):
+        h.fill(i + 1)  # prefault
+    streams: list[int] = []
+    try:
+        x0, y0, x1, y1 = malloc(0, n), malloc(0, n), malloc(1, n), malloc(1, n)
+        src = [malloc(d, m) for d in range(P2P_CARDS)]
+        dst = [malloc(d, m) for d in range(P2P_CARDS)]
+        for dev in (0, 1):
+            _ok(rt.set_device(dev), f"set_device({dev})")
+            s, ret = rt.create_stream()
+            _ok(ret, f"create_stream on device {dev}")
+            streams.append(s)
+        s0, s1 = streams
+        set_device, memcpy, memcpy_async = rt.set_device, rt.memcpy, rt.memcpy_async
+        sync = rt.synchronize_stream
+
+        def one_way() -> None:  # card 1 memory -> card 0 memory, by card 0's DMA engine
+            set_device(0)
+            memcpy(y0, n, x1, n, d2d)
+
+        def both_ways() -> None:  # 0 -> 1 on card 0's stream, 1 -> 0 on card 1's, at once
+            set_device(0)
+            memcpy_async(y1, n, x0, n, d2d, s0)
+            set_device(1)
+            memcpy_async(y0, n, x1, n, d2d, s1)
+            sync(s0)
+            sync(s1)
+
+        def two_copyto() -> None:  # the machine doing two 64 MiB copies at once
+            t = threading.Thread(target=np.copyto, args=(host[3], host[2]))
+            t.start()
+            np.copyto(host[1], host[0])
+            t.join()
+
+        set_device(0)  # one untimed copy of each op first, checked
+        _ok(memcpy(y0, n, x1, n, d2d), "P2P memcpy 1 -> 0")
+        _ok(memcpy_async(y1, n, x0, n, d2d, s0) or sync(s0), "P2P memcpy_async 0 -> 1")
+        set_device(1)
+        _ok(memcpy_async(y0, n, x1, n, d2d, s1) or sync(s1), "P2P memcpy_async 1 -> 0")
+        long_s = 4 * sample_s  # a 64 MiB copy takes ~10 ms: a few per sample
+        rates = _rates({"one": one_way, "limit": functools.partial(np.copyto, host[1], host[0])},
+                       n / 1e9, reps, long_s)
+        both = _rates({"both": both_ways, "limit": two_copyto}, 2 * n / 1e9, reps, long_s)
+
+        cells = {}
+        for i in range(P2P_CARDS):
+            for j in range(P2P_CARDS):
+                def cell(i: int = i, j: int = j) -> None:  # row i: card i's engine pushes
+                    set_device(i)
+                    memcpy(dst[j], m, src[i], m, d2d)
+
+                set_device(i)
+                _ok(memcpy(dst[j], m, src[i], m, d2d), f"P2P memcpy {i} -> {j}")
+                cells[f"{i}->{j}"] = cell
+        cells["limit"] = functools.partial(np.copyto, host[1][:m], host[0][:m])
+        matrix = _rates(cells, m / 1e9, reps, sample_s)
+    finally:
+        for s in streams:
+            rt.destroy_stream(s)
+        for ptr in owned:
+            rt.free(ptr)
+    label, mlabel = size_label(n), size_label(m)
+    records = [
+        Record(f"P2P {label}", rates["one"], "GB/s", f"np.copyto {label}", rates["limit"],
+               Target("≥ 0.85x", "ratio", ">=", 0.85)),
+        Record("P2P bidirectional", both["both"], "GB/s", f"2x np.copyto {label}",
+               both["limit"]),
+    ]
+    records += [Record(f"P2P {mlabel} {key}", matrix[key], "GB/s", f"np.copyto {mlabel}",
+                       matrix["limit"]) for key in cells if key != "limit"]
+    return records
+
+
 # ---------------------------------------------------------------------------- the runner
 def _child_env(devices: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
@@ -947,13 +1077,19 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
+_CELL = re.compile(r"(?P<label>.+) (?P<row>\d+)->(?P<col>\d+)")
+"""Records named ``<label> <i>-><j>`` are cells of a matrix (row i, column j)."""
+
+
 def format_table(records: list[Record]) -> str:
-    """The table: figure, value, unit, limit (same run), its value, ratio, target: met?"""
+    """The table: figure, value, unit, limit (same run), its value, ratio, target: met?
+    Matrix cells (``P2P 16 MiB 0->1``...) are printed as a matrix below the rows."""
     head = ["figure", "value", "unit", "limit (same run)", "limit", "ratio", "target: met?"]
+    plain = [r for r in records if not _CELL.fullmatch(r.name)]
     rows = [[r.name, _fmt(r.value), r.unit, r.limit_name, _fmt(r.limit_value),
              f"{r.ratio:.3g}x",
              f"{r.target.text}: {'yes' if r.target.met(r) else 'NO'}" if r.target else "-"]
-            for r in records]
+            for r in plain]
     widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
     right = {1, 4, 5}
 
@@ -962,7 +1098,33 @@ def format_table(records: list[Record]) -> str:
                          for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
 
     sep = "  ".join("-" * w for w in widths)
-    return "\n".join([line(head), sep, *(line(r) for r in rows)])
+    return "\n".join([line(head), sep, *(line(r) for r in rows), *format_matrices(records)])
+
+
+def format_matrices(records: list[Record]) -> list[str]:
+    """Each group of matrix cells as a block: values by row and column, then the limit and
+    the range of ratios (the cells of one matrix share their limit)."""
+    groups: dict[str, dict[tuple[int, int], Record]] = {}
+    for r in records:
+        m = _CELL.fullmatch(r.name)
+        if m:
+            groups.setdefault(m["label"], {})[int(m["row"]), int(m["col"])] = r
+    lines = []
+    for label, cells in groups.items():
+        rows = sorted({i for i, _ in cells})
+        cols = sorted({j for _, j in cells})
+        first = next(iter(cells.values()))
+        ratios = [r.ratio for r in cells.values()]
+        table = [["", *(f"->{j}" for j in cols)]]
+        table += [[f"{i}->", *(_fmt(cells[i, j].value) if (i, j) in cells else "-"
+                                for j in cols)] for i in rows]
+        width = max(len(c) for row in table for c in row)
+        lines += ["", f"{label} i->j, {first.unit} (row: source card i, whose DMA engine "
+                      "copies; column: destination card j)"]
+        lines += ["  " + "  ".join(c.rjust(width) for c in row) for row in table]
+        lines.append(f"  limit (same run): {first.limit_name} {_fmt(first.limit_value)} "
+                     f"{first.unit}; ratio {min(ratios):.3g}x .. {max(ratios):.3g}x")
+    return lines
 
 
 def _on_sigterm(signum: int, frame: object) -> None:

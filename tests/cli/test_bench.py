@@ -29,7 +29,12 @@ EXPECTED = {
     "malloc+free (256 B)",
     "node start-up, 8 devices",
     *(f"{kind} {size}" for kind in ("H2D", "D2H", "D2D") for size in QUICK_SIZES),
+    "P2P 64 MiB",
+    "P2P bidirectional",
 }
+P2P_CARDS = 4
+MATRIX = {f"P2P 16 MiB {i}->{j}" for i in range(P2P_CARDS) for j in range(P2P_CARDS)}
+"""Cells of the P2P bandwidth matrix: records in the JSON, one matrix block in the table."""
 GRACE_S = 5.0
 
 
@@ -77,7 +82,7 @@ def test_bench_quick_writes_consistent_records(tmp_path) -> None:
     assert isinstance(records, list) and records
     names = [r["name"] for r in records]
     assert len(names) == len(set(names)), f"duplicate figure names: {names}"
-    missing = EXPECTED - set(names)
+    missing = (EXPECTED | MATRIX) - set(names)
     assert not missing, f"missing figures: {sorted(missing)}"
     assert not [n for n in names if "256 MiB" in n], "--quick must skip 256 MiB copies"
     for r in records:
@@ -91,8 +96,23 @@ def test_bench_quick_writes_consistent_records(tmp_path) -> None:
         assert math.isclose(r["ratio"], r["value"] / r["limit_value"], rel_tol=1e-9), r
 
     out = res.stdout
-    for name in names:  # the printed table has every figure
+    for name in set(names) - MATRIX:  # the printed table has every figure
         assert name in out, name
+    by_name = {r["name"]: r for r in records}
+    for name in ("P2P 64 MiB", "P2P bidirectional"):
+        assert by_name[name]["unit"] == "GB/s", by_name[name]
+    assert by_name["P2P 64 MiB"]["limit_name"] == "np.copyto 64 MiB"
+    # the matrix cells are printed as one block: a header, a row per source card, the limit
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("P2P 16 MiB i->j, GB/s"))
+    assert lines[head + 1].split() == [f"->{j}" for j in range(P2P_CARDS)], lines[head + 1]
+    for i in range(P2P_CARDS):
+        row = lines[head + 2 + i].split()
+        assert row[0] == f"{i}->" and len(row) == P2P_CARDS + 1, row
+        assert all(float(v) > 0 for v in row[1:]), row
+    assert lines[head + 2 + P2P_CARDS].strip().startswith("limit (same run): np.copyto 16 MiB")
+    assert not [ln for ln in lines if re.match(r"P2P 16 MiB \d->\d", ln)], \
+        "matrix cells must not also be table rows"
     assert "total runtime" in out
     assert "nothing left behind" in out, out
 
