@@ -38,6 +38,15 @@ Figures (limit in brackets):
 * malloc+free: ``acl.rt.malloc(256, 0)`` + ``acl.rt.free`` pairs per second [``plan`` +
   ``Allocator.alloc`` + ``Allocator.free`` of ``npuemu.device.allocator``, in-process].
   Target ≥ 100k pairs/s.
+* execution (1 device): "async submission" is ``record_event`` calls per second from one
+  thread [packing the same frame and pushing it on a bare in-process ``Ring``, popped at
+  once]; target ≥ 300k/s. "stream query", "event query" and "synchronize idle stream" are
+  medians of one call (no round trip: they read the shared stream/event tables) [the bare
+  ring ping-pong of figure 1]; targets ≤ 2 µs and ≤ 2x. "empty kernel launch+sync" is one
+  ``launch_kernel`` of an empty AI Core kernel plus ``synchronize_stream`` [the same ring].
+  "copy+compute overlap": 16 MiB D2D ``memcpy_async`` on one stream and a 4 Mi-element relu
+  kernel on another, sized so that each alone takes about the same time T; the time of both
+  at once [the longer one alone]; target ≤ 1.3x.
 * node start-up: ``npuemu start --devices 8 --name bench-<pid>`` until it returns, median
   of 5 (1 quick), each followed by ``npuemu stop`` [8 bare ``python -c "import
   npuemu.shared.ring"`` started in parallel]. ``npuemu`` is the console script next to
@@ -130,6 +139,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import posix_ipc
 import psutil
@@ -796,6 +806,136 @@ def fig_malloc_free(ctx: Context) -> list[Record]:
     rates = _rates({"rt": runtime_pair, "alloc": allocator_pair}, 1.0, reps, sample_s)
     return [Record("malloc+free (256 B)", rates["rt"], "pairs/s", "allocator in-process",
                    rates["alloc"], Target("≥ 100k/s", "value", ">=", 1e5))]
+
+
+# 4b. execution: streams, events, kernels ------------------------------------------------
+_EMPTY_KERNEL = """
+from npuemu.shared.kernel import kernel
+
+@kernel("aicore")
+def empty(ctx):
+    pass
+"""
+
+
+@figure("execution", devices=1)
+def fig_execution(ctx: Context) -> list[Record]:
+    """Async submission, queries, idle synchronize, empty-kernel launch and copy/compute
+    overlap, each beside a bare primitive measured here."""
+    from npuemu.host import acl
+    from npuemu.shared import protocol
+    from npuemu.shared.ring import Ring
+
+    _ok(acl.rt.set_device(0), "set_device(0)")
+    stream, ret = acl.rt.create_stream()
+    _ok(ret, "create_stream")
+    event, ret = acl.rt.create_event()
+    _ok(ret, "create_event")
+    quick = ctx.quick
+    n = 20000 if quick else 60000
+
+    # submission: record_event from one thread vs packing the same frame and pushing it on
+    # a bare in-process ring (popped right away, so it never fills)
+    frame = (protocol.Op.RECORD, 0, 1, 1, 1, 1)
+    ring_buf = memoryview(bytearray(region_size(1 << 20)))
+    push_ring, pop_ring = Ring(ring_buf, 1 << 20, init=True), Ring(ring_buf)
+
+    def bare_push() -> None:
+        push_ring.push(protocol.pack(frame))
+        pop_ring.pop()
+
+    _ok(acl.rt.synchronize_stream(stream), "synchronize")
+    rates = _rates({"rt": lambda: acl.rt.record_event(event, stream), "bare": bare_push},
+                   1.0, 3 if quick else 5, 0.1 if quick else 0.25)
+    _ok(acl.rt.synchronize_stream(stream), "synchronize")
+    records = [Record("async submission (record_event)", rates["rt"], "tasks/s",
+                      "bare ring push+pop", rates["bare"],
+                      Target("≥ 300k/s", "value", ">=", 3e5))]
+
+    # queries and idle synchronize: no round trip; beside a bare ring ping-pong
+    def median_us(fn: Callable[[], object]) -> float:
+        _time_each(fn, 1000)
+        return statistics.median(_time_each(fn, n // 4)) / 1e3
+
+    ring = RawRing(ctx)
+    try:
+        raw_rtt = median_us(ring.round_trip)
+    finally:
+        ring.close()
+    for name, fn in (("stream query", lambda: acl.rt.stream_query(stream)),
+                     ("event query", lambda: acl.rt.query_event(event))):
+        records.append(Record(name, median_us(fn), "µs", "bare ring ping-pong", raw_rtt,
+                              Target("≤ 2 µs", "value", "<=", 2.0)))
+    records.append(Record("synchronize idle stream", median_us(
+        lambda: acl.rt.synchronize_stream(stream)), "µs", "bare ring ping-pong", raw_rtt,
+        Target("≤ 2x", "ratio", "<=", 2.0)))
+
+    # empty kernel: launch + synchronize, per launch
+    binary, ret = acl.rt.binary_load_from_data(_EMPTY_KERNEL)
+    _ok(ret, "binary_load_from_data")
+    func, ret = acl.rt.binary_get_function(binary, "empty")
+    _ok(ret, "binary_get_function")
+
+    def launch_sync() -> None:
+        acl.rt.launch_kernel(func, 1, [], stream)
+        acl.rt.synchronize_stream(stream)
+
+    records.append(Record("empty kernel launch+sync", median_us(launch_sync), "µs",
+                          "bare ring ping-pong", raw_rtt))
+    records.append(_overlap(ctx, acl, stream))
+    return records
+
+
+def _overlap(ctx: Context, acl: Any, copy_stream: int) -> Record:
+    """A copy stream and a compute stream, each worth T alone, run together: the time
+    together over the longer alone (1.0 = perfect overlap, 2.0 = none)."""
+    size = 16 * MiB
+    src, ret = acl.rt.malloc(size, 0)
+    _ok(ret, "malloc")
+    dst, ret = acl.rt.malloc(size, 0)
+    _ok(ret, "malloc")
+    x, ret = acl.rt.malloc(size, 0)
+    _ok(ret, "malloc")
+    compute, ret = acl.rt.create_stream()
+    _ok(ret, "create_stream")
+    binary, ret = acl.rt.binary_load_from_file(_library_path())
+    _ok(ret, "binary_load_from_file")
+    relu, ret = acl.rt.binary_get_function(binary, "relu")
+    _ok(ret, "binary_get_function")
+    n = size // 4
+
+    def copies(k: int) -> None:
+        for _ in range(k):
+            acl.rt.memcpy_async(dst, size, src, size, 3, copy_stream)
+
+    def kernels(k: int) -> None:
+        for _ in range(k):
+            acl.rt.launch_kernel(relu, 1, [x, x, n, "float32"], compute)
+
+    def timed(*parts: tuple[Callable[[int], None], int]) -> float:
+        t0 = time.perf_counter()
+        for fn, k in parts:
+            fn(k)
+        _ok(acl.rt.synchronize_stream(copy_stream), "synchronize")
+        _ok(acl.rt.synchronize_stream(compute), "synchronize")
+        return time.perf_counter() - t0
+
+    timed((copies, 2), (kernels, 2))  # warm-up: pages touched
+    budget = 0.1 if ctx.quick else 0.3
+    kc = max(1, round(budget / timed((copies, 4)) * 4))
+    kk = max(1, round(budget / timed((kernels, 4)) * 4))
+    reps = 3 if ctx.quick else 5
+    alone = statistics.median(max(timed((copies, kc)), timed((kernels, kk)))
+                              for _ in range(reps))
+    together = statistics.median(timed((copies, kc), (kernels, kk)) for _ in range(reps))
+    return Record("copy+compute overlap", together, "s", "longer stream alone", alone,
+                  Target("≤ 1.3x", "ratio", "<=", 1.3))
+
+
+def _library_path() -> str:
+    from npuemu.host.kernel import LIBRARY
+
+    return LIBRARY
 
 
 # 5. node start-up -----------------------------------------------------------------------

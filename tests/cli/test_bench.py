@@ -31,6 +31,12 @@ EXPECTED = {
     *(f"{kind} {size}" for kind in ("H2D", "D2H", "D2D") for size in QUICK_SIZES),
     "P2P 64 MiB",
     "P2P bidirectional",
+    "async submission (record_event)",
+    "stream query",
+    "event query",
+    "synchronize idle stream",
+    "empty kernel launch+sync",
+    "copy+compute overlap",
 }
 P2P_CARDS = 4
 MATRIX = {f"P2P 16 MiB {i}->{j}" for i in range(P2P_CARDS) for j in range(P2P_CARDS)}
