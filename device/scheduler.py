@@ -74,6 +74,7 @@ class Scheduler:
         self.max_streams = int(os.environ.get("NPUEMU_MAX_STREAMS") or DEFAULT_MAX_STREAMS)
         self._next_sid = 0
         self._touched: set[Client] = set()
+        self.progressed = False
 
     # stream management (synchronous requests) ----------------------------------------------
     def create(self, client: Client, slot: int, priority: int, flags: int) -> int:
@@ -143,6 +144,7 @@ class Scheduler:
         """Reap completions and start every runnable head task. Returns the number of
         seconds until the nearest wait deadline (or 1.0)."""
         done = self.done
+        progressed = bool(done)
         while done:
             task, code = done.popleft()
             self.engines[task.engine].running -= 1
@@ -155,6 +157,8 @@ class Scheduler:
                     if stream.deadline:
                         nearest = min(nearest, stream.deadline - now)
                     break
+                progressed = True
+        self.progressed = progressed
         if self._touched:
             for client in self._touched:
                 client.notify_sync()
@@ -162,7 +166,10 @@ class Scheduler:
         return max(nearest, 0.0)
 
     def idle(self) -> bool:
-        return not self.done and not any(s.queue and not s.busy for s in self.streams.values())
+        """Nothing can move until a frame, an engine completion or a wait deadline: the
+        last pass started nothing (streams blocked on events do not keep the loop awake;
+        the record they wait for is this worker's own work, which wakes it)."""
+        return not self.done and not self.progressed
 
     def _start(self, task: Task, now: float) -> bool:
         """Start ``task``; False if it must wait (a WAIT whose event is not done)."""
