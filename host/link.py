@@ -4,7 +4,9 @@ This and ``host/node.py`` are the only host modules that touch rings, semaphores
 memory. A link owns:
 
 - the client segment ``d<id>.c<slot>`` (submission ring + completion ring, created here),
-- the ``.wake`` semaphore the worker posts when this host sleeps waiting for a reply,
+- the ``.wake`` semaphore the worker posts when this host sleeps waiting for a reply, the
+  ``.sync`` semaphore it posts after task completions when a host thread sleeps in a
+  synchronize, and the ``.report`` semaphore it posts with each exception/callback report,
 - read access to the device's control block and doorbell,
 - mappings of the device's HBM and DDR arenas (host<->device copies move bytes once, through
   these mappings),

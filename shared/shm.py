@@ -10,8 +10,13 @@ the test suite's leak check) can find and unlink everything a node ever made, ev
 | ``/npuemu.<node>.d<id>.ctl``          | segment   | worker     | device control/telemetry |
 | ``/npuemu.<node>.d<id>.hbm`` / ``.ddr``| segment  | worker     | sparse memory arenas     |
 | ``/npuemu.<node>.d<id>.bell``         | semaphore | worker     | doorbell: wakes worker   |
-| ``/npuemu.<node>.d<id>.c<slot>``      | segment   | host       | client rings             |
-| ``/npuemu.<node>.d<id>.c<slot>.wake`` | semaphore | host       | wakes the host client    |
+| ``/npuemu.<node>.d<id>.log``          | segment   | worker     | device log ring (kept    |
+|                                       |           |            | until the node stops)    |
+| ``/npuemu.<node>.d<id>.c<slot>``      | segment   | host       | rings, stream and event  |
+|                                       |           |            | tables of one client     |
+| ``/npuemu.<node>.d<id>.c<slot>.wake`` | semaphore | host       | reply ready              |
+| ``/npuemu.<node>.d<id>.c<slot>.sync`` | semaphore | host       | tasks completed          |
+| ``/npuemu.<node>.d<id>.c<slot>.report``| semaphore| host       | exception/callback report|
 | ``/npuemu.<node>.p<pid>.<n>``         | segment   | host       | pinned host memory       |
 
 posix_ipc errors are converted here, and only here, into ``OSError``/``FileNotFoundError``.
