@@ -198,7 +198,8 @@ class DeviceLink:
             self.check_alive()
         self._push(protocol.pack(frame))
 
-    def wait_until(self, done: Callable[[], bool], timeout_s: float | None) -> bool:
+    def wait_until(self, done: Callable[[], bool], timeout_s: float | None,
+                   spin_s: float = SPIN_S) -> bool:
         """Block until ``done()`` (a read of the stream/event tables) is true, sleeping on the
         ``.sync`` semaphore that the worker posts after completions. Returns False when
         ``timeout_s`` expires; raises DeviceLostError if the worker dies. Releases the GIL
@@ -206,7 +207,7 @@ class DeviceLink:
         if done():
             return True
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        end_spin = time.perf_counter() + SPIN_S
+        end_spin = time.perf_counter() + spin_s
         while time.perf_counter() < end_spin:
             os.sched_yield()
             if done():

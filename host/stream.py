@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from npuemu.host import plog, runtime
-from npuemu.host.link import DeviceLink
+from npuemu.host.link import SPIN_S, DeviceLink
 from npuemu.host.runtime import index
 from npuemu.shared import errors, layout, logring
 from npuemu.shared.enums import (
@@ -30,6 +30,7 @@ from npuemu.shared.enums import (
     EventRecordedStatus,
     EventStatus,
     StreamFailureMode,
+    StreamFlag,
     StreamStatus,
 )
 from npuemu.shared.layout import EVENT_ENTRY, STREAM_ENTRY
@@ -37,6 +38,11 @@ from npuemu.shared.protocol import Op
 
 _SE, _EE = STREAM_ENTRY, EVENT_ENTRY
 _TIMED = EventFlag.ACL_EVENT_TIME_LINE
+FAST_SYNC_SPIN_S = 2e-3
+"""``ACL_STREAM_FAST_SYNC``: synchronize polls this long (yielding) before it sleeps."""
+_RETURN_AT_ONCE = (StreamFlag.ACL_STREAM_PERSISTENT | StreamFlag.ACL_STREAM_DEVICE_USE_ONLY
+                   | StreamFlag.ACL_STREAM_CPU_SCHEDULE)
+"""Streams whose synchronize returns at once, as the reference says."""
 
 
 @dataclass(eq=False)
@@ -122,7 +128,10 @@ def _pools(link: DeviceLink) -> tuple[SlotPool, SlotPool]:
 # streams ---------------------------------------------------------------------------------------
 def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     """Mirrors ``aclrtCreateStreamWithConfig`` (and ``aclrtCreateStream``). One round trip.
-    Priority is clamped to 0..7; every flag is accepted (see README for what each does here).
+    Priority is clamped to 0..7 and recorded (it does not change scheduling). Flags:
+    FAST_SYNC makes synchronize poll ~2 ms before sleeping; PERSISTENT, DEVICE_USE_ONLY and
+    CPU_SCHEDULE make synchronize return at once (as the reference says; their tasks still
+    run in order); FAST_LAUNCH and HUGE are accepted with no effect; unknown bits are kept.
     207008 when the device's stream limit (``NPUEMU_MAX_STREAMS``, default 1024) is reached."""
     rt = runtime.get()
     ctx = rt.current()
@@ -182,8 +191,11 @@ def synchronize_stream(handle: object, timeout_ms: int = -1) -> None:
     forever; 0 or < -1 is 107000; expiry is 507046."""
     wait_s = timeout_s(timeout_ms)
     stream = resolve(handle)
+    if stream.flags & _RETURN_AT_ONCE:
+        return
     target = stream.submitted
-    if not stream.link.wait_until(lambda: stream.done(target), wait_s):
+    spin = FAST_SYNC_SPIN_S if stream.flags & StreamFlag.ACL_STREAM_FAST_SYNC else SPIN_S
+    if not stream.link.wait_until(lambda: stream.done(target), wait_s, spin):
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
                                f"stream {stream.sid}: {stream.completed()} of {target} tasks "
                                f"done after {timeout_ms} ms")

@@ -659,3 +659,28 @@ def test_synchronize_device_covers_every_stream_of_the_device(run_py):
     assert r["queries"] == [[STREAM_COMPLETE, 0]] * 4
     assert r["fail"] == [AICORE_EXCEPTION, 0, 0]
     assert r["dev1"] == 0
+
+
+# ------------------------------------------------------------------------------- flags
+def test_stream_flags_change_synchronize_as_documented(run_py):
+    r = scenario(run_py, """
+        import threading
+        gate = threading.Event()
+        persistent, ret = acl.rt.create_stream_with_config(0, 0x4)   # ACL_STREAM_PERSISTENT
+        ok(ret, "create persistent")
+        ok(acl.rt.launch_host_func(persistent, lambda _: gate.wait(10), None))
+        t0 = time.monotonic()
+        R["persistent_sync"] = acl.rt.synchronize_stream(persistent)  # returns at once
+        R["persistent_fast"] = time.monotonic() - t0 < 2
+        R["persistent_query"] = ints(acl.rt.stream_query(persistent))  # still held
+        gate.set()
+        fast, ret = acl.rt.create_stream_with_config(9, 0x2)           # FAST_SYNC, priority 9
+        ok(ret, "create fast-sync")
+        p = zeroed(4096)
+        ok(acl.rt.memset_async(p, 4096, 7, 4096, fast))
+        R["fast_sync"] = acl.rt.synchronize_stream(fast)
+        R["fast_data"] = d2h(p, 4096) == bytes([7]) * 4096
+    """)
+    assert r["persistent_sync"] == 0 and r["persistent_fast"]
+    assert r["persistent_query"] == [1, 0]  # NOT_READY: the host func still holds it
+    assert r["fast_sync"] == 0 and r["fast_data"]
