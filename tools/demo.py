@@ -101,6 +101,8 @@ def _tour(check: _Checks) -> None:
     _, ret = acl.rt.malloc(0, ACL_MEM_MALLOC_HUGE_FIRST)
     _line("malloc(0) (a bad size)", f"ret {ret} {name_of(ret)} {check(ret == 100000)}")
 
+    _streams_and_p2p(check, a, b, size)
+
     print("\nPythonic face  (from npuemu.host import Device, DeviceArray)")
     from npuemu.host import Device
 
@@ -130,3 +132,38 @@ def _tour(check: _Checks) -> None:
     rets = [acl.rt.reset_device(0), acl.rt.reset_device(0), acl.rt.reset_device(1),
             acl.finalize()]
     _line("reset_device(0) x2, reset_device(1), finalize", f"{rets} {check(rets == [0] * 4)}")
+
+
+def _streams_and_p2p(check: _Checks, a: int, b: int, size: int) -> None:
+    """A stream with a kernel timed by events, then a P2P copy from card 0 to card 1."""
+    from npuemu.host import acl
+    from npuemu.host.kernel import LIBRARY
+
+    print("\nstreams, events, kernels, P2P  (acl.rt)")
+    stream, _ = acl.rt.create_stream()
+    start, _ = acl.rt.create_event()
+    end, _ = acl.rt.create_event()
+    binary, _ = acl.rt.binary_load_from_file(LIBRARY)
+    relu, _ = acl.rt.binary_get_function(binary, "relu")
+    n = size // 4
+    rets = [acl.rt.record_event(start, stream),
+            acl.rt.launch_kernel(relu, 4, [a, a, n, "float32"], stream),
+            acl.rt.record_event(end, stream), acl.rt.synchronize_stream(stream)]
+    ms, ret = acl.rt.event_elapsed_time(start, end)
+    _line("relu kernel, 4 blocks, on a stream", f"{rets}, {ms:.2f} ms device time "
+          f"{check(rets == [0] * 4 and ret == 0 and ms >= 0)}")
+    can, _ = acl.rt.device_can_access_peer(0, 1)
+    rets = [acl.rt.device_enable_peer_access(1, 0)]
+    acl.rt.set_device(1)
+    peer_buf, ret = acl.rt.malloc(size, 3)  # ACL_MEM_MALLOC_HUGE_FIRST_P2P
+    acl.rt.reset_device(1)  # back to the tour's one reference on card 1
+    acl.rt.set_device(0)
+    rets += [ret, acl.rt.memcpy(peer_buf, size, a, size, 3)]  # card 0's DMA engine copies
+    host = np.empty(n, np.float32)
+    rets.append(acl.rt.memcpy(host.ctypes.data, size, peer_buf, size, 2))
+    _line("P2P copy card 0 -> card 1 (peer access)", f"can_access={can} {rets}, relu applied "
+          f"{check(rets == [0] * 4 and bool((host >= 0).all()))}")
+    rets = [acl.rt.free(peer_buf), acl.rt.device_disable_peer_access(1),
+            acl.rt.destroy_event(start), acl.rt.destroy_event(end),
+            acl.rt.destroy_stream(stream), acl.rt.binary_unload(binary)]
+    _line("free, disable peer access, destroy", f"{rets} {check(rets == [0] * 6)}")
