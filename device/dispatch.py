@@ -182,13 +182,10 @@ def handle(worker: Worker, client: Client, payload: bytes) -> None:
         if seq:
             client.reply((seq, err.code, err.detail or str(err)))
         else:
-            _log(worker, f"async request failed: {err}")
+            worker.log("WARNING", f"async request failed: {err}")
     except (TypeError, ValueError, IndexError, NotImplementedError) as err:
         worker.ctl[DEVICE_CTL.BAD_FRAMES] += 1
-        _log(worker, f"malformed frame dropped: {err}")
+        worker.log("WARNING", f"malformed frame dropped: {err}")
         if type(seq) is int and seq > 0:
             client.reply((seq, errors.ACL_ERROR_RT_PARAM_INVALID, f"malformed request: {err}"))
 
-
-def _log(worker: Worker, message: str) -> None:
-    worker.log("WARNING", message)

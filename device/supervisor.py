@@ -183,13 +183,8 @@ class Supervisor:
                 if dp.slot_state(slot) in (ClientState.ACTIVE, ClientState.REQUEST):
                     self._post(shm.name(self.node, f"d{dp.dev}", f"c{slot}", "wake"))
         dp.close_ctl()
-        log_name = shm.name(self.node, f"d{dp.dev}", "log")
-        for entry in shm.leftovers(self.node):  # everything of the card but its log
-            if f".d{dp.dev}." in entry and "/" + entry != log_name:
-                if entry.startswith("sem."):
-                    shm.unlink_semaphore("/" + entry[4:])
-                else:
-                    shm.unlink_segment("/" + entry)
+        # everything of the card but its log (msnpureport reads it after a crash)
+        shm.unlink_all(self.node, f"d{dp.dev}.", keep=shm.name(self.node, f"d{dp.dev}", "log"))
         dp.proc = None
         if not stopping:
             print(f"npuemu: device {dp.dev} worker died ({code})", file=sys.stderr)

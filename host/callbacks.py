@@ -25,7 +25,7 @@ from typing import Any
 
 from npuemu.host import runtime
 from npuemu.host.link import DeviceLink
-from npuemu.host.stream import Stream, resolve, submit
+from npuemu.host.stream import Stream, resolve, streams_of, submit
 from npuemu.shared import errors
 from npuemu.shared.enums import CallbackBlockType
 from npuemu.shared.protocol import Op, Report
@@ -59,7 +59,7 @@ _queues: dict[int, queue.SimpleQueue] = {}
 def ensure_reporter(link: DeviceLink) -> None:
     """Start ``link``'s report thread once."""
     with _lock:
-        if getattr(link, "reporter", None) is None:
+        if link.reporter is None:
             link.reporter = threading.Thread(target=_serve, args=(link,), daemon=True,
                                              name=f"npuemu-reports-d{link.dev}")
             link.reporter.start()
@@ -100,10 +100,9 @@ def _dispatch(link: DeviceLink, report: tuple) -> None:
 def _host_func_queue(link: DeviceLink, slot: int) -> queue.SimpleQueue:
     """The queue of the thread that runs ``launch_host_func`` callbacks of one stream: each
     stream gets its own thread, so a callback that blocks holds only its own stream."""
-    queues = link.__dict__.setdefault("host_func_queues", {})
-    q = queues.get(slot)
+    q = link.host_func_queues.get(slot)
     if q is None:
-        q = queues[slot] = queue.SimpleQueue()
+        q = link.host_func_queues[slot] = queue.SimpleQueue()
         threading.Thread(target=_run_host_funcs, args=(link, slot, q), daemon=True,
                          name=f"npuemu-hostfunc-d{link.dev}-s{slot}").start()
     return q
@@ -121,10 +120,7 @@ def _run_host_funcs(link: DeviceLink, slot: int, q: queue.SimpleQueue) -> None:
 
 
 def _thread_of(link: DeviceLink, slot: int) -> int:
-    for obj in list(runtime.get().handles.values()):
-        if isinstance(obj, Stream) and obj.link is link and obj.slot == slot:
-            return obj.creator_tid
-    return 0
+    return next((s.creator_tid for s in streams_of(link) if s.slot == slot), 0)
 
 
 def _run(fn: Callable[[Any], Any] | None, args: Any) -> None:

@@ -44,8 +44,7 @@ def _drain(od: OpenDevice) -> None:
     failures are not raised here: the streams go away with the reset."""
     from npuemu.host import stream as streams
 
-    for s in [h for h in list(runtime.get().handles.values())
-              if isinstance(h, streams.Stream) and h.link is od.link]:
+    for s in streams.streams_of(od.link):
         target = s.submitted
         try:  # a hung task (injected fault) never completes: the reset clears it instead
             od.link.wait_until(lambda s=s, t=target: s.done(t) or s.hung(), None)
@@ -85,8 +84,7 @@ def synchronize_device(timeout_ms: int = -1) -> None:
     link = rt.current_link()
     link.check_alive()
     deadline = None if wait_s is None else time.monotonic() + wait_s
-    mine = [s for s in list(rt.handles.values())
-            if isinstance(s, streams.Stream) and s.link is link]
+    mine = streams.streams_of(link)
     for s in mine:
         target = s.submitted
         left = None if deadline is None else max(deadline - time.monotonic(), 1e-6)

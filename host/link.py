@@ -26,6 +26,8 @@ import select
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
@@ -49,6 +51,43 @@ SLEEP_S = 0.05
 _H = CLIENT_HEADER
 
 
+@dataclass
+class SlotPool:
+    """Free slots of one of the link's tables (streams, events). A slot given back with
+    ``give_when`` is reused only once ``done()`` says the worker no longer writes it."""
+
+    size: int
+    free: list[int] = field(default_factory=list)
+    pending: list[tuple[Callable[[], bool], int]] = field(default_factory=list)
+    next: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, code: int) -> int:
+        """A free slot; AclError(``code``) when every slot is in use."""
+        with self.lock:
+            still = []
+            for done, slot in self.pending:
+                if done():
+                    self.free.append(slot)
+                else:
+                    still.append((done, slot))
+            self.pending = still
+            if self.free:
+                return self.free.pop()
+            if self.next >= self.size:
+                raise errors.error_for(code, f"all {self.size} slots of this device are in use")
+            self.next += 1
+            return self.next - 1
+
+    def give(self, slot: int) -> None:
+        with self.lock:
+            self.free.append(slot)
+
+    def give_when(self, done: Callable[[], bool], slot: int) -> None:
+        with self.lock:
+            self.pending.append((done, slot))
+
+
 class DeviceLink:
     """Host end of the link to device ``dev`` of a node, using client slot ``slot``."""
 
@@ -59,6 +98,10 @@ class DeviceLink:
         self.lost_detail = ""
         self.closing = False
         self.pinned: set[int] = set()  # pinned host blocks this device has mapped
+        self.stream_slots = SlotPool(layout.MAX_STREAMS)
+        self.event_slots = SlotPool(layout.MAX_EVENTS)
+        self.reporter: threading.Thread | None = None  # started by host/callbacks.py
+        self.host_func_queues: dict[int, Any] = {}  # stream slot -> its host-func queue
         self.logical = dev  # the id this process knows the device by (set by the runtime)
         self._open_device()
         self._create_client()
@@ -142,9 +185,7 @@ class DeviceLink:
     def post(self, op: int, *args: object) -> None:
         """Send a request that wants no reply (e.g. FREE). Does not block unless full."""
         with self.lock:
-            if self.lost_detail or self.ctl[DEVICE_CTL.STATE] == DeviceState.LOST:
-                self.check_alive()
-            self._push(protocol.pack((op, 0, *args)))
+            self.submit_locked((op, 0, *args))
 
     def call(self, op: int, *args: object) -> tuple:
         """Send a request and block until its reply; returns the results or raises AclError."""
@@ -243,9 +284,8 @@ class DeviceLink:
     def close(self) -> None:
         """Detach: the worker reclaims this client's memory and frees the slot."""
         self.closing = True
-        reporter = getattr(self, "reporter", None)
-        if reporter is not None and reporter is not threading.current_thread():
-            reporter.join(timeout=1.0)
+        if self.reporter is not None and self.reporter is not threading.current_thread():
+            self.reporter.join(timeout=1.0)
         if self.alive():
             self.ctl[self._state_index] = ClientState.CLOSING
             self.bell.release()

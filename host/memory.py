@@ -176,19 +176,30 @@ def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
     """Mirrors ``aclrtMemcpy`` (synchronous; no implicit stream sync). ``kind`` must match
     the addresses (``ACL_MEMCPY_DEFAULT`` infers it). ``count > dst_max`` gives 107000, as
     the rt layer's parameter check does (``RT_ERROR_INVALID_VALUE``)."""
-    dst_max = _check_size(dst_max, "dst_max", allow_zero=True)
-    count = _check_size(count, "count", allow_zero=True)
-    if count > dst_max:
-        raise _param(f"count {count} exceeds dst_max {dst_max}")
-    dst, src = _check_ptr(dst), _check_ptr(src)
-    expected = _direction(dst, src, kind)
+    dst, src, count, direction = _copy_args(dst, dst_max, src, count, kind, allow_zero=True)
     if count == 0:
         return
     runtime.get().current()
-    if expected == (True, True):
+    if direction == (True, True):
         _d2d(dst, src, count, kind)
+    elif direction == (False, True):
+        _h2d(dst, src, count)
+    elif direction == (True, False):
+        _d2h(dst, src, count)
     else:
-        _COPIERS[expected](dst, src, count)
+        _h2h(dst, src, count)
+
+
+def _copy_args(dst: object, dst_max: object, src: object, count: object, kind: int,
+               allow_zero: bool) -> tuple[int, int, int, tuple[bool, bool]]:
+    """The argument checks both memcpy calls make; returns ``(dst, src, count, (source on
+    a device, destination on a device))``."""
+    dst_max = _check_size(dst_max, "dst_max", allow_zero=True)
+    count = _check_size(count, "count", allow_zero=allow_zero)
+    if count > dst_max:
+        raise _param(f"count {count} exceeds dst_max {dst_max}")
+    dst, src = _check_ptr(dst), _check_ptr(src)
+    return dst, src, count, _direction(dst, src, kind)
 
 
 def _h2h(dst: int, src: int, count: int) -> None:
@@ -233,8 +244,6 @@ def _check_inner(kind: int, src: Allocation, dst: Allocation) -> None:
     if kind == _K.ACL_MEMCPY_INNER_DEVICE_TO_DEVICE and src.link is not dst.link:
         raise _param("ACL_MEMCPY_INNER_DEVICE_TO_DEVICE between two devices")
 
-
-_COPIERS = {(False, False): _h2h, (False, True): _h2d, (True, False): _d2h}
 
 
 def memset(ptr: int, max_count: int, value: int, count: int) -> None:
@@ -296,22 +305,19 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
     Async H2H is 207000 (as in EP mode)."""
     from npuemu.host import stream as streams
 
-    dst_max = _check_size(dst_max, "dst_max", allow_zero=True)
-    count = _check_size(count, "count")
-    if count > dst_max:
-        raise _param(f"count {count} exceeds dst_max {dst_max}")
-    dst, src = _check_ptr(dst), _check_ptr(src)
-    direction = _direction(dst, src, kind)
+    dst, src, count, direction = _copy_args(dst, dst_max, src, count, kind, allow_zero=False)
     if direction == (False, False):
         raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "async host-to-host copy")
     stream = streams.resolve(stream_handle, for_submit=True)
     link = stream.link
-    devices = [find(ptr, count).link.logical if on_device else stream.device
-               for ptr, on_device in ((src, direction[0]), (dst, direction[1]))]
-    if direction == (True, True):
-        _check_inner(kind, find(src, count), find(dst, count))
-    p2p.check_copy(stream.device, devices[0], devices[1])
+    src_alloc = find(src, count) if direction[0] else None
+    dst_alloc = find(dst, count) if direction[1] else None
+    if src_alloc is not None and dst_alloc is not None:
+        _check_inner(kind, src_alloc, dst_alloc)
+    p2p.check_copy(stream.device, src_alloc.link.logical if src_alloc else stream.device,
+                   dst_alloc.link.logical if dst_alloc else stream.device)
     if direction == (False, True) and not _pinned(link, src, count):
+        runtime.get().host_maps.check(src, count, write=False)
         staged = _stage(link, count)
         ctypes.memmove(staged, src, count)
         seq = streams.submit(stream, Op.COPY_ASYNC, dst, staged, count)

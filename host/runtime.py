@@ -107,9 +107,9 @@ class Runtime:
 
     def visible(self) -> list[int]:
         """Node device ids visible to this process, indexed by logical id."""
+        if self.config.name:  # a shared node: its size is only known once attached
+            self.ensure_node()
         total = self.node.devices if self.node else self.config.devices
-        if self.config.name and self.node is None:
-            total = self.ensure_node().devices
         return parse_visible_devices(os.environ.get("ASCEND_RT_VISIBLE_DEVICES"), total)
 
     def check_device_id(self, dev: object) -> int:

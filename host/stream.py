@@ -18,13 +18,12 @@ timestamp 107006, and end before start 107007.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from npuemu.host import plog, runtime
 from npuemu.host.link import SPIN_S, DeviceLink
 from npuemu.host.runtime import index
-from npuemu.shared import errors, layout, logring
+from npuemu.shared import errors, logring
 from npuemu.shared.enums import (
     EventFlag,
     EventRecordedStatus,
@@ -91,40 +90,6 @@ class Event:
         return self.word(_EE.DONE_GEN) >= self.gen
 
 
-@dataclass
-class SlotPool:
-    """Free slots of a per-link table; a slot is reused only once the worker is done with it."""
-
-    size: int
-    free: list[int] = field(default_factory=list)
-    pending: list[tuple[Callable[[], bool], int]] = field(default_factory=list)
-    next: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def take(self, code: int) -> int:
-        with self.lock:
-            if self.pending:
-                self.free += [slot for done, slot in self.pending if done()]
-                self.pending = [(done, slot) for done, slot in self.pending if not done()]
-            if self.free:
-                return self.free.pop()
-            if self.next >= self.size:
-                raise errors.error_for(code, f"all {self.size} slots of this device are in use")
-            self.next += 1
-            return self.next - 1
-
-    def give(self, slot: int) -> None:
-        with self.lock:
-            self.free.append(slot)
-
-
-def _pools(link: DeviceLink) -> tuple[SlotPool, SlotPool]:
-    pools = getattr(link, "slot_pools", None)
-    if pools is None:
-        pools = link.slot_pools = (SlotPool(layout.MAX_STREAMS), SlotPool(layout.MAX_EVENTS))
-    return pools
-
-
 # streams ---------------------------------------------------------------------------------------
 def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     """Mirrors ``aclrtCreateStreamWithConfig`` (and ``aclrtCreateStream``). One round trip.
@@ -138,7 +103,7 @@ def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     link = rt.devices[ctx.device].link
     priority = min(max(index(priority, errors.ACL_ERROR_INVALID_PARAM, "priority"), 0), 7)
     flags = index(flags, errors.ACL_ERROR_INVALID_PARAM, "flag")
-    pool = _pools(link)[0]
+    pool = link.stream_slots
     slot = pool.take(errors.ACL_ERROR_RT_NO_STREAM_RESOURCE)
     try:
         (sid,) = link.call(Op.STREAM_CREATE, slot, priority, flags)
@@ -151,6 +116,12 @@ def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     if plog.debug:
         plog.log(logring.DEBUG, f"stream {sid} created on device {ctx.device}")
     return rt.register(Stream(0, ctx.device, link, slot, sid, priority, flags))
+
+
+def streams_of(link: DeviceLink) -> list[Stream]:
+    """This process's live streams on ``link``'s device (default streams included)."""
+    return [h for h in list(runtime.get().handles.values())
+            if isinstance(h, Stream) and h.link is link]
 
 
 def resolve(handle: object, *, for_submit: bool = False) -> Stream:
@@ -250,7 +221,7 @@ def close_stream(stream: Stream) -> None:
         plog.log(logring.DEBUG, f"stream {stream.sid} destroyed")
     if stream.link.alive():
         stream.link.call(Op.STREAM_DESTROY, stream.slot)
-        _pools(stream.link)[0].give(stream.slot)
+        stream.link.stream_slots.give(stream.slot)
 
 
 def set_failure_mode(handle: object, mode: int) -> None:
@@ -282,7 +253,7 @@ def create_event(flags: int = EventFlag.ACL_EVENT_TIME_LINE | EventFlag.ACL_EVEN
     ctx = rt.current()
     link = rt.devices[ctx.device].link
     flags = index(flags, errors.ACL_ERROR_INVALID_PARAM, "flag")
-    slot = _pools(link)[1].take(errors.ACL_ERROR_RT_NO_EVENT_RESOURCE)
+    slot = link.event_slots.take(errors.ACL_ERROR_RT_NO_EVENT_RESOURCE)
     for word in range(_EE.words):
         link.events[slot * _EE.words + word] = 0  # the worker no longer writes a given slot
     if plog.debug:
@@ -395,9 +366,8 @@ def destroy_event(handle: object) -> None:
     if plog.debug:
         plog.log(logring.DEBUG, f"event slot {event.slot} destroyed")
     runtime.get().handles.pop(event.handle, None)
-    pool = _pools(event.link)[1]
+    pool = event.link.event_slots
     if event.complete() or not event.link.alive():
         pool.give(event.slot)
     else:
-        with pool.lock:
-            pool.pending.append((event.complete, event.slot))
+        pool.give_when(event.complete, event.slot)

@@ -151,8 +151,9 @@ def leftovers(node: str | None = None) -> list[str]:
     return sorted(e for e in entries if e.startswith(pre) or e.startswith("sem." + pre))
 
 
-def unlink_all(node: str, only: str = "") -> int:
-    """Unlink every segment and semaphore of ``node`` whose name continues with ``only``."""
+def unlink_all(node: str, only: str = "", keep: str = "") -> int:
+    """Unlink every segment and semaphore of ``node`` whose name continues with ``only``,
+    except the one named ``keep``."""
     pre = node_prefix(node) + only
     count = 0
     for entry in leftovers(node):
@@ -160,7 +161,7 @@ def unlink_all(node: str, only: str = "") -> int:
             if entry[4:].startswith(pre):
                 unlink_semaphore("/" + entry[4:])
                 count += 1
-        elif entry.startswith(pre):
+        elif entry.startswith(pre) and "/" + entry != keep:
             unlink_segment("/" + entry)
             count += 1
     return count

@@ -487,7 +487,35 @@ def _raw_ring_regions(buf: memoryview, init: bool) -> tuple[memoryview, Ring, Ri
     return flags, Ring(buf[a:b]), Ring(buf[b : b + cpl])
 
 
-class RawRing:
+class _RawPeer:
+    """What both bare ping-pongs share: semaphores unlinked on close, a peer process reaped
+    (``_stop`` asks it to end, then it is killed after 3 s)."""
+
+    _stack: contextlib.ExitStack
+    proc: subprocess.Popen
+
+    def _sem(self, name: str) -> posix_ipc.Semaphore:
+        sem = shm.semaphore(name, create=True)
+        self._stack.callback(shm.unlink_semaphore, name)
+        self._stack.callback(sem.close)
+        return sem
+
+    def _ask_to_stop(self) -> None:
+        self.proc.terminate()
+
+    def _stop(self) -> None:
+        self._ask_to_stop()
+        try:
+            self.proc.wait(3)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+class RawRing(_RawPeer):
     """Host end of a bare ring ping-pong: the link's wait strategy and constants, without
     msgpack, dispatch, locks or the runtime. The peer is ``--ring-pong`` (worker strategy)."""
 
@@ -514,20 +542,9 @@ class RawRing:
             self._stack.close()
             raise
 
-    def _sem(self, name: str) -> posix_ipc.Semaphore:
-        sem = shm.semaphore(name, create=True)
-        self._stack.callback(shm.unlink_semaphore, name)
-        self._stack.callback(sem.close)
-        return sem
-
-    def _stop(self) -> None:
+    def _ask_to_stop(self) -> None:
         self.flags[_STOP] = 1
         self.bell.release()
-        try:
-            self.proc.wait(3)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
     def round_trip(self) -> None:
         sub, cpl, flags, pc = self.sub, self.cpl, self.flags, time.perf_counter
@@ -548,9 +565,6 @@ class RawRing:
                 break
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ring ping-pong peer exited ({self.proc.returncode})")
-
-    def close(self) -> None:
-        self._stack.close()
 
 
 def _ring_pong(seg_name: str, bell_name: str, wake_name: str) -> int:
@@ -589,7 +603,7 @@ def _ring_pong(seg_name: str, bell_name: str, wake_name: str) -> int:
     return 0
 
 
-class RawSem:
+class RawSem(_RawPeer):
     """Host end of a bare posix_ipc semaphore ping-pong (peer: ``--sem-pong``)."""
 
     def __init__(self, ctx: Context) -> None:
@@ -604,19 +618,6 @@ class RawSem:
             self._stack.close()
             raise
 
-    def _sem(self, name: str) -> posix_ipc.Semaphore:
-        sem = shm.semaphore(name, create=True)
-        self._stack.callback(shm.unlink_semaphore, name)
-        self._stack.callback(sem.close)
-        return sem
-
-    def _stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(3)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
     def round_trip(self) -> None:
         self.ping.release()
@@ -624,9 +625,6 @@ class RawSem:
             self.pong.acquire(5.0)
         except posix_ipc.BusyError:
             raise RuntimeError("semaphore ping-pong peer did not answer in 5 s") from None
-
-    def close(self) -> None:
-        self._stack.close()
 
 
 def _sem_pong(ping_name: str, pong_name: str) -> int:
