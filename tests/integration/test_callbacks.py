@@ -10,10 +10,8 @@ test_streams.py::test_concurrent_pyacl_calls_from_several_threads).
 
 from __future__ import annotations
 
-import json
-import textwrap
-
 import pytest
+from childprog import CHILD_HELPERS, run_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -31,47 +29,7 @@ STREAM_SYNC_TIMEOUT = 507046
 INVALID_INFO = 0xFFFFFFFF
 LIVENESS_S = 5.0
 
-PRELUDE = """
-import ctypes, json, os, sys, threading, time
-import numpy as np
-from npuemu.tools.cli import install_acl
-install_acl()
-import acl
-R = {}
-
-
-def ok(ret, what=""):
-    if ret != 0:
-        raise SystemExit(f"{what} failed: {ret} {acl.get_recent_err_msg()}")
-
-def ints(result):
-    return [int(v) for v in result]
-
-def malloc(size):
-    ptr, ret = acl.rt.malloc(size, 0)
-    ok(ret, f"malloc({size})")
-    return ptr
-
-def d2h(src, n):
-    out = bytearray(n)
-    ok(acl.rt.memcpy(acl.util.bytes_to_ptr(out), n, src, n, 2), "D2H")
-    return bytes(out)
-
-def zeroed(n):
-    p = malloc(n)
-    ok(acl.rt.memset(p, n, 0, n), "memset")
-    return p
-
-def stream():
-    s, ret = acl.rt.create_stream()
-    ok(ret, "create_stream")
-    return s
-
-def hold(s):
-    gate = threading.Event()
-    ok(acl.rt.launch_host_func(s, lambda _: gate.wait(20), None), "launch_host_func")
-    return gate
-
+PRELUDE = CHILD_HELPERS + """
 def wait_for(predicate, seconds=5.0):
     deadline = time.monotonic() + seconds
     while not predicate() and time.monotonic() < deadline:
@@ -105,19 +63,9 @@ CTX, ret = acl.rt.get_context()
 ok(ret, "get_context")
 """
 
-EPILOGUE = """
-print("RESULT " + json.dumps(R))
-"""
-
-
 def scenario(run_py, body: str, env: dict[str, str] | None = None, timeout: float = 30) -> dict:
     """Run ``body`` after PRELUDE in a child with ENV (+ ``env``); returns its ``R``."""
-    code = PRELUDE + textwrap.dedent(body) + EPILOGUE
-    res = run_py(code, env={**ENV, **(env or {})}, timeout=timeout)
-    assert res.returncode == 0, f"child failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert lines, f"no RESULT line:\n{res.stdout}\n{res.stderr}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_scenario(run_py, PRELUDE, body, {**ENV, **(env or {})}, timeout)
 
 
 # ---------------------------------------------------------------- aclrtLaunchCallback

@@ -11,11 +11,10 @@ result is cached per module so the child runs once.
 
 from __future__ import annotations
 
-import json
 import re
-import textwrap
 
 import pytest
+from childprog import run_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -119,12 +118,7 @@ print("RESULT " + json.dumps(R), flush=True)
 
 
 def scenario(run_py, body: str, env: dict[str, str] | None = None, timeout: float = 40) -> dict:
-    code = PRELUDE + textwrap.dedent(body) + EPILOGUE
-    res = run_py(code, env={**ENV, **(env or {})}, timeout=timeout)
-    assert res.returncode == 0, f"child failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert lines, f"no RESULT line:\n{res.stdout}\n{res.stderr}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_scenario(run_py, PRELUDE, body, {**ENV, **(env or {})}, timeout)
 
 
 _CACHE: dict[str, dict] = {}

@@ -8,10 +8,8 @@ saw in a dict ``R`` printed as JSON and the assertions are made here.
 
 from __future__ import annotations
 
-import json
-import textwrap
-
 import pytest
+from childprog import CHILD_HELPERS, run_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -26,40 +24,9 @@ AICPU_EXCEPTION = 507018
 VECTOR_CORE_EXCEPTION = 507035
 DEVICE_MEM_ERROR = 507053
 
-PRELUDE = """
-import ctypes, json, os, sys, threading, time
-import numpy as np
-from npuemu.tools.cli import install_acl
-install_acl()
-import acl
+PRELUDE = CHILD_HELPERS + """
 from npuemu.host.kernel import LIBRARY
-R = {}
 
-
-def ok(ret, what=""):
-    if ret != 0:
-        raise SystemExit(f"{what} failed: {ret} {acl.get_recent_err_msg()}")
-
-def ints(result):
-    return [int(v) for v in result]
-
-def malloc(size):
-    ptr, ret = acl.rt.malloc(size, 0)
-    ok(ret, f"malloc({size})")
-    return ptr
-
-def h2d(dst, data):
-    ok(acl.rt.memcpy(dst, len(data), acl.util.bytes_to_ptr(data), len(data), 1), "H2D")
-
-def d2h(src, n):
-    out = bytearray(n)
-    ok(acl.rt.memcpy(acl.util.bytes_to_ptr(out), n, src, n, 2), "D2H")
-    return bytes(out)
-
-def zeroed(n):
-    p = malloc(n)
-    ok(acl.rt.memset(p, n, 0, n), "memset")
-    return p
 
 def to_dev(arr):
     arr = np.ascontiguousarray(arr)
@@ -70,16 +37,6 @@ def to_dev(arr):
 def from_dev(p, dtype, count):
     dt = np.dtype(dtype)
     return np.frombuffer(d2h(p, count * dt.itemsize), dt, count)
-
-def stream():
-    s, ret = acl.rt.create_stream()
-    ok(ret, "create_stream")
-    return s
-
-def hold(s):
-    gate = threading.Event()
-    ok(acl.rt.launch_host_func(s, lambda _: gate.wait(20), None), "launch_host_func")
-    return gate
 
 def functions(binary, names):
     out = {}
@@ -92,19 +49,9 @@ ok(acl.init(), "init")
 ok(acl.rt.set_device(0), "set_device")
 """
 
-EPILOGUE = """
-print("RESULT " + json.dumps(R))
-"""
-
-
 def scenario(run_py, body: str, env: dict[str, str] | None = None, timeout: float = 30) -> dict:
     """Run ``body`` after PRELUDE in a child with ENV (+ ``env``); returns its ``R``."""
-    code = PRELUDE + textwrap.dedent(body) + EPILOGUE
-    res = run_py(code, env={**ENV, **(env or {})}, timeout=timeout)
-    assert res.returncode == 0, f"child failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert lines, f"no RESULT line:\n{res.stdout}\n{res.stderr}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_scenario(run_py, PRELUDE, body, {**ENV, **(env or {})}, timeout)
 
 
 # ------------------------------------------------------------------------------ library

@@ -12,6 +12,7 @@ import json
 import textwrap
 
 import pytest
+from childprog import CHILD_HELPERS, EPILOGUE, run_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -30,33 +31,10 @@ MEMORY_ALLOCATION = 207001
 # ("as in the rt layer"); earlier code and the task brief said 100000.
 COUNT_OVER_MAX = RT_PARAM_INVALID
 
-PRELUDE = """
-import ctypes, json, os, sys, threading, time
-import numpy as np
-from npuemu.tools.cli import install_acl
-install_acl()
-import acl
+PRELUDE = CHILD_HELPERS + """
 from npuemu.shared import address
-R = {}
 ZEROS = bytes(64)  # a host source that stays alive (a temporary's address would dangle)
 ZP = acl.util.bytes_to_ptr(ZEROS)
-
-def ok(ret, what=""):
-    if ret != 0:
-        raise SystemExit(f"{what} failed: {ret} {acl.get_recent_err_msg()}")
-
-def malloc(size, policy=0):
-    ptr, ret = acl.rt.malloc(size, policy)
-    ok(ret, f"malloc({size}, {policy:#x})")
-    return ptr
-
-def h2d(dst, data):
-    ok(acl.rt.memcpy(dst, len(data), acl.util.bytes_to_ptr(data), len(data), 1), "H2D")
-
-def d2h(src, n):
-    out = bytearray(n)
-    ok(acl.rt.memcpy(acl.util.bytes_to_ptr(out), n, src, n, 2), "D2H")
-    return bytes(out)
 
 def hbm_free(attr=1):
     free, total, ret = acl.rt.get_mem_info(attr)
@@ -79,19 +57,9 @@ def still_works(dev=0):
     return good
 """
 
-EPILOGUE = """
-print("RESULT " + json.dumps(R))
-"""
-
-
 def scenario(run_py, body: str, env: dict[str, str] | None = None, timeout: float = 60) -> dict:
     """Run ``body`` after PRELUDE in a child with ENV (+ ``env``); returns its ``R``."""
-    code = PRELUDE + textwrap.dedent(body) + EPILOGUE
-    res = run_py(code, env={**ENV, **(env or {})}, timeout=timeout)
-    assert res.returncode == 0, f"child failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert lines, f"no RESULT line:\n{res.stdout}\n{res.stderr}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_scenario(run_py, PRELUDE, body, {**ENV, **(env or {})}, timeout)
 
 
 # ------------------------------------------------------------------ copies and data integrity

@@ -13,10 +13,8 @@ the only fixed bound is a 5 s liveness bound on calls that must return. The chil
 
 from __future__ import annotations
 
-import json
-import textwrap
-
 import pytest
+from childprog import CHILD_HELPERS, run_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -39,57 +37,7 @@ EVENT_COMPLETE, EVENT_NOT_READY = 0, 1  # query_event / query_event_wait_status
 RECORDED_NOT_READY, RECORDED_COMPLETE = 0, 1  # query_event_status
 LIVENESS_S = 5.0
 
-PRELUDE = """
-import ctypes, json, os, sys, threading, time
-import numpy as np
-from npuemu.tools.cli import install_acl
-install_acl()
-import acl
-R = {}
-
-
-def ok(ret, what=""):
-    if ret != 0:
-        raise SystemExit(f"{what} failed: {ret} {acl.get_recent_err_msg()}")
-
-def ints(result):
-    \"\"\"A pyACL result tuple as plain ints (JSON friendly).\"\"\"
-    return [int(v) for v in result]
-
-def malloc(size):
-    ptr, ret = acl.rt.malloc(size, 0)
-    ok(ret, f"malloc({size})")
-    return ptr
-
-def h2d(dst, data):
-    ok(acl.rt.memcpy(dst, len(data), acl.util.bytes_to_ptr(data), len(data), 1), "H2D")
-
-def d2h(src, n):
-    out = bytearray(n)
-    ok(acl.rt.memcpy(acl.util.bytes_to_ptr(out), n, src, n, 2), "D2H")
-    return bytes(out)
-
-def zeroed(n):
-    p = malloc(n)
-    ok(acl.rt.memset(p, n, 0, n), "memset")
-    return p
-
-def stream():
-    s, ret = acl.rt.create_stream()
-    ok(ret, "create_stream")
-    return s
-
-def event(flag=None):
-    e, ret = acl.rt.create_event() if flag is None else acl.rt.create_event_with_flag(flag)
-    ok(ret, "create_event")
-    return e
-
-def hold(s):
-    \"\"\"Block stream ``s`` with a host function until the returned Event is set.\"\"\"
-    gate = threading.Event()
-    ok(acl.rt.launch_host_func(s, lambda _: gate.wait(20), None), "launch_host_func")
-    return gate
-
+PRELUDE = CHILD_HELPERS + """
 KERNELS = '''
 import time
 from npuemu.shared.kernel import kernel
@@ -124,19 +72,9 @@ ok(acl.init(), "init")
 ok(acl.rt.set_device(0), "set_device")
 """
 
-EPILOGUE = """
-print("RESULT " + json.dumps(R))
-"""
-
-
 def scenario(run_py, body: str, env: dict[str, str] | None = None, timeout: float = 30) -> dict:
     """Run ``body`` after PRELUDE in a child with ENV (+ ``env``); returns its ``R``."""
-    code = PRELUDE + textwrap.dedent(body) + EPILOGUE
-    res = run_py(code, env={**ENV, **(env or {})}, timeout=timeout)
-    assert res.returncode == 0, f"child failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert lines, f"no RESULT line:\n{res.stdout}\n{res.stderr}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_scenario(run_py, PRELUDE, body, {**ENV, **(env or {})}, timeout)
 
 
 # ------------------------------------------------------------------------------- ordering

@@ -326,7 +326,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             assert candidates == []
             return -1  # marker: nothing to free
         assert off % align == 0
-        assert 0 <= off and off + span <= self.capacity
+        assert off >= 0 and off + span <= self.capacity
         # Best fit: the chosen free block is a smallest one that can hold the request.
         holder = [(s, n) for s, n in free_before if s <= off and off + span <= s + n]
         assert len(holder) == 1
