@@ -88,7 +88,7 @@ class Runtime:
 
     # node and devices ----------------------------------------------------------------------
     def check_fork(self) -> None:
-        if os.getpid() != self.pid:
+        if _forked:
             raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
                                    "npuemu cannot be used in a forked child of the process "
                                    "that started it; use multiprocessing's 'spawn' method")
@@ -234,6 +234,16 @@ def index(value: object, code: int, what: str) -> int:
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
+_forked = False
+"""Set in a forked child (``os.register_at_fork``): no per-call ``getpid``."""
+
+
+def _mark_forked() -> None:
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_mark_forked)
 
 
 def get() -> Runtime:
