@@ -476,7 +476,7 @@ _PAYLOAD = b"\x92\x01\x01"  # what a PING request weighs on the wire
 
 
 def _raw_ring_regions(buf: memoryview, init: bool) -> tuple[memoryview, Ring, Ring]:
-    from npuemu.host.link import CPL_CAPACITY, SUB_CAPACITY
+    from npuemu.host.driver.link import CPL_CAPACITY, SUB_CAPACITY
 
     sub, cpl = region_size(SUB_CAPACITY), region_size(CPL_CAPACITY)
     flags = buf[:_RAW_CTL].cast("Q")
@@ -520,7 +520,7 @@ class RawRing(_RawPeer):
     msgpack, dispatch, locks or the runtime. The peer is ``--ring-pong`` (worker strategy)."""
 
     def __init__(self, ctx: Context) -> None:
-        from npuemu.host.link import CPL_CAPACITY, SLEEP_S, SPIN_S, SUB_CAPACITY
+        from npuemu.host.driver.link import CPL_CAPACITY, SLEEP_S, SPIN_S, SUB_CAPACITY
 
         self.spin_s, self.sleep_s = SPIN_S, SLEEP_S
         self._stack = contextlib.ExitStack()
@@ -644,7 +644,8 @@ def _sem_pong(ping_name: str, pong_name: str) -> int:
 @figure("sync-round-trip", devices=2)
 def fig_sync_round_trip(ctx: Context) -> list[Record]:
     """PING through the runtime vs a bare ring and a bare semaphore ping-pong."""
-    from npuemu.host import acl, runtime
+    from npuemu.host import acl
+    from npuemu.host.core import runtime
     from npuemu.shared.protocol import Op
 
     _ok(acl.rt.set_device(0), "set_device(0)")
@@ -693,7 +694,8 @@ def _cpu_ns(procs: list[psutil.Process]) -> int:
 def fig_idle_cpu(ctx: Context) -> list[Record]:
     """CPU of an idle 8-device node (supervisor + workers) vs the 1 % target."""
     from npuemu.device.worker import RECENT_S
-    from npuemu.host import acl, runtime
+    from npuemu.host import acl
+    from npuemu.host.core import runtime
 
     for dev in range(8):
         _ok(acl.rt.set_device(dev), f"set_device({dev})")
@@ -931,7 +933,7 @@ def _overlap(ctx: Context, acl: Any, copy_stream: int) -> Record:
 
 
 def _library_path() -> str:
-    from npuemu.host.kernel import LIBRARY
+    from npuemu.host.core.kernel import LIBRARY
 
     return LIBRARY
 
@@ -1185,7 +1187,7 @@ def _report_forced(fig: Figure, forced: list[str]) -> None:
 
 def _child_figure(key: str, quick: bool, out: str, track_path: str) -> int:
     """``--figure KEY``: run one figure on a fresh embedded node, write its records."""
-    from npuemu.host import runtime
+    from npuemu.host.core import runtime
 
     fig = next(f for f in FIGURES if f.key == key)
     ctx = Context(quick, Tracker(track_path))

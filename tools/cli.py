@@ -31,7 +31,7 @@ def _node_name(args: argparse.Namespace) -> str:
 
 def cmd_start(args: argparse.Namespace) -> int:
     """Start a shared node in the background; returns once every worker is ready."""
-    from npuemu.host.node import spawn_supervisor, wait_for_node
+    from npuemu.host.driver.node import spawn_supervisor, wait_for_node
     from npuemu.shared import errors
 
     name = _node_name(args)

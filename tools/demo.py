@@ -62,7 +62,7 @@ def main() -> int:
 
 def _tour(check: _Checks) -> None:
     from npuemu.host import DeviceArray, OutOfMemoryError, acl, device_count
-    from npuemu.host import runtime as host_runtime
+    from npuemu.host.core import runtime as host_runtime
     from npuemu.tools import status
 
     # Plain ints, as the pyACL samples define them.
@@ -137,7 +137,7 @@ def _tour(check: _Checks) -> None:
 def _streams_and_p2p(check: _Checks, a: int, b: int, size: int) -> None:
     """A stream with a kernel timed by events, then a P2P copy from card 0 to card 1."""
     from npuemu.host import acl
-    from npuemu.host.kernel import LIBRARY
+    from npuemu.host.core.kernel import LIBRARY
 
     print("\nstreams, events, kernels, P2P  (acl.rt)")
     stream, _ = acl.rt.create_stream()

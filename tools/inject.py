@@ -1,7 +1,7 @@
 """``npuemu inject``: inject a hardware fault into a card of a running shared node.
 
 Attaches to the node as a host client (``NPUEMU_NODE``), calls
-``npuemu.host.faults.inject(dev, kind, **params)`` and detaches. ``DEV`` is the card's id in
+``npuemu.host.core.faults.inject(dev, kind, **params)`` and detaches. ``DEV`` is the card's id in
 the node (``ASCEND_RT_VISIBLE_DEVICES`` is ignored here). Values are ints (``0x..``
 allowed), ``true``/``false``, or strings. Kinds and their parameters (``device/faults.py``):
 
@@ -72,7 +72,7 @@ def _use_node(node: str) -> None:
 
 def inject_fault(node: str, dev: int, kind: str, params: dict[str, Any]) -> str:
     """Inject one fault; returns what happened (a line). Raises AclError."""
-    from npuemu.host import faults
+    from npuemu.host.core import faults
     from npuemu.tools import status
 
     try:

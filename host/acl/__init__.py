@@ -7,10 +7,10 @@ Submodules as in pyACL: ``acl.rt`` (runtime), ``acl.util`` (pointer helpers). Ca
 
 from __future__ import annotations
 
-from npuemu.host import device
 from npuemu.host.acl import rt, util
 from npuemu.host.acl._wrap import recent_message
-from npuemu.host.runtime import get as _runtime
+from npuemu.host.core import device
+from npuemu.host.core.runtime import get as _runtime
 from npuemu.shared import errors
 
 ACL_MAJOR_VERSION, ACL_MINOR_VERSION, ACL_PATCH_VERSION = 1, 17, 0

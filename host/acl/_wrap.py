@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from npuemu.host import plog
+from npuemu.host.core import plog
 from npuemu.shared import errors, logring
 
 _local = threading.local()

@@ -1,6 +1,6 @@
 """``acl.rt``: the pyACL runtime functions (names, argument order, tuple returns with ``ret``
 last, enum values and error codes as in pyACL). Each is a thin wrapper over the runtime core
-(``host/device.py``, ``host/memory.py``); the docstrings there say what each mirrors and
+(``host/core/device.py``, ``host/core/memory.py``); the docstrings there say what each mirrors and
 whether it blocks."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from npuemu.host import callbacks, device, kernel, memory, p2p, stream
 from npuemu.host.acl._wrap import last_error, ret_only, with_result
+from npuemu.host.core import callbacks, device, kernel, memory, p2p, stream
 from npuemu.shared.enums import EventStatus, RunMode, StreamStatus
 
 # device and context ---------------------------------------------------------------------------

@@ -35,11 +35,24 @@ import gc, json, os, sys, threading
 import numpy as np
 import pytest
 import npuemu.host as host
-from npuemu.host import (AclError, ContextError, Device, DeviceArray, DeviceBuffer,
-                         DeviceLostError, InvalidDeviceError, MemInfo, OutOfMemoryError,
-                         ParamError, ResourceError, current_device, device_count,
-                         retained_devices)
-from npuemu.host import acl, runtime
+from npuemu.host import (
+    AclError,
+    ContextError,
+    Device,
+    DeviceArray,
+    DeviceBuffer,
+    DeviceLostError,
+    InvalidDeviceError,
+    MemInfo,
+    OutOfMemoryError,
+    ParamError,
+    ResourceError,
+    current_device,
+    device_count,
+    retained_devices,
+)
+from npuemu.host import acl
+from npuemu.host.core import runtime
 from npuemu.shared.enums import DeviceStatus, MemAttr
 from npuemu.tools import status as _status
 GIB, MIB = 1 << 30, 1 << 20
@@ -111,7 +124,7 @@ def test_importing_the_package_is_cheap_and_starts_nothing() -> None:
             raise AssertionError("no AttributeError")
         print(json.dumps({"loaded": loaded, "all": pkg.__all__, "pid": os.getpid(),
                           "count": acl.rt.get_device_count(),
-                          "node": str(sys.modules["npuemu.host.runtime"].get().node)}))
+                          "node": str(sys.modules["npuemu.host.core.runtime"].get().node)}))
     """)
     proc = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True,
                           text=True, timeout=60)
@@ -130,7 +143,7 @@ def test_importing_the_package_is_cheap_and_starts_nothing() -> None:
 def test_api_module_imports_before_and_after_acl_without_cycles() -> None:
     for first, second in (("npuemu.host.api", "npuemu.host.acl"),
                           ("npuemu.host.acl", "npuemu.host.api"),
-                          ("npuemu.host.runtime", "npuemu.host.api")):
+                          ("npuemu.host.core.runtime", "npuemu.host.api")):
         code = f"import {first}, {second}; import npuemu.host; npuemu.host.Device"
         proc = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True,
                               text=True, timeout=60)

@@ -36,9 +36,9 @@ import ctypes, json, os, sys, threading, time
 from npuemu.tools.cli import install_acl
 install_acl()
 import acl
-from npuemu.host import runtime
-from npuemu.host.faults import inject
-from npuemu.host.kernel import LIBRARY
+from npuemu.host.core import runtime
+from npuemu.host.core.faults import inject
+from npuemu.host.core.kernel import LIBRARY
 from npuemu.shared import errors, layout, logring, shm
 C = layout.DEVICE_CTL
 R = {}

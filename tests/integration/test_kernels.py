@@ -25,7 +25,7 @@ VECTOR_CORE_EXCEPTION = 507035
 DEVICE_MEM_ERROR = 507053
 
 PRELUDE = CHILD_HELPERS + """
-from npuemu.host.kernel import LIBRARY
+from npuemu.host.core.kernel import LIBRARY
 
 
 def to_dev(arr):

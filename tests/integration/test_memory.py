@@ -42,7 +42,7 @@ def hbm_free(attr=1):
     return free
 
 def node_dev(dev):
-    from npuemu.host import runtime
+    from npuemu.host.core import runtime
     from npuemu.tools import status
     return status.read_node(runtime.get().node.name)["devices"][dev]
 

@@ -56,7 +56,7 @@ def wait_file(path, timeout=30):
         time.sleep(0.01)
 
 def node_info():
-    from npuemu.host import runtime
+    from npuemu.host.core import runtime
     from npuemu.tools import status
     node = runtime.get().node
     return node.name, status.read_node(node.name)
@@ -296,7 +296,7 @@ h2d(ptrs[0], b"y" * 4096)
 pinned, ret = acl.rt.malloc_host(1 << 16)
 ok(ret)
 name, info = node_info()
-from npuemu.host import runtime
+from npuemu.host.core import runtime
 R["node"] = name
 R["supervisor"] = runtime.get().node.proc.pid
 R["workers"] = [d["pid"] for d in info["devices"]]

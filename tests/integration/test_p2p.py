@@ -10,7 +10,7 @@ assertions are made here, so a failure shows every value at once. Data is checke
 sha256 of random bytes. The only fixed time bound is the 5 s liveness bound on calls that
 must fail when a card dies (not a performance threshold).
 
-Rules under test (host/p2p.py, ACLRT_REFERENCE.md 2.7): peer access is one-way, from the
+Rules under test (host/core/p2p.py, ACLRT_REFERENCE.md 2.7): peer access is one-way, from the
 current device; a copy between two cards runs on the DMA engine of the device that executes
 it (the current device for ``memcpy``, the stream's device for ``memcpy_async``), which needs
 peer access to the other card, else 107000. Self-peer and repeated enable/disable: 107000;
@@ -95,7 +95,7 @@ def hold(s):
     return gate
 
 def node_name():
-    from npuemu.host import runtime
+    from npuemu.host.core import runtime
     return runtime.get().node.name
 
 def status_json():
@@ -719,7 +719,7 @@ result()
 
 def test_threads_copying_with_one_card_at_once(run_py):
     """Two threads whose copies both involve card 1 check card 1's link at once. (At HEAD
-    03ccb2e host/link.py DeviceLink.alive polled one select.poll object from every thread
+    03ccb2e host/driver/link.py DeviceLink.alive polled one select.poll object from every thread
     without a lock, and acl.rt.memcpy raised RuntimeError 'concurrent poll() invocation'
     within ~1 s; the link's report thread could hit it too. Fixed by a lock in alive().)"""
     r = result_of(run_py(code(THREADS_ONE_CARD), env=ENV4, timeout=60))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -271,7 +273,7 @@ def _check_invariants(a: Allocator, capacity: int) -> None:
         pos = s + n
     assert pos == capacity
     # Free blocks are fully coalesced: no two are adjacent.
-    for (s1, n1), (s2, _) in zip(free, free[1:], strict=False):
+    for (s1, n1), (s2, _) in itertools.pairwise(free):
         assert s1 + n1 < s2
     used = sum(n for _, n, _ in snap)
     used_by: dict[object, int] = {}

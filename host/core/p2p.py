@@ -14,7 +14,7 @@ not reachable (another HCCS group) gives 207000.
 
 from __future__ import annotations
 
-from npuemu.host import runtime
+from npuemu.host.core import runtime
 from npuemu.shared import errors, topology
 
 

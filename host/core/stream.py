@@ -20,9 +20,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from npuemu.host import plog, runtime
-from npuemu.host.link import SPIN_S, DeviceLink
-from npuemu.host.runtime import index
+from npuemu.host.core import plog, runtime
+from npuemu.host.core.runtime import index
+from npuemu.host.driver.link import SPIN_S, DeviceLink
 from npuemu.shared import errors, logring
 from npuemu.shared.enums import (
     EventFlag,
@@ -110,7 +110,7 @@ def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     except errors.AclError:
         pool.give(slot)
         raise
-    from npuemu.host import callbacks
+    from npuemu.host.core import callbacks
 
     callbacks.ensure_reporter(link)
     if plog.debug:

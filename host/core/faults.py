@@ -9,7 +9,7 @@ view. ``kind="lost"`` kills the worker: later calls on the card return 507010 un
 
 from __future__ import annotations
 
-from npuemu.host import runtime
+from npuemu.host.core import runtime
 from npuemu.shared import errors
 from npuemu.shared.protocol import Op
 

@@ -1,8 +1,8 @@
 """The Pythonic face of the host runtime: ``Device``, ``DeviceBuffer``, ``DeviceArray``.
 
 One core, two faces: this module and the pyACL-compatible ``acl`` module both call
-``host/device.py`` and ``host/memory.py``. Where ``acl`` returns codes, this module raises the
-``AclError`` subclasses of :mod:`npuemu.shared.errors` (``e.code``, ``e.name``), e.g.
+``host/core/device.py`` and ``host/core/memory.py``. Where ``acl`` returns codes, this module
+raises the ``AclError`` subclasses of :mod:`npuemu.shared.errors` (``e.code``, ``e.name``), e.g.
 ``OutOfMemoryError`` with code 207001 when a device is full. Bad Python-level arguments (a
 shape that does not match, a fill byte out of range) raise ``ValueError``/``TypeError``.
 
@@ -55,12 +55,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from npuemu.host import device as _device
-from npuemu.host import kernel as _kernel
-from npuemu.host import memory as _memory
-from npuemu.host import runtime as _runtime
-from npuemu.host import stream as _stream
-from npuemu.host.runtime import Allocation, Context, OpenDevice
+from npuemu.host.core import device as _device
+from npuemu.host.core import kernel as _kernel
+from npuemu.host.core import memory as _memory
+from npuemu.host.core import runtime as _runtime
+from npuemu.host.core import stream as _stream
+from npuemu.host.core.runtime import Allocation, Context, OpenDevice
 from npuemu.shared import errors
 from npuemu.shared.enums import DeviceStatus, MemAttr, MemcpyKind
 from npuemu.shared.errors import (

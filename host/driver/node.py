@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from npuemu.host.link import DeviceLink
+from npuemu.host.driver.link import DeviceLink
 from npuemu.shared import control, errors, protocol, shm
 from npuemu.shared.config import ATTACH_TIMEOUT_S, NodeConfig
 from npuemu.shared.layout import DEVICE_ENTRY, REG_DEVICES

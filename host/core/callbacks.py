@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from npuemu.host import runtime
-from npuemu.host.link import DeviceLink
-from npuemu.host.stream import Stream, resolve, streams_of, submit
+from npuemu.host.core import runtime
+from npuemu.host.core.stream import Stream, resolve, streams_of, submit
+from npuemu.host.driver.link import DeviceLink
 from npuemu.shared import errors
 from npuemu.shared.enums import CallbackBlockType
 from npuemu.shared.protocol import Op, Report

@@ -1,6 +1,6 @@
 """Driver layer: the host end of one (host process, device) link.
 
-This and ``host/node.py`` are the only host modules that touch rings, semaphores or shared
+This and ``host/driver/node.py`` are the only host modules that touch rings, semaphores or shared
 memory. A link owns:
 
 - the client segment ``d<id>.c<slot>`` (submission ring + completion ring, created here),
@@ -100,7 +100,7 @@ class DeviceLink:
         self.pinned: set[int] = set()  # pinned host blocks this device has mapped
         self.stream_slots = SlotPool(layout.MAX_STREAMS)
         self.event_slots = SlotPool(layout.MAX_EVENTS)
-        self.reporter: threading.Thread | None = None  # started by host/callbacks.py
+        self.reporter: threading.Thread | None = None  # started by host/core/callbacks.py
         self.host_func_queues: dict[int, Any] = {}  # stream slot -> its host-func queue
         self.logical = dev  # the id this process knows the device by (set by the runtime)
         self._open_device()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from npuemu.host import runtime
-from npuemu.host.runtime import Context, OpenDevice
+from npuemu.host.core import runtime
+from npuemu.host.core.runtime import Context, OpenDevice
 from npuemu.shared import errors
 from npuemu.shared.enums import DeviceStatus
 from npuemu.shared.layout import DEVICE_CTL, Health
@@ -42,7 +42,7 @@ def reset_device(dev: int, force: bool = False) -> None:
 def _drain(od: OpenDevice) -> None:
     """Wait for every stream of this process on the device (reset waits for pending tasks);
     failures are not raised here: the streams go away with the reset."""
-    from npuemu.host import stream as streams
+    from npuemu.host.core import stream as streams
 
     for s in streams.streams_of(od.link):
         target = s.submitted
@@ -77,7 +77,7 @@ def synchronize_device(timeout_ms: int = -1) -> None:
     """Mirrors ``aclrtSynchronizeDevice(WithTimeout)``: blocks until every stream this
     process has on the current device is done, then raises the first unreported failure.
     Expiry is 507046."""
-    from npuemu.host import stream as streams
+    from npuemu.host.core import stream as streams
 
     wait_s = streams.timeout_s(timeout_ms)
     rt = runtime.get()

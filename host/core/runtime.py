@@ -4,7 +4,7 @@ Both API faces (``acl`` and the Pythonic one) call into the one ``Runtime`` inst
 ``get()``. Everything here raises ``AclError``; the ``acl`` face turns that into return codes.
 
 - Lazy start: the first call that needs a device attaches to ``NPUEMU_NODE`` if set, else
-  starts an embedded node (``host/node.py``), behind a lock.
+  starts an embedded node (``host/driver/node.py``), behind a lock.
 - Fork guard: a forked child cannot use its parent's rings; it gets a clear error.
 - Current device and context are per thread (``aclrtSetDevice`` binds the calling thread).
 - ``ASCEND_RT_VISIBLE_DEVICES`` re-indexes the node's cards from 0, as on hardware.
@@ -21,10 +21,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from npuemu.host import plog
-from npuemu.host.hostmem import HostMaps, PinnedPool, StagingPool
-from npuemu.host.link import DeviceLink
-from npuemu.host.node import Node
+from npuemu.host.core import plog
+from npuemu.host.driver.hostmem import HostMaps, PinnedPool, StagingPool
+from npuemu.host.driver.link import DeviceLink
+from npuemu.host.driver.node import Node
 from npuemu.shared import errors, logring
 from npuemu.shared.config import NodeConfig, parse_visible_devices
 

@@ -15,9 +15,9 @@ import os
 from dataclasses import dataclass
 
 import npuemu.shared.kernel_library
-from npuemu.host import runtime
-from npuemu.host.link import DeviceLink
-from npuemu.host.stream import resolve, submit
+from npuemu.host.core import runtime
+from npuemu.host.core.stream import resolve, submit
+from npuemu.host.driver.link import DeviceLink
 from npuemu.shared import errors
 from npuemu.shared.protocol import Op
 

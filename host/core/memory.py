@@ -23,9 +23,9 @@ import ctypes
 import os
 import traceback
 
-from npuemu.host import p2p, plog, runtime
-from npuemu.host.link import DeviceLink
-from npuemu.host.runtime import Allocation, index
+from npuemu.host.core import p2p, plog, runtime
+from npuemu.host.core.runtime import Allocation, index
+from npuemu.host.driver.link import DeviceLink
 from npuemu.shared import address, errors, layout, logring, shm
 from npuemu.shared.enums import MemcpyKind, MemLocationType
 from npuemu.shared.layout import DEVICE_CTL
@@ -303,7 +303,7 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
     truly async. Pageable host memory is staged through a pinned buffer, as the runtime
     does: an H2D call returns once the source is staged, a D2H call returns after the copy.
     Async H2H is 207000 (as in EP mode)."""
-    from npuemu.host import stream as streams
+    from npuemu.host.core import stream as streams
 
     dst, src, count, direction = _copy_args(dst, dst_max, src, count, kind, allow_zero=False)
     if direction == (False, False):
@@ -336,7 +336,7 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
 def memset_async(ptr: int, max_count: int, value: int, count: int,
                  stream_handle: object) -> None:
     """Mirrors ``aclrtMemsetAsync`` on device memory: queued on the stream."""
-    from npuemu.host import stream as streams
+    from npuemu.host.core import stream as streams
 
     max_count = _check_size(max_count, "max_count", allow_zero=True)
     count = _check_size(count, "count")
