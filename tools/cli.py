@@ -1,5 +1,6 @@
 """The ``npuemu`` command: node control, the demo, the benchmark, and running pyACL programs.
 
+    npuemu --version | python -m npuemu ...  # the version; the same command as a module
     npuemu start [--devices N] [--hbm SIZE] [--ddr SIZE] [--name NAME]
     npuemu status [--name NAME] [--json]
     npuemu stop [--name NAME]
@@ -150,19 +151,23 @@ def _delegate(name: str, argv: list[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="npuemu", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"npuemu {_version()}",
+                        help="print npuemu's version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    name_help = f"node name (default $NPUEMU_NODE or {DEFAULT_NODE!r})"
     p = sub.add_parser("start", help="start a shared node in the background")
-    p.add_argument("--devices", type=int)
-    p.add_argument("--hbm", help="HBM per device, e.g. 64G (default: the SoC's)")
-    p.add_argument("--ddr", help="DDR per device, e.g. 8G")
-    p.add_argument("--name", help=f"node name (default $NPUEMU_NODE or {DEFAULT_NODE!r})")
+    p.add_argument("--devices", type=int, metavar="N",
+                   help="number of cards (default $NPUEMU_DEVICES or 8)")
+    p.add_argument("--hbm", metavar="SIZE", help="HBM per device, e.g. 64G (default: the SoC's)")
+    p.add_argument("--ddr", metavar="SIZE", help="DDR per device, e.g. 8G (default: the SoC's)")
+    p.add_argument("--name", help=name_help)
     p.set_defaults(func=cmd_start)
     p = sub.add_parser("stop", help="stop a shared node")
-    p.add_argument("--name")
+    p.add_argument("--name", help=name_help)
     p.set_defaults(func=cmd_stop)
     p = sub.add_parser("status", help="devices, memory and attached hosts of running nodes")
-    p.add_argument("--name")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--name", help="only this node (default: every running node)")
+    p.add_argument("--json", action="store_true", help="print the nodes as JSON")
     p.set_defaults(func=cmd_status)
     p = sub.add_parser("run", help="run a pyACL program with `import acl` resolved to npuemu")
     p.add_argument("script")
@@ -171,14 +176,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="a short tour on an embedded node")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("bench", help="measure npuemu against this machine's limits")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--json", metavar="PATH")
+    p.add_argument("--quick", action="store_true", help="fewer samples, no 256 MiB copies (~20 s)")
+    p.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")
     p.set_defaults(func=cmd_bench)
     for name, text in _DELEGATED.items():  # parsed by the tool itself (see main)
         p = sub.add_parser(name, help=text, add_help=False)
-        p.add_argument("args", nargs=argparse.REMAINDER)
+        p.add_argument("args", nargs=argparse.REMAINDER,
+                       help=f"the options of `npuemu {name}` (see `npuemu {name} -h`)")
         p.set_defaults(func=lambda args, name=name: _delegate(name, args.args))
     return parser
+
+
+def _version() -> str:
+    import npuemu
+
+    return npuemu.__version__
 
 
 def main(argv: list[str] | None = None) -> int:
