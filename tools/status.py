@@ -3,7 +3,7 @@
 Read-only: maps the registry and each device's control block, never talks to a worker.
 
     $ npuemu status
-    node default  (Ascend910B1, 4 devices, supervisor pid 4242, protocol 1)
+    node default  (Ascend910B1, 4 devices, supervisor pid 4242, protocol 2)
     dev  pid    state  health  HBM used / total        DDR used / total     hosts
     0    4250   READY  OK      2.0 MiB / 64.0 GiB      0 B / 8.0 GiB        4301
     1    -      ABSENT -       -                       -                    -
@@ -30,6 +30,7 @@ from npuemu.shared.layout import (
     Health,
     NodeState,
 )
+from npuemu.tools.sizes import format_size
 
 
 def nodes() -> list[str]:
@@ -114,13 +115,7 @@ def _read_device(name: str, dev: int, entry: list[int], reg: list[int], alive: b
 
 
 def fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return "-"
+    return format_size(n)  # written once for every tool: npuemu/tools/sizes.py
 
 
 def render(node: dict) -> str:

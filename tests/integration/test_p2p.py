@@ -666,8 +666,8 @@ def test_killed_card_fails_its_p2p_pairs_and_the_others_go_on(run_py):
     assert loops["async 5->6 on 6"]["later"] == [0, 0]
     assert r["looped"] == {"1->0": True, "5->6": True, "7->5": True}
     # pairs with card 2 failed with a code within the liveness bound: the executor lives and
-    # its peer died before the copy (507010) or during it (507057; see the xfail test
-    # test_sync_copy_whose_peer_dies_mid_copy_reports_lost_heartbeat)
+    # its peer died before the copy (507010) or during it (507057; a sync copy whose peer
+    # dies mid-copy: test_sync_copy_whose_peer_dies_mid_copy_reports_lost_heartbeat)
     assert loops["sync 2->3 on 3"]["fail"] in (LOST_HEARTBEAT, SUSPECT_REMOTE), loops
     assert loops["async 2->4 on 4"]["fail"] == [0, SUSPECT_REMOTE], loops
     assert loops["async 2->4 on 4"]["later"] == [0, SUSPECT_REMOTE], loops

@@ -1,0 +1,167 @@
+"""``npuemu bench [--quick] [--json PATH]``: npuemu's speed beside this machine's limits.
+
+Every figure is printed next to a limit measured IN THE SAME RUN on this machine, with
+``ratio = value / limit`` and, where the project has one, its target and whether it is met.
+A limit is what the primitive underneath does with no npuemu code around it (a bare ring, a
+bare ``np.copyto``, the allocator called in-process, bare interpreters), so the ratio is the
+cost of npuemu's own code. The one fixed target that is not measured (idle CPU) is labelled
+"fixed target". ``--quick`` (~18 s) skips 256 MiB copies and takes fewer samples; a full run
+takes ~40 s. ``--json PATH`` writes a list of ``{"name", "value", "unit", "limit_name",
+"limit_value", "ratio"}`` records. Exit status 1 if a figure failed (targets not met are not
+failures). Numbers are noisy on a shared 2-vCPU VM: read ratios, and rerun before trusting
+a difference of less than ~30 % in latency figures.
+
+The package: one module per figure family (``ring``: sync round trip; ``nodes``: idle CPU
+and node start-up; ``memory``: copies and malloc+free; ``execution``; ``streams``: stream
+create+destroy; ``p2p``), and the machinery beside them (``registry``: ``figure`` and
+``Context``; ``records``: ``Record``, ``Target`` and the table; ``sampling``: timing
+helpers; ``track``: cleanup; ``runner``: running the figures, ``main``). Figures run in the
+order their modules are imported below, then those of ``EXTRA_FIGURE_MODULES`` that exist.
+
+Adding a figure: one function ``f(ctx) -> list[Record]`` registered with ``@figure(key,
+devices=N)`` (``devices``: it runs in a fresh interpreter with a fresh embedded node of N
+devices; none: in the bench process), in a family module or in a module of its own listed
+in ``EXTRA_FIGURE_MODULES`` (``from npuemu.tools.bench import Context, Record, Target,
+figure``). ``ctx.quick``, ``ctx.spawn`` (tracked helper processes), ``ctx.raw_name``
+(tracked /dev/shm names) and ``ctx.note`` are all it needs. Records named ``<label>
+<i>-><j>`` are cells of a matrix: the table prints them as one matrix block below its rows
+(the JSON keeps one record per cell).
+
+Figures (limit in brackets):
+
+* sync round trip: median of ``runtime.get().current_link().call(Op.PING)`` [a bare
+  ``shared.ring.Ring`` ping-pong over a posix_ipc segment with a spawned peer, using the
+  link's and the worker's own wait strategy and constants: spin with ``sched_yield``, then
+  flag + sleep on a semaphore that the other side posts only if the flag is set; and a bare
+  posix_ipc semaphore ping-pong]. The three are interleaved in rounds. Target ≤ 2x ring.
+* idle CPU: 8 workers attached by ``set_device``, left alone for ``worker.RECENT_S`` (its
+  "recently busy" mode), then CPU of the supervisor and its children over 2 s, in % of one
+  core, from ``/proc/<pid>/task/*/schedstat`` (ns; psutil ``cpu_times`` ticks at 10 ms, too
+  coarse for a 1 % budget over 2 s, and is only the fallback) [fixed target: 1 %].
+* H2D / D2H / D2D at 4 KiB..256 MiB: ``acl.rt.memcpy`` between a numpy buffer and
+  ``acl.rt.malloc`` memory (D2D is done by the worker) [``np.copyto`` between the same two
+  prefaulted numpy buffers]. One untimed copy first; a sample repeats the copy for ~25 ms
+  (10 ms quick); median of 7 samples (3 quick), interleaved with the limit's. glibc
+  ``memmove`` (npuemu) beats ``np.copyto`` beyond the caches, so ratios > 1 happen there.
+  Target for 64 MiB H2D/D2H: ≥ 0.85x.
+* malloc+free: ``acl.rt.malloc(256, 0)`` + ``acl.rt.free`` pairs per second [``plan`` +
+  ``Allocator.alloc`` + ``Allocator.free`` of ``npuemu.device.allocator``, in-process].
+  Target ≥ 100k pairs/s.
+* execution (1 device): "async submission" is ``record_event`` calls per second from one
+  thread [packing the same frame and pushing it on a bare in-process ``Ring``, popped at
+  once]; target ≥ 300k/s. "stream query", "event query" and "synchronize idle stream" are
+  medians of one call (no round trip: they read the shared stream/event tables) [the bare
+  ring ping-pong of figure 1]; targets ≤ 2 µs and ≤ 2x. "empty kernel launch+sync" is one
+  ``launch_kernel`` of an empty AI Core kernel plus ``synchronize_stream`` [the same ring].
+  "copy+compute overlap": 16 MiB D2D ``memcpy_async`` on one stream and a 4 Mi-element relu
+  kernel on another, sized so that each alone takes about the same time T; the time of both
+  at once [the longer one alone]; target ≤ 1.3x.
+* node start-up: ``npuemu start --devices 8 --name bench-<pid>`` until it returns, median
+  of 5 (1 quick), each followed by ``npuemu stop`` [8 bare ``python -c "import
+  npuemu.shared.ring"`` started in parallel]. ``npuemu`` is the console script next to
+  ``sys.executable`` (a pyenv shim adds ~45 ms). A failed start is retried under a fresh
+  name and reported under NOTES. Target ≤ 1.5 s.
+* stream create+destroy (1 device): median of one ``acl.rt.create_stream()`` +
+  ``acl.rt.destroy_stream`` pair [two sync round trips (PING), the requests the pair
+  needs at least]; and the same pair with ``create_stream_with_config(0,
+  ACL_STREAM_PERSISTENT)`` [the default pair, same run]: the seed (§4.1) quotes about 80 %
+  less for a persistent stream, whose resources a cache keeps for the next one; target
+  ≤ 0.2x.
+* P2P (4 devices, peer access enabled between every two cards; the same sampling as the
+  copies, 64 MiB samples 4x longer): "P2P 64 MiB" is ``acl.rt.memcpy`` kind 3 from card 1
+  memory to card 0 memory with current device 0 (card 0's worker copies arena to arena)
+  [``np.copyto`` 64 MiB]; target ≥ 0.85x. "P2P bidirectional" is the aggregate GB/s of 64
+  MiB 0 -> 1 on a stream of card 0 and 64 MiB 1 -> 0 on a stream of card 1 at once
+  (``memcpy_async`` on both, then both synchronized) [``2x np.copyto``: two of 64 MiB at
+  once in two threads of the bench process, i.e. the machine doing two big copies at once,
+  as the two workers do; one ``np.copyto`` would credit npuemu with the second core and
+  memory channel and say nothing of its own cost]. "P2P 16 MiB i->j" is the p2pBandwidthLatencyTest
+  matrix: ``acl.rt.memcpy`` of 16 MiB from card i to card j run by card i's DMA engine
+  (diagonal: a copy within the card), printed as a matrix below the table
+  [``np.copyto`` 16 MiB].
+
+Cleanup: a figure child records in a track file each node and process it starts, and the
+bench removes whatever is left afterwards (processes by pid, /dev/shm names by node name),
+whether the figure succeeded, crashed, timed out or was interrupted (SIGTERM, Ctrl-C). Then
+it checks that nothing is left and prints the result.
+
+Sample, ``npuemu bench`` on the 2-vCPU development VM (other test suites running)::
+
+    npuemu bench (full, 2 CPUs): figures beside limits measured in this run; ratio = value / limit
+    [1/6] sync-round-trip ... 2.9 s
+    [2/6] idle-cpu ... 5.0 s
+    [3/6] copy-bandwidth ... 6.7 s
+    [4/6] malloc-free ... 5.2 s
+    [5/6] node-start-up ... 5.2 s
+    [6/6] p2p-bandwidth ... 8.3 s
+
+    figure                     value  unit     limit (same run)        limit    ratio  target: met?
+    ------------------------  ------  -------  --------------------  -------  -------  ------------
+    sync round trip (PING)      7.27  µs       bare ring ping-pong      3.83     1.9x  ≤ 2x: yes
+    sync round trip vs sem      7.27  µs       bare sem ping-pong       7.21    1.01x  -
+    idle CPU, 8 devices        0.379  % core   fixed target             1.00   0.379x  ≤ 1 %: yes
+    H2D 4 KiB                  0.949  GB/s     np.copyto 4 KiB          13.5  0.0701x  -
+    D2H 4 KiB                  0.948  GB/s     np.copyto 4 KiB          13.5  0.0701x  -
+    D2D 4 KiB                   0.23  GB/s     np.copyto 4 KiB          13.5   0.017x  -
+    H2D 64 KiB                  11.8  GB/s     np.copyto 64 KiB         46.0   0.257x  -
+    D2H 64 KiB                  12.0  GB/s     np.copyto 64 KiB         46.0    0.26x  -
+    D2D 64 KiB                  3.39  GB/s     np.copyto 64 KiB         46.0  0.0737x  -
+    H2D 1 MiB                   35.1  GB/s     np.copyto 1 MiB          43.6   0.805x  -
+    D2H 1 MiB                   35.7  GB/s     np.copyto 1 MiB          43.6   0.818x  -
+    D2D 1 MiB                   23.5  GB/s     np.copyto 1 MiB          43.6   0.538x  -
+    H2D 16 MiB                  14.9  GB/s     np.copyto 16 MiB         17.8   0.839x  -
+    D2H 16 MiB                  17.1  GB/s     np.copyto 16 MiB         17.8   0.963x  -
+    D2D 16 MiB                  11.0  GB/s     np.copyto 16 MiB         17.8   0.619x  -
+    H2D 64 MiB                  10.9  GB/s     np.copyto 64 MiB         9.74    1.12x  ≥ 0.85x: yes
+    D2H 64 MiB                  11.5  GB/s     np.copyto 64 MiB         9.74    1.18x  ≥ 0.85x: yes
+    D2D 64 MiB                  8.90  GB/s     np.copyto 64 MiB         9.74   0.914x  -
+    H2D 256 MiB                 12.5  GB/s     np.copyto 256 MiB        12.6    0.99x  -
+    D2H 256 MiB                 14.0  GB/s     np.copyto 256 MiB        12.6    1.11x  -
+    D2D 256 MiB                 10.4  GB/s     np.copyto 256 MiB        12.6    0.82x  -
+    malloc+free (256 B)       62 799  pairs/s  allocator in-process  429 196   0.146x  ≥ 100k/s: NO
+    node start-up, 8 devices   0.623  s        8 bare interpreters     0.231     2.7x  ≤ 1.5 s: yes
+    P2P 64 MiB                  10.3  GB/s     np.copyto 64 MiB         11.0   0.936x  ≥ 0.85x: yes
+    P2P bidirectional           12.4  GB/s     2x np.copyto 64 MiB      14.2   0.869x  -
+
+    P2P 16 MiB i->j, GB/s (row: source card i, whose DMA engine copies; column: destination card j)
+             ->0   ->1   ->2   ->3
+       0->  12.5  15.0  14.8  15.5
+       1->  12.1  13.8  15.2  15.4
+       2->  12.1  13.9  13.1  13.4
+       3->  12.6  14.7  14.3  15.3
+      limit (same run): np.copyto 16 MiB 17.4 GB/s; ratio 0.696x .. 0.896x
+
+    cleanup: 10 nodes and 2 helper processes started, nothing left behind
+
+    total runtime 33.3 s
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from npuemu.tools.bench.records import Record, Target, format_table
+from npuemu.tools.bench.registry import FIGURES, Context, Figure, figure
+from npuemu.tools.bench.runner import main
+
+FAMILIES = ("ring", "nodes", "memory", "execution", "streams", "p2p")
+"""The figure modules of this package, in the order of the table."""
+EXTRA_FIGURE_MODULES = ("npuemu.tools.bench_ops", "npuemu.tools.bench.ops")
+"""Figure modules imported after the families above if they exist (the operator figures of
+``tools/bench_ops.py``, or the same file moved into this package as ``ops.py``)."""
+
+
+def _import_figures() -> None:
+    """Register the figures: the families in table order, then the extras that exist."""
+    for family in FAMILIES:
+        importlib.import_module(f"npuemu.tools.bench.{family}")
+    for name in EXTRA_FIGURE_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+
+
+_import_figures()
+
+__all__ = ["EXTRA_FIGURE_MODULES", "FAMILIES", "FIGURES", "Context", "Figure", "Record",
+           "Target", "figure", "format_table", "main"]
