@@ -85,55 +85,63 @@ bench removes whatever is left afterwards (processes by pid, /dev/shm names by n
 whether the figure succeeded, crashed, timed out or was interrupted (SIGTERM, Ctrl-C). Then
 it checks that nothing is left and prints the result.
 
-Sample, ``npuemu bench`` on the 2-vCPU development VM (other test suites running)::
+Sample, ``npuemu bench --quick`` on the 2-vCPU development VM (six other helpers' test
+suites running; this branch has no persistent-stream cache yet, hence ~1x)::
 
-    npuemu bench (full, 2 CPUs): figures beside limits measured in this run; ratio = value / limit
-    [1/6] sync-round-trip ... 2.9 s
-    [2/6] idle-cpu ... 5.0 s
-    [3/6] copy-bandwidth ... 6.7 s
-    [4/6] malloc-free ... 5.2 s
-    [5/6] node-start-up ... 5.2 s
-    [6/6] p2p-bandwidth ... 8.3 s
+    npuemu bench (quick, 2 CPUs): figures beside limits measured in this run; ratio = value / limit
+    [1/8] sync-round-trip ... 2.1 s
+    [2/8] idle-cpu ... 7.1 s
+    [3/8] node-start-up ... 3.3 s
+    [4/8] copy-bandwidth ... 1.8 s
+    [5/8] malloc-free ... 2.1 s
+    [6/8] execution ... 3.4 s
+    [7/8] stream-create-destroy ... 1.2 s
+    [8/8] p2p-bandwidth ... 4.8 s
 
-    figure                     value  unit     limit (same run)        limit    ratio  target: met?
-    ------------------------  ------  -------  --------------------  -------  -------  ------------
-    sync round trip (PING)      7.27  µs       bare ring ping-pong      3.83     1.9x  ≤ 2x: yes
-    sync round trip vs sem      7.27  µs       bare sem ping-pong       7.21    1.01x  -
-    idle CPU, 8 devices        0.379  % core   fixed target             1.00   0.379x  ≤ 1 %: yes
-    H2D 4 KiB                  0.949  GB/s     np.copyto 4 KiB          13.5  0.0701x  -
-    D2H 4 KiB                  0.948  GB/s     np.copyto 4 KiB          13.5  0.0701x  -
-    D2D 4 KiB                   0.23  GB/s     np.copyto 4 KiB          13.5   0.017x  -
-    H2D 64 KiB                  11.8  GB/s     np.copyto 64 KiB         46.0   0.257x  -
-    D2H 64 KiB                  12.0  GB/s     np.copyto 64 KiB         46.0    0.26x  -
-    D2D 64 KiB                  3.39  GB/s     np.copyto 64 KiB         46.0  0.0737x  -
-    H2D 1 MiB                   35.1  GB/s     np.copyto 1 MiB          43.6   0.805x  -
-    D2H 1 MiB                   35.7  GB/s     np.copyto 1 MiB          43.6   0.818x  -
-    D2D 1 MiB                   23.5  GB/s     np.copyto 1 MiB          43.6   0.538x  -
-    H2D 16 MiB                  14.9  GB/s     np.copyto 16 MiB         17.8   0.839x  -
-    D2H 16 MiB                  17.1  GB/s     np.copyto 16 MiB         17.8   0.963x  -
-    D2D 16 MiB                  11.0  GB/s     np.copyto 16 MiB         17.8   0.619x  -
-    H2D 64 MiB                  10.9  GB/s     np.copyto 64 MiB         9.74    1.12x  ≥ 0.85x: yes
-    D2H 64 MiB                  11.5  GB/s     np.copyto 64 MiB         9.74    1.18x  ≥ 0.85x: yes
-    D2D 64 MiB                  8.90  GB/s     np.copyto 64 MiB         9.74   0.914x  -
-    H2D 256 MiB                 12.5  GB/s     np.copyto 256 MiB        12.6    0.99x  -
-    D2H 256 MiB                 14.0  GB/s     np.copyto 256 MiB        12.6    1.11x  -
-    D2D 256 MiB                 10.4  GB/s     np.copyto 256 MiB        12.6    0.82x  -
-    malloc+free (256 B)       62 799  pairs/s  allocator in-process  429 196   0.146x  ≥ 100k/s: NO
-    node start-up, 8 devices   0.623  s        8 bare interpreters     0.231     2.7x  ≤ 1.5 s: yes
-    P2P 64 MiB                  10.3  GB/s     np.copyto 64 MiB         11.0   0.936x  ≥ 0.85x: yes
-    P2P bidirectional           12.4  GB/s     2x np.copyto 64 MiB      14.2   0.869x  -
+    figure                               value  unit     limit (same run)             limit     ratio  target: met?
+    ---------------------------------  -------  -------  -------------------------  -------  --------  ------------
+    sync round trip (PING)                22.6  µs       bare ring ping-pong           18.9      1.2x  ≤ 2x: yes
+    sync round trip vs sem                22.6  µs       bare sem ping-pong            5.23     4.32x  -
+    idle CPU, 8 devices                  0.362  % core   fixed target                  1.00    0.362x  ≤ 1 %: yes
+    node start-up, 8 devices              1.83  s        8 bare interpreters          0.905     2.03x  ≤ 1.5 s: NO
+    H2D 4 KiB                            0.765  GB/s     np.copyto 4 KiB               10.0   0.0762x  -
+    D2H 4 KiB                            0.719  GB/s     np.copyto 4 KiB               10.0   0.0715x  -
+    D2D 4 KiB                           0.0681  GB/s     np.copyto 4 KiB               10.0  0.00678x  -
+    H2D 64 KiB                            6.37  GB/s     np.copyto 64 KiB              26.6     0.24x  -
+    D2H 64 KiB                            6.17  GB/s     np.copyto 64 KiB              26.6    0.232x  -
+    D2D 64 KiB                           0.898  GB/s     np.copyto 64 KiB              26.6   0.0338x  -
+    H2D 1 MiB                             16.9  GB/s     np.copyto 1 MiB               23.8     0.71x  -
+    D2H 1 MiB                             17.3  GB/s     np.copyto 1 MiB               23.8    0.728x  -
+    D2D 1 MiB                             4.22  GB/s     np.copyto 1 MiB               23.8    0.177x  -
+    H2D 16 MiB                            9.78  GB/s     np.copyto 16 MiB              8.54     1.14x  -
+    D2H 16 MiB                            11.1  GB/s     np.copyto 16 MiB              8.54      1.3x  -
+    D2D 16 MiB                            7.23  GB/s     np.copyto 16 MiB              8.54    0.846x  -
+    H2D 64 MiB                            5.49  GB/s     np.copyto 64 MiB              5.23     1.05x  ≥ 0.85x: yes
+    D2H 64 MiB                            5.88  GB/s     np.copyto 64 MiB              5.23     1.12x  ≥ 0.85x: yes
+    D2D 64 MiB                            5.67  GB/s     np.copyto 64 MiB              5.23     1.09x  -
+    malloc+free (256 B)                 13 248  pairs/s  allocator in-process       220 676     0.06x  ≥ 100k/s: NO
+    async submission (record_event)    175 772  tasks/s  bare ring push+pop         298 320    0.589x  ≥ 300k/s: NO
+    stream query                          1.26  µs       bare ring ping-pong           11.4    0.111x  ≤ 2 µs: yes
+    event query                           1.23  µs       bare ring ping-pong           11.4    0.108x  ≤ 2 µs: yes
+    synchronize idle stream               5.01  µs       bare ring ping-pong           11.4     0.44x  ≤ 2x: yes
+    empty kernel launch+sync              64.2  µs       bare ring ping-pong           11.4     5.64x  -
+    copy+compute overlap                0.0495  s        longer stream alone         0.0701    0.706x  ≤ 1.3x: yes
+    stream create+destroy                 56.7  µs       2 sync round trips (PING)     31.2     1.81x  -
+    stream create+destroy, PERSISTENT     58.8  µs       create+destroy (default)      56.7     1.04x  ≤ 0.2x: NO
+    P2P 64 MiB                            2.81  GB/s     np.copyto 64 MiB              3.30    0.852x  ≥ 0.85x: yes
+    P2P bidirectional                     4.47  GB/s     2x np.copyto 64 MiB           3.74      1.2x  -
 
     P2P 16 MiB i->j, GB/s (row: source card i, whose DMA engine copies; column: destination card j)
              ->0   ->1   ->2   ->3
-       0->  12.5  15.0  14.8  15.5
-       1->  12.1  13.8  15.2  15.4
-       2->  12.1  13.9  13.1  13.4
-       3->  12.6  14.7  14.3  15.3
-      limit (same run): np.copyto 16 MiB 17.4 GB/s; ratio 0.696x .. 0.896x
+       0->  2.45  2.90  3.20  4.56
+       1->  2.31  2.60  4.35  5.31
+       2->  2.27  4.68  6.49  5.67
+       3->  2.51  3.47  2.92  3.61
+      limit (same run): np.copyto 16 MiB 3.66 GB/s; ratio 0.621x .. 1.77x
 
-    cleanup: 10 nodes and 2 helper processes started, nothing left behind
+    cleanup: 8 nodes and 3 helper processes started, nothing left behind
 
-    total runtime 33.3 s
+    total runtime 25.8 s
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def fig_execution(ctx: Context) -> list[Record]:
 
     check_ret(acl.rt.synchronize_stream(stream), "synchronize")
     rates = sample_rates({"rt": lambda: acl.rt.record_event(event, stream), "bare": bare_push},
-                   1.0, 3 if quick else 5, 0.1 if quick else 0.25)
+                         1.0, 3 if quick else 5, 0.1 if quick else 0.25)
     check_ret(acl.rt.synchronize_stream(stream), "synchronize")
     records = [Record("async submission (record_event)", rates["rt"], "tasks/s",
                       "bare ring push+pop", rates["bare"],

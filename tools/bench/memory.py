@@ -65,7 +65,7 @@ def fig_copy_bandwidth(ctx: Context) -> list[Record]:
     return records
 
 
-# 4. malloc + free -----------------------------------------------------------------------
+# malloc + free -------------------------------------------------------------------------
 @figure("malloc-free", devices=2)
 def fig_malloc_free(ctx: Context) -> list[Record]:
     """acl.rt.malloc(256)+free pairs/s vs the allocator called in-process."""

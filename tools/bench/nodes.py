@@ -59,9 +59,7 @@ def fig_idle_cpu(ctx: Context) -> list[Record]:
                    Target("≤ 1 %", "value", "<=", 1.0))]
 
 
-# 3. copy bandwidth ----------------------------------------------------------------------
-
-# 5. node start-up -----------------------------------------------------------------------
+# node start-up -------------------------------------------------------------------------
 def npuemu_command() -> list[str]:
     """The ``npuemu`` console script of this interpreter (a pyenv shim would add ~0.1 s)."""
     script = os.path.join(os.path.dirname(sys.executable), "npuemu")

@@ -17,7 +17,6 @@ from npuemu.tools.bench.records import Record, Target
 from npuemu.tools.bench.registry import Context, figure
 from npuemu.tools.bench.sampling import check_ret, time_each
 
-# 1. sync round trip ---------------------------------------------------------------------
 _RAW_CTL = 256  # three flag words, each on its own cache line
 _HOST_SLEEPING, _PEER_SLEEPING, _STOP = 0, 8, 16  # word indices into the flags
 _PAYLOAD = b"\x92\x01\x01"  # what a PING request weighs on the wire

@@ -44,7 +44,7 @@ def calibrate(fn: Callable[[], object], sample_s: float) -> int:
 
 
 def sample_rates(ops: dict[str, Callable[[], object]], work: float, reps: int,
-           sample_s: float) -> dict[str, float]:
+                 sample_s: float) -> dict[str, float]:
     """Median of ``work`` per second over ``reps`` samples of each op, samples interleaved."""
     ks = {name: calibrate(fn, sample_s) for name, fn in ops.items()}
     got: dict[str, list[float]] = {name: [] for name in ops}
