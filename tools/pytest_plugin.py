@@ -16,8 +16,9 @@ Fixtures and marker::
     def test_ecc(npu_card):                       # a fault, undone when the block ends
         buf = npu_card.malloc(4096)
         with inject_fault(0, "ecc_multi", ptr=buf.ptr):
-            with pytest.raises(DeviceError):
-                buf.to_bytes()
+            with pytest.raises(AclError) as info:    # npuemu.shared.errors.AclError
+                buf.copy_to_host()
+            assert info.value.code == 507054     # ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR
 
 ``npu_node`` (session scope): a shared node started for the session with ``npuemu start``
 (name ``pytest-<pid>-<hex>``, log in pytest's temporary directory), with as many cards as

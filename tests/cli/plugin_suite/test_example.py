@@ -67,3 +67,11 @@ def test_a_subprocess_attaches_to_the_same_node(npu_node):
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **npu_node.env},
                          capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.split() == [npu_node.name, "3"]
+
+
+def test_the_docstring_example(npu_card):
+    buf = npu_card.malloc(4096)
+    with inject_fault(0, "ecc_multi", ptr=buf.ptr):
+        with pytest.raises(AclError) as info:
+            buf.copy_to_host()
+        assert info.value.code == 507054
