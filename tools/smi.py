@@ -358,13 +358,14 @@ def render_memory(view: NodeView, card: Card) -> str:
 
 # ------------------------------------------------------------------------------- commands
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="npuemu smi", description="npu-smi of an npuemu node",
-        epilog="Power(W) and Temp(C) are not measured: they are modelled from NPU Util u "
-               f"(AI Core busy time over the worker's uptime) as {IDLE_W:.0f} + "
-               f"{FULL_W - IDLE_W:.0f}*u/100 W and {IDLE_C} + {FULL_C - IDLE_C}*u/100 C.")
+    model = ("Power(W) and Temp(C) are not measured: they are modelled from NPU Util u (AI "
+             f"Core busy time over the worker's uptime) as {IDLE_W:.0f} + "
+             f"{FULL_W - IDLE_W:.0f}*u/100 W and {IDLE_C} + {FULL_C - IDLE_C}*u/100 C.")
+    parser = argparse.ArgumentParser(prog="npuemu smi", description="npu-smi of an npuemu node",
+                                     epilog=model)
     sub = parser.add_subparsers(dest="verb", required=True)
-    p = sub.add_parser("info", help="the NPU table, or one kind of information (-t) of one NPU")
+    p = sub.add_parser("info", help="the NPU table, or one kind of information (-t) of one NPU",
+                       epilog=model)
     p.add_argument("--name", help="node name (default $NPUEMU_NODE or 'default')")
     p.add_argument("-l", action="store_true", help="list the NPUs (id, product, serial)")
     p.add_argument("-t", dest="type", choices=("health", "ecc", "memory"),

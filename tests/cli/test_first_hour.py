@@ -98,3 +98,10 @@ def test_inject_refuses_a_link_outside_the_hccs_group(npuemu_cli, node_name, sta
     res = npuemu_cli("inject", "--name", node_name, "-d", "0", "link", "peer=1")
     assert res.returncode == 0, res.stderr
     assert status(node_name)["devices"][0]["health"] == "OK"
+
+
+def test_smi_says_its_power_and_temperature_are_a_model(npuemu_cli):
+    res = npuemu_cli("smi", "info", "-h")
+    assert res.returncode == 0 and "not measured" in " ".join(res.stdout.split())
+    assert (smi.power_w(0), smi.power_w(50), smi.power_w(100)) == (90.0, 220.0, 350.0)
+    assert (smi.temp_c(0), smi.temp_c(50), smi.temp_c(100)) == (35, 52, 70)
