@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.metadata
 import os
 import sys
 import time
@@ -237,10 +236,9 @@ def temp_c(util: int) -> int:
 
 
 def version() -> str:
-    try:
-        return importlib.metadata.version("npuemu")
-    except importlib.metadata.PackageNotFoundError:
-        return "0.0.0"
+    import npuemu
+
+    return npuemu.__version__
 
 
 def kv(pairs: list[tuple[str, object]]) -> str:
