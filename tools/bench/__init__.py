@@ -22,7 +22,8 @@ Adding a figure: one function ``f(ctx) -> list[Record]`` registered with ``@figu
 devices=N)`` (``devices``: it runs in a fresh interpreter with a fresh embedded node of N
 devices; none: in the bench process), in a family module or in a module of its own listed
 in ``EXTRA_FIGURE_MODULES`` (``from npuemu.tools.bench import Context, Record, Target,
-figure``). ``ctx.quick``, ``ctx.spawn`` (tracked helper processes), ``ctx.raw_name``
+figure``; the timing helpers ``check_ret``, ``time_each``, ``time_k``, ``calibrate``,
+``sample_rates`` and ``KiB``/``MiB``/``GiB``/``format_size`` are there too). ``ctx.quick``, ``ctx.spawn`` (tracked helper processes), ``ctx.raw_name``
 (tracked /dev/shm names) and ``ctx.note`` are all it needs. Records named ``<label>
 <i>-><j>`` are cells of a matrix: the table prints them as one matrix block below its rows
 (the JSON keeps one record per cell).
@@ -152,6 +153,8 @@ import importlib.util
 from npuemu.tools.bench.records import Record, Target, format_table
 from npuemu.tools.bench.registry import FIGURES, Context, Figure, figure
 from npuemu.tools.bench.runner import main
+from npuemu.tools.bench.sampling import calibrate, check_ret, sample_rates, time_each, time_k
+from npuemu.tools.sizes import GiB, KiB, MiB, format_size
 
 FAMILIES = ("ring", "nodes", "memory", "execution", "streams", "p2p")
 """The figure modules of this package, in the order of the table."""
@@ -171,5 +174,6 @@ def _import_figures() -> None:
 
 _import_figures()
 
-__all__ = ["EXTRA_FIGURE_MODULES", "FAMILIES", "FIGURES", "Context", "Figure", "Record",
-           "Target", "figure", "format_table", "main"]
+__all__ = ["EXTRA_FIGURE_MODULES", "FAMILIES", "FIGURES", "Context", "Figure", "GiB", "KiB",
+           "MiB", "Record", "Target", "calibrate", "check_ret", "figure", "format_size",
+           "format_table", "main", "sample_rates", "time_each", "time_k"]
