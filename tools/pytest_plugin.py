@@ -47,9 +47,10 @@ this process had on that card are gone afterwards, as after a real card reset. T
 waits at most ``RESTART_WAIT_S`` for the card to be seen lost.
 
 Limits: the in-process runtime attaches to one node per process, so ``npu_node`` must be
-set up before the test process first uses npuemu (a test that touches a card without the
-fixture or the marker, run earlier, makes it fail with a message saying so). The plugin does
-not run tests in parallel on several nodes.
+set up before the test process first attaches to a card (a test that used a card without
+the fixture or the marker, run earlier, makes it fail with a message saying so; a runtime
+that was made but never attached, e.g. by ``Device(0)`` at import time, is replaced). The
+plugin does not run tests in parallel on several nodes.
 """
 
 from __future__ import annotations
@@ -134,7 +135,11 @@ def _check_runtime_free(name: str) -> None:
     from npuemu.host.core import runtime
 
     rt = runtime._runtime
-    if rt is not None and rt.config.name != name:
+    if rt is None or rt.config.name == name:
+        return
+    if rt.node is None and not rt.devices:  # made but never attached: start it afresh
+        runtime._runtime = None
+    else:
         pytest.fail(f"npuemu was used in this process before the npu_node fixture (attached "
                     f"to {rt.config.name or 'an embedded node'!r}); give every test that uses "
                     "a card the npu_card/npu_node fixture or the npu marker", pytrace=False)

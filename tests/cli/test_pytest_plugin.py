@@ -24,7 +24,7 @@ def test_a_users_suite_with_the_plugin(run_pytest, tmp_path):
     res = run_pytest("-q", "-W", "error::pytest.PytestUnknownMarkWarning", "test_example.py",
                      cwd=str(tmp_path))
     assert res.returncode == 0, res.stdout + res.stderr
-    assert re.search(r"\b9 passed\b", res.stdout), res.stdout
+    assert re.search(r"\b10 passed\b", res.stdout), res.stdout
     # the session's node is stopped at the end of the run
     assert not [e for e in shm.leftovers() if ".pytest-" in e]
 

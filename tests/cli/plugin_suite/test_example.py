@@ -13,6 +13,12 @@ from npuemu.shared.errors import AclError
 from npuemu.tools.pytest_plugin import inject_fault
 
 
+def test_npuemu_touched_before_any_fixture():
+    from npuemu.host import Device
+
+    assert Device(0).id == 0  # makes the runtime (embedded config) without attaching
+
+
 def test_a_card(npu_card, npu_node):
     x = DeviceArray.from_numpy(np.arange(4, dtype=np.float32))
     assert x.to_numpy().tolist() == [0, 1, 2, 3]
