@@ -14,6 +14,7 @@ import pytest
 
 import npuemu
 from npuemu.tools import cli, inject, msnpureport, smi
+from npuemu.tools.bench import runner
 
 VERSION = importlib.metadata.version("npuemu")
 
@@ -36,7 +37,7 @@ def test_python_m_npuemu_is_the_command():
 
 def _parsers() -> list[argparse.ArgumentParser]:
     out, todo = [], [cli.build_parser(), inject._parser(), smi._parser(),
-                     msnpureport._new_parser(), msnpureport._old_parser()]
+                     msnpureport._new_parser(), msnpureport._old_parser(), runner._parser()]
     while todo:
         parser = todo.pop()
         out.append(parser)

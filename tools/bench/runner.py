@@ -165,17 +165,24 @@ def _main(quick: bool, json_path: str | None) -> int:
     return 1 if failed else 0
 
 
-def entry(argv: list[str]) -> int:
-    """``python -m npuemu.tools.bench``: the bench's own helper processes (and the bench)."""
+def _parser() -> argparse.ArgumentParser:
+    """The options of ``python -m npuemu.tools.bench``."""
     p = argparse.ArgumentParser(prog="python -m npuemu.tools.bench")
     p.add_argument("--figure", help="run one figure on a fresh embedded node (internal)")
-    p.add_argument("--out")
-    p.add_argument("--track")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--json", metavar="PATH")
-    p.add_argument("--ring-pong", nargs=3, metavar=("SEG", "BELL", "WAKE"), help="internal")
-    p.add_argument("--sem-pong", nargs=2, metavar=("PING", "PONG"), help="internal")
-    args = p.parse_args(argv)
+    p.add_argument("--out", help="with --figure: where its records go (internal)")
+    p.add_argument("--track", help="with --figure: where it logs what it starts (internal)")
+    p.add_argument("--quick", action="store_true", help="fewer samples, no 256 MiB copies")
+    p.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")
+    p.add_argument("--ring-pong", nargs=3, metavar=("SEG", "BELL", "WAKE"),
+                   help="a bare ring peer (internal)")
+    p.add_argument("--sem-pong", nargs=2, metavar=("PING", "PONG"),
+                   help="a bare semaphore peer (internal)")
+    return p
+
+
+def entry(argv: list[str]) -> int:
+    """``python -m npuemu.tools.bench``: the bench's own helper processes (and the bench)."""
+    args = _parser().parse_args(argv)
     if args.ring_pong:
         return ring_pong(*args.ring_pong)
     if args.sem_pong:
