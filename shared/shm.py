@@ -80,6 +80,8 @@ class Segment:
         except posix_ipc.ExistentialError as err:
             kind = FileExistsError if create else FileNotFoundError
             raise kind(f"shared memory {name}: {err}") from err
+        except posix_ipc.PermissionsError as err:
+            raise PermissionError(f"shared memory {name}: {err}") from err
         if not create:
             try:
                 check_owner(os.fstat(shm.fd), name)
@@ -162,6 +164,8 @@ def semaphore(name: str, *, create: bool = False) -> posix_ipc.Semaphore:
         sem = posix_ipc.Semaphore(name)
     except posix_ipc.ExistentialError as err:
         raise FileNotFoundError(f"semaphore {name}: {err}") from err
+    except posix_ipc.PermissionsError as err:
+        raise PermissionError(f"semaphore {name}: {err}") from err
     try:
         check_owner(os.stat(f"{SHM_DIR}/sem.{name[1:]}"), name)
     except (FileNotFoundError, PermissionError) as err:  # unlinked since the open, or foreign
