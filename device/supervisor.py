@@ -337,10 +337,14 @@ class Supervisor:
 
     def accept(self) -> None:
         """Take one connection: the owner's uid only, bounded per peer and in all."""
-        try:
-            conn, _ = self.listener.accept()
-        except OSError:
-            return
+        for _ in range(64):  # a burst of connections must not fill the listen backlog
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self._admit(conn)
+
+    def _admit(self, conn: socket.socket) -> None:
         pid, uid, _ = control.peer_cred(conn)
         refusal = ""
         if uid != os.geteuid():

@@ -79,7 +79,9 @@ def _supervisor_alive(pid: int, ctime_us: int) -> bool:
     if not pid:
         return False
     try:
-        return abs(psutil.Process(pid).create_time() * 1e6 - ctime_us) < 1000
+        proc = psutil.Process(pid)
+        return (abs(proc.create_time() * 1e6 - ctime_us) < 1000
+                and proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 
