@@ -345,7 +345,11 @@ class Supervisor:
             self._admit(conn)
 
     def _admit(self, conn: socket.socket) -> None:
-        pid, uid, _ = control.peer_cred(conn)
+        try:
+            pid, uid, _ = control.peer_cred(conn)
+        except OSError:
+            conn.close()
+            return
         refusal = ""
         if uid != os.geteuid():
             refusal = (f"node {self.node!r} belongs to uid {os.geteuid()}; uid {uid} "

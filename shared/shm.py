@@ -152,7 +152,8 @@ def pinned_name(node: str, pid: int) -> str:
 
 
 def unlink_segment(name: str) -> None:
-    with contextlib.suppress(posix_ipc.ExistentialError):
+    """Remove a segment name; a name that is gone or not ours to remove is left alone."""
+    with contextlib.suppress(posix_ipc.ExistentialError, posix_ipc.PermissionsError):
         posix_ipc.unlink_shared_memory(name)
 
 
@@ -175,7 +176,7 @@ def semaphore(name: str, *, create: bool = False) -> posix_ipc.Semaphore:
 
 
 def unlink_semaphore(name: str) -> None:
-    with contextlib.suppress(posix_ipc.ExistentialError):
+    with contextlib.suppress(posix_ipc.ExistentialError, posix_ipc.PermissionsError):
         posix_ipc.unlink_semaphore(name)
 
 
