@@ -1,8 +1,8 @@
 """The ``npuemu`` command: node control, the demo, the benchmark, and running pyACL programs.
 
     npuemu start [--devices N] [--hbm SIZE] [--ddr SIZE] [--name NAME]
-    npuemu status [--name NAME] [--json]
-    npuemu stop [--name NAME]
+    npuemu status [--name NAME] [--json] [--clean]   # --clean: remove dead nodes' names
+    npuemu stop [--name NAME] [--force]  # refused while programs are attached, unless --force
     npuemu run script.py [args...]      # `import acl` resolves to npuemu's pyACL module
     npuemu demo                          # a short tour on an embedded node
     npuemu bench [--quick] [--json PATH]
