@@ -42,9 +42,17 @@ from npuemu.shared.layout import (
 
 
 def nodes() -> list[str]:
-    """Names of the nodes that have a registry in /dev/shm."""
-    return sorted(e[len(shm.PREFIX) : -4] for e in shm.leftovers()
-                  if e.endswith(".reg") and not e.startswith("sem."))
+    """Names of this user's nodes that have a registry in /dev/shm (other users' nodes are
+    not ours to read)."""
+    found = []
+    for e in shm.leftovers():
+        if e.endswith(".reg") and not e.startswith("sem."):
+            try:
+                if os.stat(f"{shm.SHM_DIR}/{e}").st_uid == os.geteuid():
+                    found.append(e[len(shm.PREFIX) : -4])
+            except FileNotFoundError:
+                continue
+    return sorted(found)
 
 
 def _words(seg: shm.Segment, n: int) -> list[int]:
@@ -63,7 +71,7 @@ def read_node(name: str) -> dict:
     finally:
         seg.close()
     ndev = reg[REGISTRY.DEVICES]
-    alive = _supervisor_alive(reg[REGISTRY.SUP_PID], reg[REGISTRY.SUP_CTIME])
+    alive = _process_alive(reg[REGISTRY.SUP_PID], reg[REGISTRY.SUP_CTIME])
     node = {"name": name, "state": NodeState(reg[REGISTRY.STATE]).name if alive else "DEAD",
             "soc": layout.unpack_str(reg[REGISTRY.SOC : REGISTRY.SOC + 4]),
             "devices": [], "supervisor_pid": reg[REGISTRY.SUP_PID],
@@ -74,7 +82,7 @@ def read_node(name: str) -> dict:
     return node
 
 
-def _supervisor_alive(pid: int, ctime_us: int) -> bool:
+def _process_alive(pid: int, ctime_us: int) -> bool:
     """(pid, create time) identifies the process; a reused pid does not count."""
     if not pid:
         return False
@@ -96,7 +104,7 @@ def _read_device(name: str, dev: int, entry: list[int], reg: list[int], alive: b
             "hccs_group": entry[DEVICE_ENTRY.HCCS_GROUP]}
     if not alive:  # the registry is stale: only a worker that still lives is not LOST
         if state not in (DeviceState.ABSENT, DeviceState.STOPPED, DeviceState.LOST) and \
-                not _supervisor_alive(entry[DEVICE_ENTRY.PID], entry[DEVICE_ENTRY.CTIME]):
+                not _process_alive(entry[DEVICE_ENTRY.PID], entry[DEVICE_ENTRY.CTIME]):
             info["state"] = DeviceState.LOST.name
         return info
     if state not in (DeviceState.READY, DeviceState.BOOTING, DeviceState.HUNG):
@@ -200,6 +208,9 @@ def main(name: str | None, as_json: bool, clean_dead: bool = False) -> int:
     for n in names:
         try:
             found.append(read_node(n))
+        except PermissionError as err:
+            print(f"npuemu: node {n!r}: {err}")
+            return 1
         except FileNotFoundError:
             if name or os.environ.get("NPUEMU_NODE"):
                 print(f"npuemu: no node named {n!r} is running")

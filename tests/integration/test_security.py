@@ -62,7 +62,9 @@ def as_other_user(code: str, timeout: float = 60) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NPUEMU_", "ASCEND_"))}
     env.update(HOME="/tmp", PYTHONDONTWRITEBYTECODE="1")
     prelude = ("import json, os, socket, struct, sys\n"
+               "import contextlib, io\n"
                "from npuemu.shared import control, shm\n"
+               "from npuemu.tools import status\n"
                f"os.setgroups([]); os.setgid({uid}); os.setuid({uid})\n"
                "assert os.geteuid() != 0\nR = {}\n")
     res = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)
@@ -160,11 +162,18 @@ def test_another_user_is_refused_by_socket_segments_and_semaphores(shared_node, 
             os.open(f"/dev/shm/npuemu.{{NAME}}.d0.hbm", os.O_RDONLY)
         except PermissionError:
             R["raw_open"] = "refused"
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            R["status_all"] = status.main(None, True)
+            R["status_one"] = status.main(NAME, False)
+        R["status_out"] = out.getvalue()
     """)
     assert r["refusal"][0] == NO_PERMISSION and "may not use it" in r["refusal"][1], r
     assert r["then_closed"] and "served by uid 0" in r["client_check"], r
     assert r["refused"] == ["reg", "d0.ctl", "d0.hbm", "d0.ddr", "d0.log", "bell"], r
     assert r["raw_open"] == "refused"
+    assert r["status_all"] == 0 and r["status_one"] == 1, r  # not listed; not readable
+    assert r["status_out"].startswith("[]\n") and "No permission" in r["status_out"], r
     assert status(name)["state"] == "READY"  # the foreign `stop` did nothing
     out = run_scenario(run_py, HOST, """
         ok(acl.rt.set_device(0))
