@@ -183,6 +183,9 @@ def open_node(name: str | None, prog: str) -> NodeView | None:
     except FileNotFoundError:
         print(f"{prog}: no node named {name!r} is running", file=sys.stderr)
         return None
+    except PermissionError as err:  # another user's node
+        print(f"{prog}: node {name!r}: {err}", file=sys.stderr)
+        return None
 
 
 def card_of(view: NodeView, dev: int, prog: str) -> Card | None:
