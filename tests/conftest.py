@@ -399,7 +399,7 @@ class _NodeFactory:
         problems = []
         for name in self.started:
             try:
-                res = _cli("stop", "--name", name, timeout=STOP_TIMEOUT_S)
+                res = _cli("stop", "--name", name, "--force", timeout=STOP_TIMEOUT_S)
                 if res.returncode not in (0, 1):  # 1: not running (the test stopped it)
                     problems.append(f"npuemu stop --name {name}: rc {res.returncode}\n"
                                     f"{res.stdout}{res.stderr}")

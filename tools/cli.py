@@ -2,8 +2,8 @@
 
     npuemu --version | python -m npuemu ...  # the version; the same command as a module
     npuemu start [--devices N] [--hbm SIZE] [--ddr SIZE] [--name NAME]
-    npuemu status [--name NAME] [--json]
-    npuemu stop [--name NAME]
+    npuemu status [--name NAME] [--json] [--clean]   # --clean: remove dead nodes' names
+    npuemu stop [--name NAME] [--force]  # refused while programs are attached, unless --force
     npuemu run script.py [args...]      # `import acl` resolves to npuemu's pyACL module
     npuemu demo                          # a short tour on an embedded node
     npuemu bench [--quick] [--json PATH]
@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import runpy
 import sys
@@ -32,16 +33,15 @@ def _node_name(args: argparse.Namespace) -> str:
 
 def cmd_start(args: argparse.Namespace) -> int:
     """Start a shared node in the background; returns once every worker is ready."""
-    from npuemu.host.driver.node import spawn_supervisor, wait_for_node
+    from npuemu.host.driver.node import log_path, spawn_supervisor, wait_for_node
     from npuemu.shared import errors
 
     name = _node_name(args)
     if _answers(name):
         print(f"npuemu start: a node named {name!r} is already running", file=sys.stderr)
         return 1
-    stale = shm.unlink_all(name)  # names left by a node whose supervisor was killed
-    if stale:
-        print(f"npuemu start: removed {stale} stale shared-memory names of node {name!r}")
+    for node, stale in shm.clean_dead().items():  # names left by killed supervisors
+        print(f"npuemu start: removed {stale} stale shared-memory names of node {node!r}")
     overrides = {k: v for k, v in (("devices", args.devices), ("hbm_bytes", args.hbm),
                                    ("ddr_bytes", args.ddr)) if v is not None}
     try:
@@ -49,19 +49,21 @@ def cmd_start(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as err:
         print(f"npuemu start: {err}", file=sys.stderr)
         return 2
-    log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"npuemu-{name}.log")
     t0 = time.perf_counter()
-    with open(log_path, "ab") as log:
-        proc = spawn_supervisor(name, config, eager=True, log=log.fileno())
+    log = log_path(name)
+    with open(log, "wb") as f:  # one log per node name, removed by a clean stop
+        proc = spawn_supervisor(name, config, eager=True, log=f.fileno())
     try:
         sock = wait_for_node(name, proc)
-        control.call(sock, ["hello", os.getpid(), False])  # answered once all workers are up
+        reply = control.call(sock, ["hello", os.getpid(), False])  # once all workers are up
         sock.close()
+        if reply[0]:
+            raise errors.error_for(reply[0], reply[1])
     except (errors.AclError, OSError) as err:
-        print(f"npuemu start: {err} (log: {log_path})", file=sys.stderr)
+        print(f"npuemu start: {err} (log: {log})", file=sys.stderr)
         return 1
     print(f"node {name} ready: {config.devices} x {config.soc.name} in "
-          f"{time.perf_counter() - t0:.2f} s (supervisor pid {proc.pid}, log {log_path})")
+          f"{time.perf_counter() - t0:.2f} s (supervisor pid {proc.pid}, log {log})")
     return 0
 
 
@@ -75,17 +77,28 @@ def _answers(name: str) -> bool:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
+    """Stop a shared node; refused while programs are attached unless ``--force``."""
+    from npuemu.host.driver.node import log_path
+
     name = _node_name(args)
     try:
         sock = control.connect(name, timeout=ATTACH_TIMEOUT_S)
+    except PermissionError as err:
+        print(f"npuemu stop: {err}", file=sys.stderr)
+        return 1
     except OSError:
-        stale = shm.unlink_all(name)
-        if stale:
-            print(f"node {name} had no supervisor; removed {stale} stale shared-memory names")
+        stale = shm.clean_dead()
+        if stale.get(name):
+            print(f"node {name} had no supervisor; removed {stale[name]} stale shared-memory "
+                  "names")
             return 0
         print(f"npuemu stop: no node named {name!r} is running", file=sys.stderr)
         return 1
-    control.call(sock, ["stop"])
+    reply = control.call(sock, ["stop", bool(args.force)])
+    if reply[0]:
+        sock.close()
+        print(f"npuemu stop: {reply[1]}", file=sys.stderr)
+        return 1
     sock.settimeout(ATTACH_TIMEOUT_S)
     try:  # the supervisor closes every connection once the node is down
         while sock.recv(4096):
@@ -93,6 +106,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
     except OSError:
         pass
     sock.close()
+    with contextlib.suppress(OSError):
+        os.unlink(log_path(name))
     print(f"node {name} stopped")
     return 0
 
@@ -100,7 +115,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from npuemu.tools import status
 
-    return status.main(args.name, args.json)
+    return status.main(args.name, args.json, args.clean)
 
 
 def install_acl() -> None:
@@ -164,10 +179,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_start)
     p = sub.add_parser("stop", help="stop a shared node")
     p.add_argument("--name", help=name_help)
+    p.add_argument("--force", action="store_true",
+                   help="stop even while programs are attached (their calls then fail "
+                        "with 507901)")
     p.set_defaults(func=cmd_stop)
     p = sub.add_parser("status", help="devices, memory and attached hosts of running nodes")
     p.add_argument("--name", help="only this node (default: every running node)")
     p.add_argument("--json", action="store_true", help="print the nodes as JSON")
+    p.add_argument("--clean", action="store_true",
+                   help="first remove what this user's dead nodes left in /dev/shm")
     p.set_defaults(func=cmd_status)
     p = sub.add_parser("run", help="run a pyACL program with `import acl` resolved to npuemu")
     p.add_argument("script")

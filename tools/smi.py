@@ -116,6 +116,8 @@ class Card:
 
     @property
     def health(self) -> str:
+        if self.state == "HUNG":  # no heartbeat within DEVICE_LOST_TIMEOUT_S
+            return "Critical"
         return HEALTH_NAMES.get(self.ctl[_C.HEALTH], UNKNOWN) if self.ctl else UNKNOWN
 
     def poisoned(self) -> list[tuple[int, int]]:
@@ -176,7 +178,7 @@ def read_node(name: str) -> NodeView:
     for d in node["devices"]:
         card = Card(d["id"], d["state"], d["pid"], d["starts"], d["last_exit"],
                     d["hbm_total"], d["ddr_total"], d["hosts"])
-        if d["state"] == "READY" and node["state"] != "DEAD":
+        if d["state"] in ("READY", "HUNG") and node["state"] != "DEAD":
             card.ctl = read_ctl(name, d["id"])
             if card.ctl is None:  # died since the registry was read
                 card.state = "LOST"
@@ -191,6 +193,9 @@ def open_node(name: str | None, prog: str) -> NodeView | None:
         return read_node(name)
     except FileNotFoundError:
         print(f"{prog}: no node named {name!r} is running", file=sys.stderr)
+        return None
+    except PermissionError as err:  # another user's node
+        print(f"{prog}: node {name!r}: {err}", file=sys.stderr)
         return None
 
 
@@ -317,7 +322,11 @@ def render_list(view: NodeView) -> str:
 
 
 def render_health(view: NodeView, card: Card) -> str:
-    if card.running:
+    if card.state == "HUNG":
+        code = errors.ACL_ERROR_RT_LOST_HEARTBEAT
+        error = (code, f"{errors.name_of(code)}: no heartbeat from the device (worker pid "
+                       f"{card.pid} hung or stopped)")
+    elif card.running:
         code = card.word(_C.LAST_ERROR)
         error = (code, f"{errors.name_of(code)}: {errors.describe(code)}") if code else (
             "NA", "NA")

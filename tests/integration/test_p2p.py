@@ -20,6 +20,7 @@ bad ids: 107001; flags != 0: 100000; across HCCS groups: 207000.
 from __future__ import annotations
 
 import json
+import os
 import re
 import textwrap
 
@@ -393,7 +394,7 @@ def test_npuemu_start_with_invalid_topology_fails_cleanly(npuemu_cli, node_name,
                      "64M", env={"NPUEMU_TOPOLOGY": "0-1,1-3", "TMPDIR": str(tmp_path)})
     assert res.returncode != 0, res.stdout + res.stderr
     assert "failed to start" in res.stdout + res.stderr
-    log = (tmp_path / f"npuemu-{node_name}.log").read_text()
+    log = (tmp_path / f"npuemu-{os.geteuid()}" / f"{node_name}.log").read_text()
     assert "topology '0-1,1-3': card 1 is out of range or repeated" in log, log
     assert shm.leftovers(node_name) == []
 
