@@ -9,12 +9,19 @@ the device stops (a real driver also keeps its page pool).
 
 Every block is tagged with the client slot that allocated it, so a dead host's memory can be
 reclaimed and one host cannot free or copy another host's memory (the real runtime needs IPC
-handles for that).
+handles for that). Every count and offset is checked (non-negative, inside one live block)
+before an address is handed out.
+
+Threading model: the loop thread mallocs, frees and resolves; kernels on engine threads
+resolve (``KernelContext.tensor``). ``DeviceMemory.lock`` guards the allocators and the
+committed-chunk maps: every public method takes it, so an engine never sees a block half
+freed. ``on_change`` runs under it (it only updates control-block counters).
 """
 
 from __future__ import annotations
 
 import errno
+import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -100,10 +107,15 @@ class DeviceMemory:
         self.dev = dev
         self.arenas = arenas
         self.on_change = on_change
+        self.lock = threading.Lock()
 
     # aclrtMalloc / aclrtFree ---------------------------------------------------------------
     def malloc(self, client: int, size: int, policy: int) -> tuple[int, int, int]:
         """Allocate; returns ``(device pointer, span, page class)``. Raises AclError."""
+        with self.lock:
+            return self._malloc(client, size, policy)
+
+    def _malloc(self, client: int, size: int, policy: int) -> tuple[int, int, int]:
         if size <= 0:
             raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "size must be > 0")
         kind = _D if policy & _LOW_BAND_WIDTH else _H
@@ -134,6 +146,10 @@ class DeviceMemory:
 
     def free(self, client: int, ptr: int) -> int:
         """Free the block starting at ``ptr``; returns its span. Raises AclError (107000)."""
+        with self.lock:
+            return self._free(client, ptr)
+
+    def _free(self, client: int, ptr: int) -> int:
         arena, offset = self._arena_of(ptr)
         tag = arena.alloc.tag_at(offset)
         if tag is None or tag.client != client:
@@ -147,17 +163,23 @@ class DeviceMemory:
     def reclaim(self, client: int) -> int:
         """Free every block of ``client`` (its host died or detached); returns bytes freed."""
         freed = 0
-        for arena in self.arenas:
-            for start, _span, tag in arena.alloc.snapshot():
-                if tag.client == client:
-                    freed += self.free(client, address.encode(self.dev, arena.kind, start))
+        with self.lock:
+            for arena in self.arenas:
+                for start, _span, tag in arena.alloc.snapshot():
+                    if tag.client == client:
+                        freed += self._free(client, address.encode(self.dev, arena.kind, start))
         return freed
 
     # validation for device-side copies -----------------------------------------------------
     def resolve(self, client: int, ptr: int, count: int) -> tuple[Arena, int]:
-        """Check that ``[ptr, ptr+count)`` lies inside one live block of ``client``."""
+        """Check that ``[ptr, ptr+count)`` lies inside one live block of ``client``; both
+        must be non-negative ints. Any thread."""
+        if type(ptr) is not int or type(count) is not int or ptr < 0 or count < 0:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"bad device range {ptr!r}+{count!r}")
         arena, offset = self._arena_of(ptr)
-        found = arena.alloc.find(offset)
+        with self.lock:
+            found = arena.alloc.find(offset)
         if found is None or found[2].client != client:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"0x{ptr:x} is not in a live allocation of this process")
@@ -186,9 +208,14 @@ class DeviceMemory:
             return 0, 0
         kind, page_class = MEM_ATTRS[attr]
         arena = self.arenas[kind]
-        return arena.free_at_granularity(_GRANULE[page_class]), arena.seg.size
+        with self.lock:
+            return arena.free_at_granularity(_GRANULE[page_class]), arena.seg.size
 
     def snapshot(self) -> list[tuple[int, int, int, int]]:
         """Live blocks as ``(ptr, span, page class, client)``."""
+        with self.lock:
+            return self._snapshot()
+
+    def _snapshot(self) -> list[tuple[int, int, int, int]]:
         return [(address.encode(self.dev, a.kind, start), span, int(tag.page_class), tag.client)
                 for a in self.arenas for start, span, tag in a.alloc.snapshot()]
