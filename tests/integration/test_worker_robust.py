@@ -470,8 +470,10 @@ def test_kernels_resolving_while_the_loop_frees_and_logging_from_every_thread(ru
         h2d(src, bytes(range(256)) * (n // 256))
         stop = threading.Event()
         churn = [0]
+        ctx = acl.rt.get_context()[0]
 
         def allocate_and_free():  # the loop thread frees while engines resolve
+            ok(acl.rt.set_context(ctx), "set_context")
             while not stop.is_set():
                 ptrs = [malloc(4096 * (1 + i % 7)) for i in range(20)]
                 for q in ptrs:
