@@ -27,9 +27,16 @@ from typing import NamedTuple
 
 from npuemu.device.allocator import HUGE1G_PAGE, HUGE_PAGE, Allocator, PageClass, plan
 from npuemu.shared import address, errors, shm
+from npuemu.shared.config import PROFILES
 from npuemu.shared.enums import MemAttr, MemMallocModifier
 
 COMMIT_CHUNK = HUGE_PAGE
+FIRMWARE_RESERVED_HBM = {profile.hbm_bytes: 3 << 30 for profile in PROFILES.values()}
+"""HBM a real card keeps for its firmware and runtime (not allocatable, not in ``free`` of
+``aclrtGetMemInfo``), by HBM size of the SoC profiles (64 GiB: Ascend910B1-B3, 32 GiB:
+Ascend910B4): 3 GiB. UNVERIFIED: no documented figure was found; 3 GiB is close to the
+HBM usage ``npu-smi info`` commonly shows on an idle Atlas A2 card. A card given another
+HBM size (``NPUEMU_HBM``, as tests do) reserves nothing, so small test cards keep all of it."""
 _LOW_BAND_WIDTH = int(MemMallocModifier.ACL_MEM_TYPE_LOW_BAND_WIDTH)
 
 
@@ -50,6 +57,8 @@ class Arena:
         self.alloc = Allocator(seg.size, classify=_page_class)
         self._committed = bytearray(-(-seg.size // COMMIT_CHUNK))
         self.committed_bytes = 0
+        self.reserved = FIRMWARE_RESERVED_HBM.get(seg.size, 0) if kind == address.HBM else 0
+        self.limit = seg.size - self.reserved  # what user allocations may use in all
 
     def commit(self, offset: int, span: int) -> None:
         """Back ``[offset, offset+span)`` with pages; OSError(ENOSPC) when memory is out."""
@@ -122,6 +131,9 @@ class DeviceMemory:
         arena = self.arenas[kind]
         step = plan(size, policy)
         while step is not None:
+            if arena.alloc.used + step.span > arena.limit:  # the firmware's share stays
+                step = step.fallback
+                continue
             tag = Tag(client, step.page_class, step.p2p)
             offset = arena.alloc.alloc(step.span, step.align, tag)
             if offset is not None:
@@ -209,7 +221,8 @@ class DeviceMemory:
         kind, page_class = MEM_ATTRS[attr]
         arena = self.arenas[kind]
         with self.lock:
-            return arena.free_at_granularity(_GRANULE[page_class]), arena.seg.size
+            free = arena.free_at_granularity(_GRANULE[page_class]) - arena.reserved
+            return max(free, 0), arena.seg.size
 
     def snapshot(self) -> list[tuple[int, int, int, int]]:
         """Live blocks as ``(ptr, span, page class, client)``."""

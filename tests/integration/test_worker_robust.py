@@ -503,3 +503,17 @@ def test_kernels_resolving_while_the_loop_frees_and_logging_from_every_thread(ru
     assert len(lines) > 100
     bad = [ln for ln in lines if ln.startswith("[") and not LINE_RE.match(ln)]
     assert not bad, bad[:5]
+
+
+# 11. an idle card of a real SoC's size does not report all its HBM free ----------------------
+def test_idle_card_reports_the_firmware_reservation(run_py):
+    r = run_scenario(run_py, PRELUDE, """
+        ok(acl.rt.set_device(0))
+        R["hbm"] = list(acl.rt.get_mem_info(1))
+        R["ddr"] = list(acl.rt.get_mem_info(0))
+        R["soc"] = acl.get_soc_name()
+    """, {"NPUEMU_DEVICES": "1"}, 90)
+    free, total, ret = r["hbm"]
+    assert ret == 0 and r["soc"] == "Ascend910B1" and total == 64 << 30
+    assert free == total - (3 << 30)
+    assert r["ddr"][0] == r["ddr"][1]  # device DDR has no firmware share
