@@ -221,8 +221,8 @@ def handle(worker: Worker, client: Client, payload: bytes) -> None:
     except BadFrame as err:
         worker.ctl[DEVICE_CTL.BAD_FRAMES] += 1
         worker.log("WARNING", f"malformed frame dropped: {err}")
-        _answer(worker, client, seq, errors.ACL_ERROR_RT_PARAM_INVALID,
-                f"malformed request: {err}")
+        if seq:
+            client.reply((seq, errors.ACL_ERROR_RT_PARAM_INVALID, f"malformed request: {err}"))
     except errors.AclError as err:
         _answer(worker, client, seq, err.code, err.detail or str(err))
     except OSError as err:
@@ -236,6 +236,6 @@ def handle(worker: Worker, client: Client, payload: bytes) -> None:
 def _answer(worker: Worker, client: Client, seq: int, code: int, detail: str) -> None:
     if seq:
         client.reply((seq, code, detail))
-    elif code != errors.ACL_ERROR_RT_PARAM_INVALID or worker.debug:
+    else:
         worker.log("WARNING", f"async request failed, ret={code}: {detail}")
 
