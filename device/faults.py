@@ -15,6 +15,11 @@ ACL codes a real card would give.
 
 Every fault is logged as an EVENT line with its time. ``NPUEMU_ECC_SBE_WARN`` sets the
 single-bit count that turns health to WARNING (default 5).
+
+Threading model: injection and every check run in the worker's loop thread, except
+``check_ranges``, which kernels also call from engine threads for pointers of this card
+(already resolved, so it only reads the control block's poison table; it never maps a
+peer from an engine thread).
 """
 
 from __future__ import annotations

@@ -105,6 +105,13 @@ binary_get_function = with_result(0)(_handle(kernel.binary_get_function))
 binary_unload = ret_only(kernel.binary_unload)
 launch_kernel = ret_only(kernel.launch_kernel)
 
+# task execution timeout (helper "worker"; host/core/kernel.py) ---------------------------------
+set_op_execute_time_out = ret_only(kernel.set_op_execute_timeout)  # the pyACL doc's name
+set_op_execute_timeout = set_op_execute_time_out  # the name pyACL's own error message uses
+set_op_execute_timeout_v2 = with_result(0)(kernel.set_op_execute_timeout_v2)
+get_op_timeout_interval = with_result(0)(kernel.get_op_timeout_interval)
+get_op_execute_timeout = with_result(0)(kernel.get_op_execute_timeout)
+
 # callbacks and errors -------------------------------------------------------------------------
 subscribe_report = ret_only(callbacks.subscribe_report)
 unsubscribe_report = ret_only(callbacks.unsubscribe_report)

@@ -27,6 +27,7 @@ from npuemu.host.driver.link import DeviceLink
 from npuemu.host.driver.node import Node
 from npuemu.shared import errors, logring
 from npuemu.shared.config import NodeConfig, parse_visible_devices
+from npuemu.shared.protocol import Op
 
 
 @dataclass
@@ -84,6 +85,7 @@ class Runtime:
         self._next_handle = 0x5A000000
         self.handles: dict[int, Any] = {}  # stream and event handles -> objects
         self.peer_access: set[tuple[int, int]] = set()  # (device, peer), logical ids
+        self.op_timeout_us = 0  # aclrtSetOpExecuteTimeOut*, sent to every card opened (kernel.py)
         self.initialized = False
 
     # node and devices ----------------------------------------------------------------------
@@ -127,6 +129,8 @@ class Runtime:
             if od is None:
                 link = self.ensure_node().open_link(self.visible()[dev])
                 link.logical = dev
+                if self.op_timeout_us:
+                    link.post(Op.SET_TIMEOUT, self.op_timeout_us)
                 od = OpenDevice(dev, link, self._new_context(dev, primary=True))
                 self.devices[dev] = od
             return od
