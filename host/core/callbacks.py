@@ -17,8 +17,9 @@ ends with its stream (destroyed, or its device reset): a thread blocked in
 ``process_report`` then wakes and, with nothing left to serve, gets 107012.
 
 Threading model: ``_lock`` guards every module-level table (``_pending``, ``_subscribers``,
-``_queues``, ``_infos`` and both callback lists); nothing walks or mutates them outside it,
-and no callback runs while it is held (lists are copied under the lock, then run).
+``_queues``, ``_threads``, ``_infos`` and both callback lists); nothing walks or mutates
+them outside it, and no callback runs while it is held (lists are copied under the lock,
+then run).
 Threads: one report thread per link (``_serve``: owns popping the link's report ring), one
 thread per stream for ``launch_host_func`` callbacks (owns that stream's queue), and the
 user's subscribed threads, each of which alone consumes its own ``_queues`` entry in
@@ -67,6 +68,7 @@ _infos: dict[int, ExceptionInfo] = {}
 _pending: dict[int, tuple[str, Callable[[Any], Any], Any]] = {}
 _subscribers: dict[Stream, int] = {}
 _queues: dict[int, queue.SimpleQueue] = {}
+_threads: dict[int, threading.Thread] = {}  # subscribed ident -> its Thread
 
 
 # the report thread ---------------------------------------------------------------------------
@@ -105,7 +107,10 @@ def _dispatch(link: DeviceLink, report: tuple) -> None:
                 tid = next((t for s, t in _subscribers.items()
                             if s.link is link and s.slot == slot and not s.destroyed), None)
                 q = _queues.get(tid) if tid is not None else None
-            if q is None:  # unsubscribed meanwhile: run it here rather than hang the stream
+                thread = _threads.get(tid) if tid is not None else None
+            if q is None or thread is None or not thread.is_alive():
+                # unsubscribed meanwhile, or its thread has ended: run it here rather than
+                # hang the stream (on hardware nobody would run it)
                 _run(fn, args)
                 if block:
                     link.post(Op.CALLBACK_DONE, slot, seq)
@@ -200,8 +205,8 @@ this much, never a hang)."""
 _PTHREAD_LIMIT = 1 << 64
 
 
-def _thread_ident(thread_id: object) -> int:
-    """The Python ident of the live thread named by ``thread_id`` (its ``Thread.ident``, the
+def _thread_of_id(thread_id: object) -> threading.Thread:
+    """The live thread named by ``thread_id`` (its ``Thread.ident``, the
     pthread id pyACL uses; the kernel id ``native_id`` is accepted too). 107000 otherwise:
     UNVERIFIED on hardware, which takes any ``uint64`` and never serves a bogus id."""
     tid = runtime.index(thread_id, errors.ACL_ERROR_RT_PARAM_INVALID, "thread id")
@@ -209,8 +214,7 @@ def _thread_ident(thread_id: object) -> int:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"thread id {tid} is invalid")
     for thread in threading.enumerate():
         if tid in (thread.ident, thread.native_id):
-            assert thread.ident is not None
-            return thread.ident
+            return thread
     raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                            f"thread id {tid} is not a live thread of this process")
 
@@ -228,7 +232,9 @@ def subscribe_report(thread_id: int, stream_handle: object) -> None:
     """Mirrors ``aclrtSubscribeReport``: ``thread_id`` (a pthread id, ``Thread.ident``) will
     run the stream's callbacks. 100033 if the stream already has a subscriber; 107000 for an
     id that names no live thread."""
-    tid = _thread_ident(thread_id)
+    thread = _thread_of_id(thread_id)
+    tid = thread.ident
+    assert tid is not None
     stream = resolve(stream_handle)
     with _lock:
         _prune_locked()
@@ -237,6 +243,7 @@ def subscribe_report(thread_id: int, stream_handle: object) -> None:
                                    f"stream {stream.sid} already has a subscriber")
         _subscribers[stream] = tid
         _queues.setdefault(tid, queue.SimpleQueue())
+        _threads[tid] = thread
     ensure_reporter(stream.link)
 
 

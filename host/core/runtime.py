@@ -160,6 +160,8 @@ class Runtime:
             for handle in [h for h, obj in self.handles.items() if obj.link is od.link]:
                 self.handles.pop(handle).destroyed = True
             del self.devices[od.logical]
+            # peer access does not survive a reset of either side (it is re-enabled after)
+            self.peer_access = {pair for pair in self.peer_access if od.logical not in pair}
             assert self.node is not None
             self.node.close_link(od.link)
 
