@@ -314,8 +314,11 @@ class NodeConfig:
                 kwargs[key] = _check_mem(size, f"{var}={raw!r}")
         if (raw := get("NPUEMU_NODE")) is not None:
             kwargs["name"] = _check_name(raw, f"NPUEMU_NODE={raw!r}")
-        if (raw := get("NPUEMU_TOPOLOGY")) is not None:
-            kwargs["topology"] = raw  # checked against the device count in __post_init__
+        if (raw := get("NPUEMU_TOPOLOGY")) is not None and (
+                "name" in overrides or "name" not in kwargs):
+            # checked against the device count in __post_init__; a host attaching to a
+            # shared node (NPUEMU_NODE) uses the node's topology, not its own environment's
+            kwargs["topology"] = raw
         for var, key, low, high in (
                 ("NPUEMU_MAX_STREAMS", "max_streams", 1, layout.MAX_STREAMS),
                 ("NPUEMU_ECC_SBE_WARN", "ecc_sbe_warn", 1, 1 << 32)):
@@ -337,6 +340,32 @@ class NodeConfig:
             except ValueError as exc:
                 raise ValueError(f"NPUEMU_TOPOLOGY={kwargs['topology']!r}: {exc}") from None
         return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a node's supervisor and workers read from their environment, which the host
+    gives them explicitly (:meth:`NodeConfig.worker_env`, already validated). A value that
+    is still invalid (a supervisor started by hand) falls back to the default: a worker never
+    dies of its environment."""
+
+    max_streams: int = DEFAULT_MAX_STREAMS
+    ecc_sbe_warn: int = DEFAULT_ECC_SBE_WARN
+    topology: str | None = None
+    log_to_stdout: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> WorkerSettings:
+        def number(var: str, low: int, high: int, default: int) -> int:
+            try:
+                return _parse_int(env.get(var, "").strip(), low, high, var)
+            except ValueError:
+                return default
+
+        return cls(number("NPUEMU_MAX_STREAMS", 1, layout.MAX_STREAMS, DEFAULT_MAX_STREAMS),
+                   number("NPUEMU_ECC_SBE_WARN", 1, 1 << 32, DEFAULT_ECC_SBE_WARN),
+                   env.get("NPUEMU_TOPOLOGY", "").strip() or None,
+                   env.get("ASCEND_LOG_PRINT_TO_STDOUT", "").strip() == "1")
 
 
 def check_env(env: Mapping[str, str] = os.environ) -> str:

@@ -180,7 +180,8 @@ def free_host(ptr: int) -> None:
 def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
     """Mirrors ``aclrtMemcpy`` (synchronous; no implicit stream sync). The direction comes
     from the addresses, as the real driver does: ``kind`` must be an aclrtMemcpyKind but is
-    not checked against them. ``count > dst_max`` gives 107000, as the rt layer's parameter
+    not checked against them (except ``INNER_DEVICE_TO_DEVICE`` between two cards, refused:
+    UNVERIFIED). ``count > dst_max`` gives 107000, as the rt layer's parameter
     check does (``RT_ERROR_INVALID_VALUE``)."""
     _kind(kind)
     dst, src, count, direction = _copy_args(dst, dst_max, src, count, _K.ACL_MEMCPY_DEFAULT,
@@ -188,8 +189,8 @@ def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
     if count == 0:
         return
     runtime.get().current()
-    if direction == (True, True):
-        _d2d(dst, src, count, _K.ACL_MEMCPY_DEFAULT)
+    if direction == (True, True):  # INNER_DEVICE_TO_DEVICE across two cards is refused
+        _d2d(dst, src, count, kind)
     elif direction == (False, True):
         _h2d(dst, src, count)
     elif direction == (True, False):

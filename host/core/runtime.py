@@ -160,8 +160,9 @@ class Runtime:
             for handle in [h for h, obj in self.handles.items() if obj.link is od.link]:
                 self.handles.pop(handle).destroyed = True
             del self.devices[od.logical]
-            # peer access does not survive a reset of either side (it is re-enabled after)
-            self.peer_access = {pair for pair in self.peer_access if od.logical not in pair}
+            # peer access enabled from this device goes with its context (re-enable it after
+            # set_device); access other devices enabled towards it stays (UNVERIFIED)
+            self.peer_access = {pair for pair in self.peer_access if pair[0] != od.logical}
             assert self.node is not None
             self.node.close_link(od.link)
 
