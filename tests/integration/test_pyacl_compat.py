@@ -339,3 +339,15 @@ def test_callback_tables_under_concurrent_subscribe_launch_and_destroy(run_py):
         R["reporter_alive"] = bool(reporters) and all(t.is_alive() for t in reporters)
     """, timeout=240)
     assert r == {"hung": 0, "codes": [], "served": 100, "reporter_alive": True}
+
+
+def test_readme_pyacl_example_runs_as_written(run_py):
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## The pyACL face"):]
+    example = section[section.index("```python") + len("```python"):]
+    example = example[:example.index("```")]
+    res = run_py(example + "\nprint('example ok', ret)\n",
+                 env={"NPUEMU_DEVICES": "1", "NPUEMU_HBM": "256M", "NPUEMU_DDR": "64M"},
+                 timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().endswith("example ok 0")
