@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from npuemu.host.acl import data, rt, util
-from npuemu.host.acl._wrap import fail, recent_message
+from npuemu.host.acl._wrap import fail as _fail
+from npuemu.host.acl._wrap import recent_message as _recent_message
 from npuemu.host.core import device, plog
 from npuemu.host.core.runtime import get as _runtime
 from npuemu.shared import errors, logring
@@ -48,7 +49,7 @@ def init(config_path: str | None = None, *_ignored: Any) -> int:
         try:
             rt_.check_config()
         except errors.AclError as err:
-            return fail(err, "init", errors.ACL_ERROR_INVALID_PARAM)
+            return _fail(err, "init", errors.ACL_ERROR_INVALID_PARAM)
         rt_.initialized = True
         _finalized = False
     return 0
@@ -95,7 +96,7 @@ def get_version(*_ignored: Any) -> tuple[int, int, int, int]:
 
 def get_recent_err_msg(*_ignored: Any) -> str:
     """Mirrors ``aclGetRecentErrMsg``: the text of this thread's most recent failure."""
-    return recent_message()
+    return _recent_message()
 
 
 _APP_LEVELS = {AclLogLevel.ACL_DEBUG: logring.DEBUG, AclLogLevel.ACL_INFO: logring.INFO,
