@@ -61,15 +61,15 @@ def test_thread_ids_are_pthread_ids_and_subscriptions_end_with_their_stream(run_
         # a thread blocked in process_report(-1) wakes when its only stream is destroyed
         s2 = stream()
         out = {}
+        subscribed = threading.Event()
         def wait_forever():
+            subscribed.wait(10)
             out["ret"] = acl.rt.process_report(-1)
         waiter = threading.Thread(target=wait_forever, daemon=True)
         waiter.start()
-        deadline = time.monotonic() + 10
-        while waiter.ident is None and time.monotonic() < deadline:
-            time.sleep(0.01)
         ok(acl.rt.subscribe_report(waiter.ident, s2), "subscribe waiter")
-        time.sleep(0.2)
+        subscribed.set()
+        time.sleep(0.2)  # let it block in process_report (the test holds either way)
         ok(acl.rt.destroy_stream(s2), "destroy s2")
         waiter.join(10)
         R["waiter_alive"] = waiter.is_alive()
