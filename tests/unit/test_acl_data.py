@@ -34,3 +34,18 @@ def test_type_sizes() -> None:
     assert [data.type_size(t) for t in (0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 16, 17, 27)] == [
         4, 2, 1, 4, 1, 2, 2, 4, 8, 8, 8, 1, 8, 16, 2]
     assert [data.type_size(t) for t in (-1, 13, 29, 30, 999, 2**70)] == [0] * 6
+
+
+def test_top_level_acl_forwards_every_submodule_once() -> None:
+    import subprocess
+    import sys
+
+    code = ("import acl, acl.rt, acl.data, acl.util\n"
+            "import npuemu.host.acl as impl, npuemu.host.acl.data as data\n"
+            "assert acl is impl and acl.data is data and acl.rt is impl.rt\n"
+            "import acl.toplevel\n"
+            "assert acl.toplevel is impl.toplevel\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd="/")
+    assert out.stdout.strip() == "ok", out.stderr
