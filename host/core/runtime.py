@@ -17,6 +17,7 @@ import contextlib
 import operator
 import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,7 +73,13 @@ class Runtime:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.pid = os.getpid()
-        self.config = NodeConfig.from_env()
+        try:
+            self.config = NodeConfig.from_env()
+            self.config_problem = ""
+        except (ValueError, TypeError) as err:  # reported by init / set_device, not here
+            self.config = NodeConfig()
+            self.config_problem = str(err).splitlines()[0]
+            print(f"npuemu: invalid configuration: {self.config_problem}", file=sys.stderr)
         self.node: Node | None = None
         self.devices: dict[int, OpenDevice] = {}
         self.contexts: dict[int, Context] = {}
@@ -95,8 +102,16 @@ class Runtime:
                                    "npuemu cannot be used in a forked child of the process "
                                    "that started it; use multiprocessing's 'spawn' method")
 
+    def check_config(self) -> None:
+        """207004 (no usable device) with one line naming the bad ``NPUEMU_*`` variable,
+        if the environment was invalid: no node is started with it."""
+        if self.config_problem:
+            raise errors.error_for(errors.ACL_ERROR_RT_NO_DEVICE,
+                                   f"invalid configuration: {self.config_problem}")
+
     def ensure_node(self) -> Node:
         self.check_fork()
+        self.check_config()
         if self.node is None:
             with self.lock:
                 if self.node is None:
@@ -109,6 +124,7 @@ class Runtime:
 
     def visible(self) -> list[int]:
         """Node device ids visible to this process, indexed by logical id."""
+        self.check_config()
         if self.config.name:  # a shared node: its size is only known once attached
             self.ensure_node()
         total = self.node.devices if self.node else self.config.devices
@@ -148,6 +164,9 @@ class Runtime:
             for handle in [h for h, obj in self.handles.items() if obj.link is od.link]:
                 self.handles.pop(handle).destroyed = True
             del self.devices[od.logical]
+            # peer access enabled from this device goes with its context (re-enable it after
+            # set_device); access other devices enabled towards it stays (UNVERIFIED)
+            self.peer_access = {pair for pair in self.peer_access if pair[0] != od.logical}
             assert self.node is not None
             self.node.close_link(od.link)
 
