@@ -20,7 +20,6 @@ bad ids: 107001; flags != 0: 100000; across HCCS groups: 207000.
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 
 import pytest
