@@ -23,9 +23,10 @@ link is lost for good (507010, ``ACL_ERROR_RT_LOST_HEARTBEAT``: "the device stop
 heartbeats") and ``query_device_status`` says ABNORMAL. Our choice: the reference does not
 say how long the runtime waits for a silent card; reset and set the device to attach again.
 
-Signals: a SIGINT or SIGTERM that interrupts a sleep here (``posix_ipc.SignalError``) is
-swallowed, so Python's own handler runs next and the program ends as any Python program does
-(KeyboardInterrupt, or the runtime's SIGTERM handler's SystemExit).
+Signals: the link's sleeps hold asynchronous signals back and let them through between
+slices (``_sleep``), so a SIGINT or SIGTERM during any blocking call ends the program as any
+Python program (KeyboardInterrupt, or the runtime's SIGTERM handler's SystemExit) within one
+slice, never with a ``posix_ipc.SignalError`` traceback.
 
 Threading model: every thread of the process uses the link. ``lock`` serialises the
 submission ring: one request in flight (``call``), fire-and-forget frames and stream tasks
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -78,13 +80,24 @@ _SE, _EE = STREAM_ENTRY, EVENT_ENTRY
 _BUSY = (_C.BUSY_AICORE, _C.BUSY_AIVECTOR, _C.BUSY_AICPU)
 
 
+_ASYNC_SIGNALS = signal.valid_signals() - {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE,
+                                            signal.SIGILL, signal.SIGTRAP, signal.SIGSYS,
+                                            signal.SIGABRT}
+
+
 def _sleep(sem: posix_ipc.Semaphore, timeout_s: float) -> bool:
-    """``shm.wait`` that lets a signal through: an interrupted sleep returns False, and
-    Python runs the signal's handler (KeyboardInterrupt, SystemExit) at once after it."""
+    """``shm.wait`` with asynchronous signals held back until it returns. (posix_ipc runs
+    Python's handler on EINTR but then replaces the handler's exception, KeyboardInterrupt
+    or SystemExit, with ``SignalError``.) A signal that arrives meanwhile is delivered when
+    the mask is restored, at most one sleep slice later, and its handler then runs as for
+    any Python code. Costs two ``pthread_sigmask`` calls, on the sleeping path only."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _ASYNC_SIGNALS)
     try:
         return shm.wait(sem, timeout_s)
-    except posix_ipc.SignalError:
+    except posix_ipc.SignalError:  # a signal that cannot be blocked: like a spurious wake
         return False
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def encode(frame: tuple) -> bytes:
@@ -126,6 +139,7 @@ class DeviceLink:
         self.ctl_seg = shm.Segment(shm.name(n, d, "ctl"))
         self.ctl = self.ctl_seg.buf.cast("Q")
         pid, ctime = self.ctl[_C.PID], self.ctl[_C.CTIME]
+        self.worker_pid = pid
         self.pidfd = os.pidfd_open(pid)
         if abs(int(psutil.Process(pid).create_time() * 1e6) - ctime) > 1000:
             raise errors.error_for(errors.ACL_ERROR_RT_LOST_HEARTBEAT,
