@@ -21,8 +21,11 @@ Device attachment and lifetime
     it attached until process exit or until the ``acl`` face resets it (like the CUDA
     runtime's primary context); ``retained_devices()`` lists those.
 
-Thread semantics
-    The current device/context is per thread, as in CANN. ``with Device(n)`` binds the
+Threading model
+    No threads of its own; called from any thread. ``_tls`` (per thread) holds each
+    thread's stack of contexts saved by ``with Device``; ``Runtime.lock`` makes a buffer's
+    ownership check and its free one step against a concurrent reset. The current
+    device/context is per thread, as in CANN. ``with Device(n)`` binds the
     calling thread and, on exit, restores exactly what the thread had before (its previous
     context, or none). Every other method works whatever the calling thread's current device
     is: it makes its device's primary context current for the duration of the call and then

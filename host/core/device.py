@@ -4,6 +4,12 @@ A card whose worker died, or whose heartbeat stopped for longer than ``shared/co
 ``DEVICE_LOST_TIMEOUT_S`` (a hung or SIGSTOPped worker), is ABNORMAL for
 ``query_device_status``, and blocked calls on it fail with 507010 (see
 ``host/driver/link.py``).
+
+Threading model: no threads of its own; any thread calls in. ``Runtime.lock`` guards the
+open devices and their reference counts (``set_device``/``reset_device`` are atomic against
+each other); the current context is per thread (``Runtime.local``). ``OpenDevice.util_mark``
+is written without a lock: concurrent ``utilization_rate`` calls may measure from either
+one's mark (a benign race: both are valid marks).
 """
 
 from __future__ import annotations
@@ -21,8 +27,8 @@ def set_device(dev: int) -> None:
     """Mirrors ``aclrtSetDevice``: attach (first time: blocks until the worker is up), bump
     the device's reference count and bind the calling thread to its primary context."""
     rt = runtime.get()
-    od = rt.open_device(dev)
-    with rt.lock:
+    with rt.lock:  # one step: a reset in another thread cannot close it in between
+        od = rt.open_device(dev)
         od.refs += 1
     rt.local.ctx = od.primary
 
