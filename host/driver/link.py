@@ -33,7 +33,10 @@ submission ring: one request in flight (``call``), fire-and-forget frames and st
 pushed in the order their sequence numbers were given (``post``, ``submit_locked``).
 ``_poll_lock`` guards the pidfd poll object (it must not be polled concurrently);
 ``_waiters_lock`` the ``sync_waiters`` count. ``lost_detail`` only ever goes from "" to a
-message (a racy read sees either). ``pop_report`` is called by the link's report thread only.
+message (a racy read sees either); ``_beat``/``_beat_seen`` (the last heartbeat seen) are
+written by whichever thread checks liveness, without a lock: every write is a true
+observation, so a lost update can only delay the hang verdict by one check.
+``pop_report`` is called by the link's report thread only.
 The columns (``completed``, ``event_done``, ...) are written by the worker and read without
 a lock; ``clear_event`` writes an event slot that the worker no longer writes (see
 ``SlotPool.give_when``). ``close`` runs once, after every other user of the link is done
@@ -119,6 +122,7 @@ class DeviceLink:
         self.node, self.dev, self.slot = node, dev, slot
         self.hung_after_ns = int(hung_after_s * 1e9)
         self._hung = False
+        self._beat = self._beat_seen = 0  # last heartbeat value seen, and when this link saw it
         self.lock = threading.Lock()
         self.seq = 0
         self.lost_detail = ""
@@ -203,7 +207,9 @@ class DeviceLink:
     # liveness ------------------------------------------------------------------------------
     def alive(self) -> bool:
         """True while the worker process lives, the supervisor has not marked it lost and its
-        heartbeat is younger than ``hung_after_s``. Non-blocking (~1 us)."""
+        heartbeat moved within ``hung_after_s`` (older than that, and seen unchanged by this
+        link for that long: a worker that was stopped and resumed a moment ago is not hung).
+        Non-blocking (~1 us)."""
         if self.lost_detail:
             return False
         with self._poll_lock:
@@ -212,8 +218,12 @@ class DeviceLink:
         if exited or ctl[_C.STATE] == DeviceState.LOST:
             self.lost_detail = f"device {self.dev} lost: its worker process died"
             return False
-        silent = time.monotonic_ns() - ctl[_C.HEARTBEAT]
-        if silent > self.hung_after_ns:
+        beat, now = ctl[_C.HEARTBEAT], time.monotonic_ns()
+        if beat != self._beat:  # a new heartbeat: the worker runs
+            self._beat, self._beat_seen = beat, now
+            return True
+        silent = now - beat
+        if silent > self.hung_after_ns and now - self._beat_seen > self.hung_after_ns:
             self._hung = True
             self.lost_detail = (f"device {self.dev} hung: no heartbeat from its worker for "
                                 f"{silent / 1e9:.1f} s (limit {self.hung_after_ns / 1e9:g} s)")
