@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from npuemu.host.core import runtime
+from npuemu.host.core import plog, runtime
 from npuemu.host.driver.fake import FakeNode
 
 
@@ -26,7 +26,10 @@ def fake_runtime(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[runtime.
     rt = runtime.Runtime()
     rt.attach(FakeNode(devices=4))
     monkeypatch.setattr(runtime, "_runtime", rt)
+    monkeypatch.setattr(plog, "_file", None)  # this test's plog goes under tmp_path
     try:
         yield rt
     finally:
         rt.shutdown()
+        if plog._file is not None:
+            plog._file.close()
