@@ -345,14 +345,15 @@ def _bad_buffer(kind: str, i: int, buf: D.DataBuffer | None, need: int) -> None:
 
 def execute(op_type: object, in_descs: Sequence[object], in_bufs: Sequence[object],
             out_descs: Sequence[object], out_bufs: Sequence[object], attr: object,
-            stream_handle: object, *, compile: bool = False) -> None:
+            stream_handle: object, *, compile: bool = False, remember: bool = True) -> None:
     """``aclopExecuteV2`` (``compile=False``: never compiles) or
-    ``aclopCompileAndExecuteV2`` (``compile=True``). Async."""
+    ``aclopCompileAndExecuteV2`` (``compile=True``). Async. ``remember=False`` keeps the
+    call out of the handle-tuple fast map (for callers whose descriptors are temporary)."""
     stream = resolve(stream_handle, for_submit=True)
     cache = cache_for(stream.link)
     try:
-        fast = (op_type, tuple(in_descs), tuple(out_descs), attr)
-        hit = cache.fast.get(fast)
+        fast = (op_type, tuple(in_descs), tuple(out_descs), attr) if remember else None
+        hit = cache.fast.get(fast) if remember else None
     except TypeError:  # unhashable arguments: the slow path reports them
         fast, hit = None, None
     if hit is not None and hit[1] == _GEN[0] and hit[0].alive:
