@@ -139,7 +139,7 @@ def write(key: tuple, meta: dict, code: bytes) -> None:
 def limits(path: str) -> tuple[int, int]:
     """``(cap MB or -1, remain ratio %)`` from op_cache.ini, else the env vars."""
     ini = configparser.ConfigParser()
-    with contextlib.suppress(OSError, configparser.Error):
+    with contextlib.suppress(OSError, configparser.Error, KeyError, ValueError):
         ini.read(os.path.join(os.path.dirname(path), "op_cache.ini"))
         sec = ini["op_compiler_cache"]
         cap, ratio = int(sec["max_op_cache_size"]), int(sec["remain_cache_size_ratio"])

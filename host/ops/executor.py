@@ -221,14 +221,15 @@ def _retile(cache: DeviceOpCache, op: OpDef, req: Request, key: tuple, base: Ent
     return entry
 
 
-def _representative(d: D.TensorDesc) -> D.TensorDesc:
-    if d.dims == (-2,):
+def _representative(desc: D.TensorDesc) -> D.TensorDesc:
+    """A concrete stand-in for a dynamic descriptor (each -1 at its range's low end)."""
+    if desc.dims == (-2,):
         dims: tuple[int, ...] = (1,)
     else:
-        dims = tuple(d if d >= 0 else max(1, d.shape_range[i][0]
-                                          if i < len(d.shape_range) else 1)
-                     for i, d in enumerate(d.dims))  # type: ignore[misc]
-    return D.TensorDesc(d.dtype, dims, d.format, const=d.const)
+        ranges = desc.shape_range
+        dims = tuple(d if d >= 0 else max(1, ranges[i][0] if i < len(ranges) else 1)
+                     for i, d in enumerate(desc.dims))
+    return D.TensorDesc(desc.dtype, dims, desc.format, const=desc.const)
 
 
 def _compile_dynamic(cache: DeviceOpCache, op: OpDef, req: Request, key: tuple) -> Entry:
