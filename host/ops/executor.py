@@ -318,23 +318,25 @@ def find(req: Request, link: Any) -> Entry:
 def launch(entry: Entry, stream: Any, in_bufs: Sequence[object],
            out_bufs: Sequence[object]) -> None:
     """Queue the kernel on ``stream`` (async): check the buffers and post one frame."""
-    buffers = D.BUFFERS
+    get = D.BUFFERS.get
     ptrs = []
-    for k, i in enumerate(entry.used):
-        buf = buffers.get(in_bufs[i])
-        if buf is None or buf.size < entry.in_sizes[k]:
-            _bad_buffer("input", i, buf, entry.in_sizes[k])
-        ptrs.append(buf.addr)
+    append = ptrs.append
+    for i, need in entry.in_checks:
+        buf = get(in_bufs[i])
+        if buf is None or buf.size < need:
+            _bad_buffer("input", i, buf, need)
+        append(buf.addr)
     for j, need in enumerate(entry.out_sizes):
-        buf = buffers.get(out_bufs[j])
+        buf = get(out_bufs[j])
         if buf is None or buf.size < need:
             _bad_buffer("output", j, buf, need)
-        ptrs.append(buf.addr)
-    if not any(entry.out_sizes):
+        append(buf.addr)
+    if entry.empty:
         return  # every output is empty: nothing to run, as the reference
+    if entry.extra:
+        ptrs += entry.extra
     loaded = entry.loaded
-    submit(stream, _LAUNCH, loaded.bin_id, loaded.binary.name, entry.tiling.block_dim,
-           [*ptrs, *entry.extra])
+    submit(stream, _LAUNCH, loaded.bin_id, loaded.binary.name, entry.tiling.block_dim, ptrs)
 
 
 def _bad_buffer(kind: str, i: int, buf: D.DataBuffer | None, need: int) -> None:
