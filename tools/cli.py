@@ -138,7 +138,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 _DELEGATED = {"inject": "inject a hardware fault into a card of a running node",
               "smi": "npu-smi: NPU table, health, ECC and memory information",
-              "msnpureport": "msnpureport: export device logs, query and set log levels"}
+              "msnpureport": "msnpureport: export device logs, query and set log levels",
+              "atc": "ATC: compile single-op descriptions (--singleop) into .om files"}
 """Subcommands handled by ``npuemu.tools.<name>.main(argv) -> int`` (their own parsers)."""
 
 
