@@ -129,7 +129,8 @@ def test_tiling_uses_more_blocks_for_more_data_and_fits_the_unified_buffer():
     big = tiling.rows_tiling(100_000, 4096, "aivector")
     assert big.block_dim == tiling.core_count("aivector") == 48
     assert big.tile * 4096 <= tiling.UB_BYTES
-    assert big.loops == -(-(-(-100_000 // 48)) // big.tile)
+    per_block = -(-100_000 // 48)
+    assert big.loops == -(-per_block // big.tile)
     assert tiling.rows_tiling(100_000, 4096, "aicore").block_dim == 24
 
 
