@@ -8,7 +8,7 @@ scenario. Records:
 * ``op hit: execute_v2 Add 1 KiB (async)``: cache-hit ``acl.op.execute_v2`` calls per second
   from one thread, queued on one stream [the project's own async ``launch_kernel`` of an
   empty kernel]; target ≥ 100k/s.
-* ``tiny op launch+sync`` and ``empty kernel launch+sync``: one call plus
+* ``ops: tiny op launch+sync`` and ``ops: empty kernel launch+sync``: one call plus
   ``synchronize_stream``, median µs [a bare ring round trip, ``bench.RawRing``]; target ≤ 3x.
 * per family (Add, MatMul, ReduceSum, SoftmaxV2, Transpose): ``compile`` (a miss: a build
   into HBM), ``re-tile`` (a miss differing along a linear dim) — both µs [the host cost of a
@@ -137,9 +137,9 @@ def _child(quick: bool, out: str) -> int:
         acl.rt.synchronize_stream(s)
 
     target3 = {"text": "≤ 3x", "on": "ratio", "op": "<=", "bound": 3.0}
-    rec("tiny op launch+sync", _median_us(op_sync, reps), "µs", "bare ring round trip", raw,
+    rec("ops: tiny op launch+sync", _median_us(op_sync, reps), "µs", "bare ring round trip", raw,
         target3)
-    rec("empty kernel launch+sync", _median_us(kernel_sync, reps), "µs",
+    rec("ops: empty kernel launch+sync", _median_us(kernel_sync, reps), "µs",
         "bare ring round trip", raw, target3)
 
     # 3. compile vs re-tile vs hit per family
