@@ -114,16 +114,17 @@ def test_env_capacity_and_hbm_back_to_zero_after_eviction_and_reset(run_py):
     r = scenario(run_py, """
         from npuemu.host.ops import cache
         R["cap"] = op_cache_stats()["capacity"]
-        free0 = acl.rt.get_mem_info(1)[0]
         for n in (1, 2, 3):
             add(np.ones((n, 5), np.float32), np.ones(5, np.float32))
         R["one_entry"] = [op_cache_stats()["entries"], hbm_used() > 0]
         ok(acl.op.set_max_op_queue_num(1))
         base = hbm_used()
+        free_a = acl.rt.get_mem_info(1)[0]
         for c in cache.CACHES.values():
             with c.lock:
                 c.clear()
         R["after_clear"] = hbm_used()
+        R["mem_info_back"] = [acl.rt.get_mem_info(1)[0] - free_a, base]
         add(np.ones((2, 5), np.float32), np.ones(5, np.float32))
         R["again"] = hbm_used() > 0
         ok(acl.rt.destroy_stream(S))
@@ -134,6 +135,8 @@ def test_env_capacity_and_hbm_back_to_zero_after_eviction_and_reset(run_py):
     assert r["cap"] == 1
     assert r["one_entry"] == [1, True]
     assert r["after_clear"] == 0 and r["again"]
+    freed, base = r["mem_info_back"]
+    assert freed == base > 0  # the card's free HBM grows by exactly the kernels' bytes
     assert r["after_reset"] == [0, 0]
 
 
