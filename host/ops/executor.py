@@ -304,6 +304,9 @@ def find(req: Request, link: Any) -> Entry:
         entry = models.load_static(cache, key)
         if entry is not None:
             return entry
+        if models.STATIC_DYNAMIC and not any(d.dynamic for d in req.present):
+            models.load_static_dynamic(cache, _shapeless(req.op_type, req.present, req.outs,
+                                                         req.attr))
         op = registry.lookup(req.op_type)
         entry = _dynamic_match(cache, op, req, key)
     if entry is None:
