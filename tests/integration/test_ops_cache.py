@@ -80,7 +80,7 @@ def test_pyacl_sample_flow_compile_then_execute_v2(run_py):
     assert r["stats"]["compiles"] == 1 and r["stats"]["hits"] >= 2
 
 
-def test_keying_attr_change_is_a_miss_and_lru_capacity(run_py):
+def test_keying_attr_change_is_a_miss_and_lru_capacity(run_py, tmp_path):
     r = scenario(run_py, """
         x = np.ones((4, 4), np.float32)
         a1 = acl.op.create_attr(); ok(acl.op.set_attr_int(a1, "n", 1))
@@ -100,7 +100,10 @@ def test_keying_attr_change_is_a_miss_and_lru_capacity(run_py):
         R["usage_names"] = [e["name"] for e in acl.rt.get_mem_usage_info(0)[0]]
         R["null_attr"] = acl.op.set_attr_int(0, "n", 1)
         R["bad_attr"] = acl.op.set_attr_string(a1, "s", None)
-    """, env={"NPUEMU_OP_INCREMENTAL": "0"})
+        from npuemu.host.core import plog
+        R["plog"] = plog.path()
+    """, env={"NPUEMU_OP_INCREMENTAL": "0", "ASCEND_GLOBAL_LOG_LEVEL": "0",
+              "ASCEND_PROCESS_LOG_PATH": str(tmp_path)})
     assert r["keyed"]["compiles"] == 2 and r["keyed"]["hits"] == 1
     assert r["bad"] == [100000, 100000]
     assert r["shrunk"]["entries"] == 2
@@ -108,6 +111,10 @@ def test_keying_attr_change_is_a_miss_and_lru_capacity(run_py):
     assert r["lru_hit"] == [2.0, 2.0, 2.0] and r["evicted"] == 100024
     assert r["hbm"] > 0 and "op kernels" in r["usage_names"]
     assert r["null_attr"] == 100000 and r["bad_attr"] == 100000
+    with open(r["plog"]) as f:  # seed §6.3: every compile and eviction at DEBUG
+        log = f.read()
+    assert log.count("op compile Add") == r["evicting"]["compiles"]
+    assert log.count("op cache evict Add") == r["evicting"]["evictions"]
 
 
 def test_env_capacity_and_hbm_back_to_zero_after_eviction_and_reset(run_py):
@@ -267,3 +274,36 @@ def test_disk_cache_across_two_processes_and_a_corrupted_file(run_py, tmp_path):
     assert three["stats"]["disk_hits"] == 1
     assert len(list((tmp_path / "npuemu_kernels").iterdir())) == 2
     assert not [f for f in os.listdir(tmp_path / "npuemu_kernels") if f.startswith(".tmp")]
+
+
+def test_op_failure_reaches_sync_exception_callbacks_and_stop_mode(run_py):
+    r = scenario(run_py, """
+        got = []
+        ok(acl.rt.set_exception_info_callback(
+            lambda info: got.append(acl.rt.get_error_code_from_exception_info(info))))
+        x = np.ones((4, 4), np.float32)
+        dx, bx, _ = tensor(x)
+        di = acl.create_tensor_desc(3, [1], ND)
+        pi = malloc(4); h2d(pi, np.array([9], np.int32).tobytes())
+        bi = acl.create_data_buffer(pi, 4)
+        dz, bz, pz = out((1, 4))
+        at = acl.op.create_attr(); ok(acl.op.set_attr_int(at, "axis", 0))
+        ok(acl.rt.set_stream_failure_mode(S, 1))           # ACL_STOP_ON_FAILURE
+        ok(acl.op.compile_and_execute_v2("Gather", [dx, di], [bx, bi], [dz], [bz], at, 0, 0,
+                                         None, S))
+        dy, by, py = out((4, 4))
+        ok(acl.rt.memset(py, 64, 0, 64))
+        ok(acl.op.compile_and_execute_v2("Add", [dx, dx], [bx, bx], [dy], [by], 0, 0, 0, None,
+                                         S))
+        R["sync"] = acl.rt.synchronize_stream(S)
+        R["dropped"] = fetch(py, (4, 4)).tolist()[0]
+        t0 = time.time()
+        while not got and time.time() - t0 < 10:
+            time.sleep(0.01)
+        R["callback"] = got
+        S = stream()                               # a fresh stream: the card still serves
+        R["after"] = add(x, x).tolist()[0]
+    """)
+    assert r["sync"] == 507018 and r["callback"] == [507018]
+    assert r["dropped"] == [0.0] * 4          # stop-on-failure dropped the Add behind it
+    assert r["after"] == [2.0] * 4
