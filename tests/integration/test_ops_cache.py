@@ -170,13 +170,21 @@ def test_retile_and_dynamic_shapes_give_the_numbers_of_a_full_compile(run_py):
             good.append(bool(np.array_equal(add(x, y, compile=False), x + y)))
         R["dyn"] = good
         R["out_of_range"] = add(np.ones((101, 7), np.float32), y, compile=False)
+        # a max-shape (dynamic) output desc: execute_v2 waits and writes the real shape back
+        x = rng.standard_normal((5, 7)).astype(np.float32)
+        dx, bx, _ = tensor(x); _, byy, _ = tensor(y)
+        pmax = malloc(100 * 7 * 4); bmax = acl.create_data_buffer(pmax, 100 * 7 * 4)
+        R["writeback"] = [acl.op.execute_v2("Add", [dx, dy], [bx, byy], [dz], [bmax], 0, S),
+                          acl.get_tensor_desc_dim_v2(dz, 0)[0],
+                          bool(np.array_equal(fetch(pmax, (5, 7)), x + y))]
         R["dyn_stats"] = op_cache_stats()
     """)
     assert r["retile"] == {"3": True, "40": True, "5000": True}
     assert r["stats"]["compiles"] == 1 and r["stats"]["retiles"] == 2
     assert r["dyn_compile"] == 0 and r["dyn"] == [True, True, True]
     assert r["out_of_range"] == 100024
-    assert r["dyn_stats"]["dynamic_tiles"] == 3
+    assert r["dyn_stats"]["dynamic_tiles"] == 4
+    assert r["writeback"] == [0, 5, True]
 
 
 def test_bad_input_codes_and_nothing_left_behind(run_py):
