@@ -73,11 +73,26 @@ def test_pyacl_sample_flow_compile_then_execute_v2(run_py):
                        acl.op.execute_with_handle(h, [bx], [bz], S),
                        acl.op.execute_with_handle(h, [bx, by], [], S)]
         acl.op.destroy_handle(h)
+        # the built-in Cast (aclopCast) and a Cast handle
+        d16 = acl.create_tensor_desc(1, [8, 16], ND)
+        p16 = malloc(256); b16 = acl.create_data_buffer(p16, 256)
+        R["cast"] = acl.op.cast(dx, bx, d16, b16, 0, S)
+        ok(acl.rt.synchronize_stream(S))
+        R["cast_ok"] = bool((np.frombuffer(d2h(p16, 256), np.float16) == x.ravel()).all())
+        hc, ret = acl.op.create_handle_for_cast(dx, d16, 0)
+        R["cast_handle"] = [ret, acl.op.execute_with_handle(hc, [bx], [b16], S)]
+        # aclopInferShape writes the output dims
+        dout = acl.create_tensor_desc(F32, [], ND)
+        dm = acl.create_tensor_desc(F32, [16, 3], ND)
+        R["infer"] = [acl.op.infer_shape("MatMul", [dx, dm], [bx, bx], 1, [dout], 0),
+                      acl.get_tensor_desc_num_dims(dout), acl.get_tensor_desc_dim(dout, 1)]
         R["stats"] = op_cache_stats()
     """)
     assert r["before"] == 100024 and r["compile"] == 0 and r["exec"] == 0 and r["ok"]
     assert r["handle"] == [0, 0, 100021, 100022]
-    assert r["stats"]["compiles"] == 1 and r["stats"]["hits"] >= 2
+    assert r["cast"] == 0 and r["cast_ok"] and r["cast_handle"] == [0, 0]
+    assert r["infer"] == [0, 2, 3]
+    assert r["stats"]["compiles"] == 2 and r["stats"]["hits"] >= 3  # Add, Cast
 
 
 def test_keying_attr_change_is_a_miss_and_lru_capacity(run_py, tmp_path):
