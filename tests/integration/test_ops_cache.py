@@ -193,6 +193,17 @@ def test_retile_and_dynamic_shapes_give_the_numbers_of_a_full_compile(run_py):
                           acl.get_tensor_desc_dim_v2(dz, 0)[0],
                           bool(np.array_equal(fetch(pmax, (5, 7)), x + y))]
         R["dyn_stats"] = op_cache_stats()
+        # unknown rank ({-2}): one compile serves every rank
+        du = acl.create_tensor_desc(F32, [-2], ND)
+        ok(acl.op.compile("Relu", [du], [du], 0, 0, 0, None))
+        ranks = []
+        for shape in ((3,), (2, 5), (2, 3, 4)):
+            v = rng.standard_normal(shape).astype(np.float32)
+            dv, bv, _ = tensor(v); do, bo, po = out(shape)
+            ok(acl.op.execute_v2("Relu", [dv], [bv], [do], [bo], 0, S))
+            ok(acl.rt.synchronize_stream(S))
+            ranks.append(bool(np.array_equal(fetch(po, shape), np.maximum(v, 0))))
+        R["unknown_rank"] = ranks
     """)
     assert r["retile"] == {"3": True, "40": True, "5000": True}
     assert r["stats"]["compiles"] == 1 and r["stats"]["retiles"] == 2
@@ -200,6 +211,7 @@ def test_retile_and_dynamic_shapes_give_the_numbers_of_a_full_compile(run_py):
     assert r["out_of_range"] == 100024
     assert r["dyn_stats"]["dynamic_tiles"] == 4
     assert r["writeback"] == [0, 5, True]
+    assert r["unknown_rank"] == [True, True, True]
 
 
 def test_bad_input_codes_and_nothing_left_behind(run_py):
