@@ -263,10 +263,11 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray:
     value = helper.get_attribute_value(attr)
     if attr.name == "value":
         return numpy_helper.to_array(value)
-    if attr.name in ("value_float", "value_int", "value_string"):
-        return np.array(value)
-    if attr.name in ("value_floats", "value_ints", "value_strings"):
-        return np.array(list(value))
+    kinds = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64,
+             "value_ints": np.int64}
+    if attr.name in kinds:
+        return np.array(value if isinstance(value, float | int) else list(value),
+                        dtype=kinds[attr.name])
     raise ModelError(ACL_ERROR_GE_PARAM_INVALID,
                      f"Constant node {node.name!r}: attribute {attr.name} not supported")
 
