@@ -27,6 +27,8 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | BINARY_UNLOAD | bin id                      |                         |                   |
 | CALLBACK_DONE | slot, task seq              |                         | (no reply) releases a BLOCK callback |
 | INJECT      | fault name, {parameters}      |                         | ``device/faults.py`` |
+| OP_LOAD     | code bytes, name              | bin id, ptr, span, kernels | op binary into HBM (``device/opbin.py``) |
+| OP_UNLOAD   | bin id, ptr                   |                         | frees its HBM     |
 
 Stream tasks are fire-and-forget frames ``[op, 0, stream slot, task seq, args...]``; their
 completion is published in the client's stream/event tables (``layout.py``):
@@ -75,6 +77,9 @@ class Op(enum.IntEnum):
     BINARY_UNLOAD = 15
     CALLBACK_DONE = 16
     INJECT = 17
+    # op kernel binaries (device/opbin.py; helper "ops")
+    OP_LOAD = 18
+    OP_UNLOAD = 19
     # stream tasks
     COPY_ASYNC = 32
     MEMSET_ASYNC = 33

@@ -106,10 +106,16 @@ def leak_report() -> list[dict]:
                  "stack": a.stack} for a in rt.allocations.values()]
 
 
+USAGE_COMPONENTS: list = []
+"""Features add ``fn(link) -> {"name", "curMemSize", "memPeakSize"} | None`` here to show
+their own part of this process's usage (e.g. ``host/ops``: "op kernels")."""
+
+
 def get_mem_usage_info(dev: int) -> list[dict]:
     """Mirrors ``aclrtGetMemUsageInfo``: one entry per component, largest current usage
     first. Components here are the host processes using the card (``"pid <n>"``, from the
-    device's per-client accounting) plus ``"total"``; names are our choice."""
+    device's per-client accounting), ``"total"``, and the parts features register in
+    ``USAGE_COMPONENTS`` (included in their process's figure); names are our choice."""
     link = runtime.get().open_device(dev).link
     link.call(Op.PING)  # frees queued before are counted
     ctl = link.ctl
@@ -121,6 +127,7 @@ def get_mem_usage_info(dev: int) -> list[dict]:
             entries.append({"name": f"pid {ctl[base + layout.CLIENT_ENTRY.PID]}",
                             "curMemSize": ctl[base + layout.CLIENT_ENTRY.USED],
                             "memPeakSize": ctl[base + layout.CLIENT_ENTRY.PEAK]})
+    entries += [e for e in (fn(link) for fn in USAGE_COMPONENTS) if e is not None]
     return sorted(entries, key=lambda e: -e["curMemSize"])
 
 
