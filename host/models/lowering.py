@@ -9,10 +9,18 @@ scale and the bias Add), ``Sum`` / variadic ``Max`` / ``Min`` (chains of binary 
 ``Dropout`` disappear (their output is renamed to their input). Reshape-like ops (Reshape,
 Flatten, Squeeze, Unsqueeze) become ``Reshape`` with the inferred static shape.
 
+Attributes follow the op library's conventions (``host/ops``: ``transpose_x1``, Conv2D
+``pads`` as ``[top, bottom, left, right]``, pooling ``padding`` VALID/SAME, ``concat_dim``,
+``keep_dims``, ...). The library's pooling has no explicit pads or ceil mode, so ONNX
+pooling with pads becomes a ``Pad`` (with the dtype's lowest value for MaxPool, zeros for
+AvgPool) then VALID pooling; an AvgPool whose windows are not all full (pads excluded from
+the count, ceil mode) is then multiplied by a compile-time weight ``kh*kw / count``.
+Every lowered node is checked against the library: its op type exists, and the library's
+shape inference gives the shapes and dtypes ONNX inferred (else 145000 naming the node).
+
 Every node the table does not cover is collected, and one
 :class:`~.codes.UnsupportedOpsError` names them all with their node names; nothing is
-written. Which op types exist is the op library's business: :data:`LIBRARY_OPS` is the list
-issue 10 asks for, used until the library's registry can be queried.
+written.
 """
 
 from __future__ import annotations
@@ -25,15 +33,11 @@ import onnx
 from onnx import helper, numpy_helper
 
 from npuemu.host.models.codes import ACL_ERROR_GE_PARAM_INVALID, ModelError, UnsupportedOpsError
-from npuemu.host.models.graph import Graph, Node, Tensor
+from npuemu.host.models.graph import ACL_DTYPES, Graph, Node, Tensor
+from npuemu.host.ops import compiler, executor, registry
+from npuemu.host.ops.registry import Spec
+from npuemu.shared.errors import AclError
 
-LIBRARY_OPS = frozenset({
-    "Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow", "Sqrt", "Exp", "Log", "Abs", "Neg",
-    "Relu", "Gelu", "Sigmoid", "Tanh", "Erf", "Cast", "MatMul", "BatchMatMul", "Conv2D",
-    "MaxPool", "AvgPool", "GlobalAveragePool", "BatchNorm", "LayerNorm", "SoftmaxV2",
-    "ReduceSum", "ReduceMean", "ReduceMax", "Transpose", "Reshape", "Concat", "Split", "Gather",
-    "Pad", "Where", "Fill", "Identity",
-})
 _SAME = {name: name for name in (
     "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Abs", "Neg", "Relu", "Gelu",
     "Sigmoid", "Tanh", "Erf", "Where", "GlobalAveragePool")}
@@ -173,67 +177,121 @@ class _Lowerer:
             acc = out
 
     def _op_Cast(self, n: onnx.NodeProto, a: dict) -> None:
-        self.emit(n, "Cast", [n.input[0]], [n.output[0]], dst_type=self.t(n.output[0]).dtype)
+        dtype = self.t(n.output[0]).dtype
+        if dtype not in ACL_DTYPES:
+            raise UnsupportedOpsError([(f"Cast to {dtype}", n.name)])
+        self.emit(n, "Cast", [n.input[0]], [n.output[0]], dst_type=ACL_DTYPES[dtype])
 
     def _op_Conv(self, n: onnx.NodeProto, a: dict) -> None:
         w = self.t(n.input[1])
         if len(w.shape) != 4:
             raise UnsupportedOpsError([(f"Conv{len(w.shape) - 2}D", n.name)])
+        t, left, b, r = _pads(n, a, self, w.shape[2:])
         self.emit(n, "Conv2D", list(n.input), [n.output[0]],
-                  strides=list(a.get("strides", [1, 1])), pads=_pads(n, a, self, w.shape[2:]),
-                  dilations=list(a.get("dilations", [1, 1])), groups=a.get("group", 1),
+                  strides=[1, 1, *a.get("strides", [1, 1])], pads=[t, b, left, r],
+                  dilations=[1, 1, *a.get("dilations", [1, 1])], groups=a.get("group", 1),
                   data_format="NCHW")
 
-    def _pool(self, n: onnx.NodeProto, a: dict, op: str, **extra: Any) -> None:
+    def _pool(self, n: onnx.NodeProto, a: dict, op: str) -> None:
+        """ONNX pooling as (Pad) + VALID library pooling (+ a count correction for Avg)."""
         ks = list(a["kernel_shape"])
-        if len(ks) != 2:
+        x = self.t(n.input[0])
+        if len(ks) != 2 or len(x.shape) != 4:
             raise UnsupportedOpsError([(f"{n.op_type}{len(ks)}D", n.name)])
-        self.emit(n, op, [n.input[0]], [n.output[0]], ksize=ks,
-                  strides=list(a.get("strides", [1, 1])), pads=_pads(n, a, self, ks),
-                  ceil_mode=a.get("ceil_mode", 0), data_format="NCHW", **extra)
+        if any(d != 1 for d in a.get("dilations", [1, 1])):
+            raise UnsupportedOpsError([(f"{n.op_type} with dilations", n.name)])
+        strides = list(a.get("strides", [1, 1]))
+        t, left, b, r = _pads(n, a, self, ks)
+        out_hw = self.t(n.output[0]).shape[2:]
+        # extra end padding so VALID pooling yields ONNX's output size (ceil mode)
+        b += max(0, (out_hw[0] - 1) * strides[0] + ks[0] - (x.shape[2] + t + b))
+        r += max(0, (out_hw[1] - 1) * strides[1] + ks[1] - (x.shape[3] + left + r))
+        src, out = n.input[0], n.output[0]
+        if t or b or left or r:
+            fill = float(np.finfo(np.dtype(x.dtype)).min) if op == "MaxPool" else 0.0
+            src = self._pad(n, src, [[0, 0], [0, 0], [t, b], [left, r]], fill)
+        scale = None
+        if op == "AvgPool":
+            scale = _avg_scale(x.shape[2:], ks, strides, (t, left), out_hw,
+                               a.get("count_include_pad", 0), a.get("pads", [0, 0, 0, 0]))
+        pooled = self.new_tensor(out, self.t(out).shape) if scale is not None else out
+        self.emit(n, op, [src], [pooled], ksize=[1, 1, *ks], strides=[1, 1, *strides],
+                  padding="VALID", data_format="NCHW")
+        if scale is not None:
+            self.emit(n, "Mul", [pooled, self.new_weight(out, scale.astype(x.dtype))], [out])
+
+    def _pad(self, n: onnx.NodeProto, src: str, pads: list[list[int]], fill: float) -> str:
+        shape = tuple(d + lo + hi for d, (lo, hi) in zip(self.t(src).shape, pads, strict=True))
+        out = self.new_tensor(n.output[0], shape, self.t(src).dtype)
+        self.emit(n, "Pad", [src], [out], paddings=pads, constant_values=fill)
+        return out
 
     def _op_MaxPool(self, n: onnx.NodeProto, a: dict) -> None:
         if len(n.output) > 1 and n.output[1]:
             raise UnsupportedOpsError([("MaxPool with Indices", n.name)])
-        self._pool(n, a, "MaxPool", dilations=list(a.get("dilations", [1, 1])))
+        self._pool(n, a, "MaxPool")
 
     def _op_AveragePool(self, n: onnx.NodeProto, a: dict) -> None:
-        self._pool(n, a, "AvgPool", count_include_pad=a.get("count_include_pad", 0))
+        self._pool(n, a, "AvgPool")
 
     def _op_BatchNormalization(self, n: onnx.NodeProto, a: dict) -> None:
+        if len(self.t(n.input[0]).shape) != 4:
+            raise UnsupportedOpsError([("BatchNormalization on a non-4-D tensor", n.name)])
         self.emit(n, "BatchNorm", list(n.input[:5]), [n.output[0]],
                   epsilon=a.get("epsilon", 1e-5), data_format="NCHW")
 
     def _op_LayerNormalization(self, n: onnx.NodeProto, a: dict) -> None:
-        self.emit(n, "LayerNorm", list(n.input), [n.output[0]], axis=a.get("axis", -1),
-                  epsilon=a.get("epsilon", 1e-5))
+        if len(n.input) != 3 or not n.input[2] or (len(n.output) > 1 and any(n.output[1:])):
+            raise UnsupportedOpsError([("LayerNormalization without bias or with stats",
+                                        n.name)])
+        axis = a.get("axis", -1) % len(self.t(n.input[0]).shape)
+        self.emit(n, "LayerNorm", list(n.input), [n.output[0]], begin_norm_axis=axis,
+                  begin_params_axis=axis, epsilon=a.get("epsilon", 1e-5))
 
     def _op_MatMul(self, n: onnx.NodeProto, a: dict) -> None:
-        two_d = len(self.t(n.input[0]).shape) == 2 and len(self.t(n.input[1]).shape) == 2
-        self.emit(n, "MatMul" if two_d else "BatchMatMul", list(n.input), [n.output[0]],
-                  transpose_a=False, transpose_b=False)
+        ra, rb = len(self.t(n.input[0]).shape), len(self.t(n.input[1]).shape)
+        if ra == rb == 2:
+            self.emit(n, "MatMul", list(n.input), [n.output[0]])
+        elif ra >= 2 and rb >= 2:
+            self.emit(n, "BatchMatMul", list(n.input), [n.output[0]])
+        else:
+            raise UnsupportedOpsError([("MatMul of a 1-D tensor", n.name)])
 
     def _op_Gemm(self, n: onnx.NodeProto, a: dict) -> None:
+        """MatMul with transposes and the bias input; alpha folds into a constant B (else a
+        Mul), beta into a constant C."""
         alpha, beta = a.get("alpha", 1.0), a.get("beta", 1.0)
         out = n.output[0]
-        y_shape = self.t(out).shape
-        has_c = len(n.input) > 2 and n.input[2]
-        mm = self.new_tensor(out, y_shape) if has_c or alpha != 1.0 else out
-        self.emit(n, "MatMul", [n.input[0], n.input[1]], [mm],
-                  transpose_a=bool(a.get("transA", 0)), transpose_b=bool(a.get("transB", 0)))
+        y = self.t(out)
+        b = n.input[1]
+        if alpha != 1.0 and self.const(b) is not None:
+            bval = self.const(b)
+            b, alpha = self.new_weight(out, (bval * alpha).astype(bval.dtype)), 1.0
+        ins = [n.input[0], b]
+        c = n.input[2] if len(n.input) > 2 and n.input[2] else ""
+        late_c = ""
+        if c:
+            cval = self.const(c)
+            if cval is not None and (beta != 1.0 or alpha != 1.0 or cval.ndim > 1):
+                scaled = (cval * beta).astype(cval.dtype)
+                if scaled.size == y.shape[1] and (scaled.ndim == 1 or scaled.shape[0] == 1):
+                    c = self.new_weight(out, scaled.reshape(-1))
+                else:
+                    late_c, c = self.new_weight(out, scaled), ""
+            elif cval is None and (beta != 1.0 or self.t(c).shape not in ((y.shape[1],),)):
+                raise UnsupportedOpsError([("Gemm with a computed, broadcast C", n.name)])
+            if c and alpha == 1.0:
+                ins.append(c)
+                c = ""
+        mm = out if (alpha == 1.0 and not c and not late_c) else self.new_tensor(out, y.shape)
+        self.emit(n, "MatMul", ins, [mm], transpose_x1=bool(a.get("transA", 0)),
+                  transpose_x2=bool(a.get("transB", 0)))
         if alpha != 1.0:
-            scaled = self.new_tensor(out, y_shape) if has_c else out
-            k = self.new_weight(out, np.array(alpha, dtype=self.t(out).dtype))
-            self.emit(n, "Mul", [mm, k], [scaled])
-            mm = scaled
-        if has_c:
-            c = n.input[2]
-            if beta != 1.0:
-                cval = self.const(c)
-                if cval is None:
-                    raise UnsupportedOpsError([("Gemm with beta and a computed C", n.name)])
-                c = self.new_weight(out, (cval * beta).astype(cval.dtype))
-            self.emit(n, "Add", [mm, c], [out])
+            nxt = out if not (c or late_c) else self.new_tensor(out, y.shape)
+            self.emit(n, "Mul", [mm, self.new_weight(out, np.array(alpha, y.dtype))], [nxt])
+            mm = nxt
+        if c or late_c:
+            self.emit(n, "Add", [mm, c or late_c], [out])
 
     def _op_Softmax(self, n: onnx.NodeProto, a: dict) -> None:
         x = self.t(n.input[0])
@@ -249,7 +307,9 @@ class _Lowerer:
         self.emit(n, "Reshape", [s], [n.output[0]], shape=list(x.shape))
 
     def _op_LRN(self, n: onnx.NodeProto, a: dict) -> None:
-        """y = x / (bias + alpha/size * sum of x^2 over the channel window)^beta (ONNX LRN)."""
+        """y = x / (bias + alpha/size * sum of x^2 over the channel window)^beta (ONNX LRN):
+        the window sum is an AvgPool over channels (moved to the H position) of the
+        zero-padded square, times ``size``."""
         x = self.t(n.input[0])
         if len(x.shape) != 4:
             raise UnsupportedOpsError([("LRN on a non-4-D tensor", n.name)])
@@ -261,9 +321,10 @@ class _Lowerer:
         tr = self.new_tensor(out, (nn, h, c, w))
         self.emit(n, "Transpose", [sq], [tr], perm=[0, 2, 1, 3])
         lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+        padded = self._pad(n, tr, [[0, 0], [0, 0], [lo, hi], [0, 0]], 0.0)
         avg = self.new_tensor(out, (nn, h, c, w))
-        self.emit(n, "AvgPool", [tr], [avg], ksize=[size, 1], strides=[1, 1],
-                  pads=[lo, 0, hi, 0], ceil_mode=0, count_include_pad=1, data_format="NCHW")
+        self.emit(n, "AvgPool", [padded], [avg], ksize=[1, 1, size, 1], strides=[1, 1, 1, 1],
+                  padding="VALID", data_format="NCHW")
         back = self.new_tensor(out, x.shape)
         self.emit(n, "Transpose", [avg], [back], perm=[0, 2, 1, 3])
         scaled = self.new_tensor(out, x.shape)
@@ -283,13 +344,23 @@ class _Lowerer:
                   perm=list(a.get("perm", range(rank - 1, -1, -1))))
 
     def _op_Concat(self, n: onnx.NodeProto, a: dict) -> None:
-        self.emit(n, "Concat", list(n.input), [n.output[0]], axis=a["axis"])
+        self.emit(n, "Concat", list(n.input), [n.output[0]], concat_dim=a["axis"])
 
     def _op_Split(self, n: onnx.NodeProto, a: dict) -> None:
-        sizes = [self.t(o).shape[a.get("axis", 0)] for o in n.output]
-        self.emit(n, "Split", [n.input[0]], list(n.output), axis=a.get("axis", 0), sizes=sizes)
+        axis = a.get("axis", 0)
+        sizes = {self.t(o).shape[axis] for o in n.output}
+        if len(sizes) != 1:
+            raise UnsupportedOpsError([("Split into unequal parts", n.name)])
+        self.emit(n, "Split", [n.input[0]], list(n.output), split_dim=axis,
+                  num_split=len(n.output))
 
     def _op_Gather(self, n: onnx.NodeProto, a: dict) -> None:
+        idx = self.const(n.input[1])
+        if idx is not None and (idx < 0).any():  # negative indices: made positive here
+            dim = self.t(n.input[0]).shape[a.get("axis", 0)]
+            fixed = self.new_weight(n.output[0], np.where(idx < 0, idx + dim, idx))
+            self.emit(n, "Gather", [n.input[0], fixed], [n.output[0]], axis=a.get("axis", 0))
+            return
         self.emit(n, "Gather", list(n.input), [n.output[0]], axis=a.get("axis", 0))
 
     def _reduce(self, n: onnx.NodeProto, a: dict) -> None:
@@ -300,38 +371,38 @@ class _Lowerer:
                 raise UnsupportedOpsError([(f"{n.op_type} with computed axes", n.name)])
             axes = value.tolist()
         rank = len(self.t(n.input[0]).shape)
-        if axes is None and a.get("noop_with_empty_axes", 0):
+        if not axes and a.get("noop_with_empty_axes", 0):
             self.alias[n.output[0]] = self.name(n.input[0])
             return
-        axes = list(range(rank)) if axes is None else [x % rank for x in axes]
+        axes = list(range(rank)) if not axes else [x % rank for x in axes]
         self.emit(n, n.op_type, [n.input[0]], [n.output[0]], axes=axes,
-                  keepdims=bool(a.get("keepdims", 1)))
+                  keep_dims=bool(a.get("keepdims", 1)))
 
     _op_ReduceSum = _op_ReduceMean = _op_ReduceMax = _reduce
 
     def _op_Pad(self, n: onnx.NodeProto, a: dict) -> None:
-        if a.get("mode", b"constant") not in (b"constant", "constant"):
-            raise UnsupportedOpsError([(f"Pad mode {a['mode']!r}", n.name)])
+        mode = a.get("mode", b"constant")
+        if mode not in (b"constant", "constant"):
+            raise UnsupportedOpsError([(f"Pad mode {mode.decode()}", n.name)])
         pads = a.get("pads")
         value = a.get("value", 0.0)
         if pads is None:
             pads_c = self.const(n.input[1])
-            if pads_c is None:
-                raise UnsupportedOpsError([("Pad with computed pads", n.name)])
+            if pads_c is None or (len(n.input) > 3 and n.input[3]):
+                raise UnsupportedOpsError([("Pad with computed pads or axes", n.name)])
             pads = pads_c.tolist()
-            cval = self.const(n.input[2]) if len(n.input) > 2 else None
-            value = 0.0 if cval is None else float(cval)
-        self.emit(n, "Pad", [n.input[0]], [n.output[0]], pads=list(pads), value=value)
-
-    def _op_ConstantOfShape(self, n: onnx.NodeProto, a: dict) -> None:
-        value = a.get("value")
-        fill = 0.0 if value is None else numpy_helper.to_array(value).reshape(-1)[0].item()
-        self.emit(n, "Fill", [], [n.output[0]], shape=list(self.t(n.output[0]).shape),
-                  value=fill)
+            cval = self.const(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+            value = 0.0 if cval is None else cval.item()
+        rank = len(pads) // 2
+        if min(pads) < 0:
+            raise UnsupportedOpsError([("Pad with negative pads", n.name)])
+        pairs = [[int(pads[i]), int(pads[i + rank])] for i in range(rank)]
+        self.emit(n, "Pad", [n.input[0]], [n.output[0]], paddings=pairs,
+                  constant_values=value)
 
 
 def _pads(n: onnx.NodeProto, a: dict, low: _Lowerer, kernel: tuple | list) -> list[int]:
-    """Explicit [top, left, bottom, right] pads, resolving ``auto_pad`` from static shapes."""
+    """Explicit ONNX-order pads [top, left, bottom, right], resolving ``auto_pad``."""
     auto = a.get("auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     if auto in ("NOTSET", "VALID"):
@@ -349,10 +420,57 @@ def _pads(n: onnx.NodeProto, a: dict, low: _Lowerer, kernel: tuple | list) -> li
     return begin + end
 
 
+def _avg_scale(hw: tuple, ks: list[int], strides: list[int], begin: tuple[int, int],
+               out_hw: tuple, include_pad: int, pads: list[int]) -> np.ndarray | None:
+    """``kh*kw / count`` per output position, or None when every window is full.
+
+    ``count`` is what ONNX divides by: the window's elements inside the input (pads
+    excluded) or inside input plus explicit pads (``count_include_pad``)."""
+    counts = []
+    for axis in range(2):
+        lo = -begin[axis]
+        hi = hw[axis] + (pads[axis + 2] + pads[axis] - begin[axis] if include_pad else 0)
+        lo_edge = lo if include_pad else 0
+        starts = lo + np.arange(out_hw[axis]) * strides[axis]
+        ends = starts + ks[axis]
+        counts.append(np.minimum(ends, hi) - np.maximum(starts, lo_edge))
+    count = np.outer(counts[0], counts[1]).astype(np.float64)
+    full = ks[0] * ks[1]
+    if (count == full).all():
+        return None
+    return (full / count).reshape(1, 1, *out_hw)
+
+
 def lower(model: onnx.ModelProto) -> Graph:
     """Lower a prepared ONNX model to a :class:`Graph` of library ops (see module doc)."""
     graph = _Lowerer(model).run()
-    unknown = sorted({n.op for n in graph.nodes} - LIBRARY_OPS)
-    if unknown:  # a bug in the table above, not in the user's model
-        raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"lowering produced unknown ops {unknown}")
+    for node in graph.nodes:
+        check_node(graph, node)
     return graph
+
+
+def check_node(graph: Graph, node: Node) -> dict:
+    """The library's view of ``node``: full attributes (defaults filled in, stored back in
+    ``node.attrs``) and the tiling; 145000 if the library refuses or infers other shapes."""
+    try:
+        op = registry.lookup(node.op)
+        attrs = registry.attrs_of(op, node.attrs)
+        ins = [_spec(graph.tensors[i]) for i in node.inputs if i]
+        outs = executor.signature(op, ins, [], attrs)
+        tiling = compiler.retile(op, ins, outs, attrs)
+    except AclError as exc:
+        raise ModelError(ACL_ERROR_GE_PARAM_INVALID,
+                         f"node {node.name!r} ({node.op} from {node.source}): the op library "
+                         f"refuses it: {exc}") from exc
+    want = [(graph.tensors[o].dtype, graph.tensors[o].shape) for o in node.outputs]
+    got = [(s.dtype, tuple(s.shape)) for s in outs]
+    if want != got:
+        raise ModelError(ACL_ERROR_GE_PARAM_INVALID,
+                         f"node {node.name!r} ({node.op} from {node.source}): the op library "
+                         f"infers {got}, ONNX {want}")
+    node.attrs = attrs
+    return dict(vars(tiling))
+
+
+def _spec(t: Tensor) -> Spec:
+    return Spec(t.dtype, tuple(t.shape))

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from npuemu.host.models import lowering, onnx_front
 from npuemu.host.models.codes import ModelError
-from npuemu.host.models.graph import Graph
+from npuemu.host.models.graph import NUMPY_DTYPES, Graph
 from tests.unit.test_models_frontend import LIGHT, light, random_feeds, run_ort
 
 _SAME = {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Abs", "Neg", "Relu",
@@ -24,68 +24,70 @@ _SAME = {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Abs", "Neg", 
 
 
 def _node(g: Graph, n, extra: list) -> list:
+    """One library op as ONNX nodes (test oracle; attributes in the library's conventions)."""
     a, ins, outs = n.attrs, list(n.inputs), list(n.outputs)
     make = helper.make_node
+
+    def const(suffix: str, value: np.ndarray) -> str:
+        name = outs[0] + suffix
+        extra.append(numpy_helper.from_array(value, name))
+        return name
+
     if n.op in _SAME:
         return [make(n.op, ins, outs)]
     if n.op in ("Maximum", "Minimum"):
         return [make(n.op[:3], ins, outs)]
     if n.op == "Cast":
         return [make("Cast", ins, outs, to=helper.np_dtype_to_tensor_dtype(
-            np.dtype(a["dst_type"])))]
-    if n.op in ("MatMul", "BatchMatMul"):
+            np.dtype(NUMPY_DTYPES[a["dst_type"]])))]
+    if n.op == "MatMul":
+        return [make("Gemm", ins, outs, transA=int(a["transpose_x1"]),
+                     transB=int(a["transpose_x2"]))]
+    if n.op == "BatchMatMul":
         nodes, fixed = [], []
-        for x, flag in zip(ins, (a["transpose_a"], a["transpose_b"]), strict=True):
+        for x, flag in zip(ins, (a["adj_x1"], a["adj_x2"]), strict=True):
             if flag:
                 rank = len(g.tensors[x].shape)
-                perm = [*range(rank - 2), rank - 1, rank - 2]
-                nodes.append(make("Transpose", [x], [x + "__T"], perm=perm))
+                nodes.append(make("Transpose", [x], [x + "__T"],
+                                  perm=[*range(rank - 2), rank - 1, rank - 2]))
                 x += "__T"
             fixed.append(x)
         return [*nodes, make("MatMul", fixed, outs)]
     if n.op == "Conv2D":
-        return [make("Conv", ins, outs, strides=a["strides"], pads=a["pads"],
-                     dilations=a["dilations"], group=a["groups"])]
-    if n.op == "MaxPool":
-        return [make("MaxPool", ins, outs, kernel_shape=a["ksize"], strides=a["strides"],
-                     pads=a["pads"], ceil_mode=a["ceil_mode"], dilations=a["dilations"])]
-    if n.op == "AvgPool":
-        return [make("AveragePool", ins, outs, kernel_shape=a["ksize"], strides=a["strides"],
-                     pads=a["pads"], ceil_mode=a["ceil_mode"],
-                     count_include_pad=a["count_include_pad"])]
+        t, b, left, r = a["pads"]
+        return [make("Conv", ins, outs, strides=a["strides"][2:], pads=[t, left, b, r],
+                     dilations=a["dilations"][2:], group=a["groups"])]
+    if n.op in ("MaxPool", "AvgPool"):
+        assert a["padding"] == "VALID"
+        return [make("MaxPool" if n.op == "MaxPool" else "AveragePool", ins, outs,
+                     kernel_shape=a["ksize"][2:], strides=a["strides"][2:])]
     if n.op == "BatchNorm":
         return [make("BatchNormalization", ins, outs, epsilon=a["epsilon"])]
+    if n.op == "LayerNorm":
+        return [make("LayerNormalization", ins, outs, axis=a["begin_norm_axis"],
+                     epsilon=a["epsilon"])]
     if n.op == "SoftmaxV2":
         (axis,) = a["axes"]
         return [make("Softmax", ins, outs, axis=axis)]
-    if n.op in ("Reshape", "Fill"):
-        shape = outs[0] + "__shape"
-        extra.append(numpy_helper.from_array(np.array(a["shape"], np.int64), shape))
-        if n.op == "Fill":
-            value = numpy_helper.from_array(np.array([a["value"]], g.tensors[outs[0]].dtype))
-            return [make("ConstantOfShape", [shape], outs, value=value)]
-        return [make("Reshape", [ins[0], shape], outs)]
+    if n.op == "Reshape":
+        return [make("Reshape", [ins[0], const("__shape", np.array(a["shape"], np.int64))],
+                     outs)]
     if n.op == "Transpose":
         return [make("Transpose", ins, outs, perm=a["perm"])]
     if n.op == "Concat":
-        return [make("Concat", ins, outs, axis=a["axis"])]
+        return [make("Concat", ins, outs, axis=a["concat_dim"])]
+    if n.op == "Split":
+        return [make("Split", ins, outs, axis=a["split_dim"], num_outputs=a["num_split"])]
     if n.op == "Gather":
         return [make("Gather", ins, outs, axis=a["axis"])]
     if n.op == "Pad":
-        pads = outs[0] + "__pads"
-        extra.append(numpy_helper.from_array(np.array(a["pads"], np.int64), pads))
-        value = outs[0] + "__value"
-        extra.append(numpy_helper.from_array(np.array(a["value"], g.tensors[ins[0]].dtype),
-                                             value))
-        return [make("Pad", [ins[0], pads, value], outs)]
+        pads = [p[0] for p in a["paddings"]] + [p[1] for p in a["paddings"]]
+        value = np.array(a["constant_values"], g.tensors[ins[0]].dtype)
+        return [make("Pad", [ins[0], const("__pads", np.array(pads, np.int64)),
+                             const("__value", value)], outs)]
     if n.op in ("ReduceSum", "ReduceMean", "ReduceMax"):
-        axes = outs[0] + "__axes"
-        extra.append(numpy_helper.from_array(np.array(a["axes"], np.int64), axes))
-        return [make(n.op, [ins[0], axes], outs, keepdims=int(a["keepdims"]))]
-    if n.op == "Split":
-        sizes = outs[0] + "__split"
-        extra.append(numpy_helper.from_array(np.array(a["sizes"], np.int64), sizes))
-        return [make("Split", [ins[0], sizes], outs, axis=a["axis"])]
+        axes = const("__axes", np.array(a["axes"], np.int64))
+        return [make(n.op, [ins[0], axes], outs, keepdims=int(a["keep_dims"]))]
     raise NotImplementedError(n.op)
 
 
