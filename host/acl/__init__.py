@@ -7,7 +7,7 @@ Submodules as in pyACL: ``acl.rt`` (runtime), ``acl.util`` (pointer helpers). Ca
 
 from __future__ import annotations
 
-from npuemu.host.acl import op, rt, util
+from npuemu.host.acl import mdl, op, rt, util
 from npuemu.host.acl._wrap import recent_message
 from npuemu.host.acl.tensor import *  # noqa: F403  (descriptors, buffers; helper ops)
 from npuemu.host.core import device
@@ -52,5 +52,5 @@ def get_recent_err_msg() -> str:
     return recent_message()
 
 
-__all__ = ["finalize", "get_recent_err_msg", "get_soc_name", "get_version", "init", "op",
-           "rt", "util"]
+__all__ = ["finalize", "get_recent_err_msg", "get_soc_name", "get_version", "init", "mdl",
+           "op", "rt", "util"]
