@@ -131,14 +131,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from npuemu.tools import bench
+    from npuemu.tools import bench, bench_ops  # noqa: F401  (bench_ops: helper ops' figures)
 
     return bench.main(quick=args.quick, json_path=args.json)
 
 
 _DELEGATED = {"inject": "inject a hardware fault into a card of a running node",
               "smi": "npu-smi: NPU table, health, ECC and memory information",
-              "msnpureport": "msnpureport: export device logs, query and set log levels"}
+              "msnpureport": "msnpureport: export device logs, query and set log levels",
+              "atc": "ATC: compile single-op descriptions (--singleop) into .om files"}
 """Subcommands handled by ``npuemu.tools.<name>.main(argv) -> int`` (their own parsers)."""
 
 

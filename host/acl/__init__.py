@@ -19,10 +19,13 @@ ACL_MAJOR_VERSION, ACL_MINOR_VERSION, ACL_PATCH_VERSION = 1, 17, 0
 
 def init(config_path: str | None = None) -> int:
     """Mirrors ``aclInit``; a second call returns ACL_ERROR_REPEAT_INITIALIZE (100002).
-    The config file is not read (no config key changes the emulator yet)."""
+    Of the config file only ``max_opqueue_num`` is read (``acl.op``; 100000 if <= 0)."""
     rt_ = _runtime()
     if rt_.initialized:
         return errors.ACL_ERROR_REPEAT_INITIALIZE
+    ret = op.configure(config_path)  # helper ops: the "max_opqueue_num" key
+    if ret:
+        return ret
     rt_.initialized = True
     return 0
 

@@ -200,6 +200,11 @@ def set_max_op_queue_num(n: int) -> None:
     cache.set_capacity(n)
 
 
+def configure(config_path: str | None) -> int:
+    """The ``aclInit`` JSON keys of the op layer (``max_opqueue_num``); returns ret."""
+    return cache.configure(config_path)
+
+
 @ret_only
 def set_model_dir(path: str) -> None:
     """``aclopSetModelDir``: static load of every ``*.om`` below ``path`` (3 levels)."""

@@ -101,9 +101,17 @@ class Entry:
     used: tuple[int, ...] = ()
     """Indexes of the given input descriptors that are present (absent optionals skipped)."""
 
+    in_checks: tuple[tuple[int, int], ...] = ()
+    """(given input index, bytes needed) for each present input"""
+    empty: bool = False
+    """every output has no elements: execution returns at once"""
+
     def __post_init__(self) -> None:
         self.in_sizes = tuple(s.nbytes for s in self.ins)
         self.out_sizes = tuple(s.nbytes for s in self.outs)
+        self.in_checks = tuple(zip(self.used or range(len(self.ins)), self.in_sizes,
+                                   strict=True))
+        self.empty = not any(s.size for s in self.outs)
 
 
 @dataclass
@@ -257,3 +265,33 @@ def stats(device: int | None = None) -> dict[str, int]:
 
     total.update({f"disk_{k}": v for k, v in diskcache.STATS.items()})
     return total
+
+
+def configure(config_path: str | None) -> int:
+    """The ``aclInit`` JSON key ``max_opqueue_num`` (quotes stripped, then read as an
+    integer): a value <= 0 or not a number is ``ACL_ERROR_INVALID_PARAM`` (100000) as
+    ``HandleMaxOpQueueConfig`` returns; below 20000 only a warning is logged. A file that
+    does not parse as JSON is left to ``aclInit``'s own checks (returns 0 here)."""
+    import json
+
+    if not config_path:
+        return 0
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return 0
+    if not isinstance(config, dict) or "max_opqueue_num" not in config:
+        return 0
+    text = str(config["max_opqueue_num"]).strip().strip('"')
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        return T.ACL_ERROR_INVALID_PARAM
+    if value < DEFAULT_MAX_OPQUEUE_NUM:
+        plog.log(logring.WARNING, f"max_opqueue_num {value} is below the default "
+                                  f"{DEFAULT_MAX_OPQUEUE_NUM}")
+    _capacity[:] = [value]
+    return 0

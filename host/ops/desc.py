@@ -2,8 +2,8 @@
 ``aclopCreateAttr``, ``aclCreateDataBuffer`` and their getters and setters), raising AclError.
 
 These are host objects (the real ones are plain C++ structs): no device is involved, and
-handles are pointer-like ints. Every mutation bumps ``GENERATION`` so the op executor's fast
-path (which caches the match of a tuple of handles) notices that a key may have changed;
+handles are pointer-like ints. Every change bumps ``GENERATION`` so the op executor's fast
+path (which caches the match and pointers of a tuple of handles) notices it;
 handles are never reused, so a destroyed handle can never alias a new object.
 
 Data buffers: helper "pyacl" adds the pyACL data-buffer calls in its own module of
@@ -30,7 +30,8 @@ DESCS: dict[int, TensorDesc] = {}
 ATTRS: dict[int, OpAttr] = {}
 BUFFERS: dict[int, DataBuffer] = {}
 GENERATION = [0]
-"""Bumped by every mutation of a descriptor or attribute (the fast path's validity stamp)."""
+"""Bumped by every change of a descriptor, attribute or data buffer (and every destroy): the
+op executor's fast path is valid only while it is unchanged."""
 
 
 def _bump() -> None:
@@ -273,6 +274,7 @@ def destroy_data_buffer(handle: object) -> None:
     with _lock:
         if BUFFERS.pop(handle, None) is None:  # type: ignore[arg-type]
             raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"{handle!r} is not a data buffer")
+        _bump()
 
 
 def update_data_buffer(handle: object, ptr: int, size: int) -> None:
@@ -281,3 +283,4 @@ def update_data_buffer(handle: object, ptr: int, size: int) -> None:
     if buf is None:
         raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"{handle!r} is not a data buffer")
     buf.addr, buf.size = int(ptr), int(size)
+    _bump()

@@ -25,11 +25,12 @@ from npuemu.host.ops.registry import (
     register,
 )
 
-_PREP = "o0 = y0.reshape(y0.shape or (1,))\n"
+_PREP = "o0 = y0 if y0.ndim else y0.reshape(1)\n"
 
 
 def _views(n: int) -> str:
-    return _PREP + "".join(f"b{i} = np.broadcast_to(x{i}, o0.shape)\n" for i in range(n))
+    return _PREP + "".join(f"b{i} = x{i} if x{i}.shape == o0.shape else "
+                           f"np.broadcast_to(x{i}, o0.shape)\n" for i in range(n))
 
 
 def _same_dtype(op: str, ins: list[Spec]) -> str:

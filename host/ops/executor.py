@@ -315,26 +315,38 @@ def find(req: Request, link: Any) -> Entry:
     return entry
 
 
+def pointers(entry: Entry, in_bufs: Sequence[object], out_bufs: Sequence[object]) -> list:
+    """The launch arguments: checked buffer addresses (inputs, outputs), then the entry's
+    shapes and tiling if it carries its own (100000 for a dead or too small buffer)."""
+    get = D.BUFFERS.get
+    ptrs = []
+    append = ptrs.append
+    for i, need in entry.in_checks:
+        buf = get(in_bufs[i])
+        if buf is None or buf.size < need:
+            _bad_buffer("input", i, buf, need)
+        append(buf.addr)
+    for j, need in enumerate(entry.out_sizes):
+        buf = get(out_bufs[j])
+        if buf is None or buf.size < need:
+            _bad_buffer("output", j, buf, need)
+        append(buf.addr)
+    if entry.extra:
+        ptrs += entry.extra
+    return ptrs
+
+
 def launch(entry: Entry, stream: Any, in_bufs: Sequence[object],
            out_bufs: Sequence[object]) -> None:
     """Queue the kernel on ``stream`` (async): check the buffers and post one frame."""
-    buffers = D.BUFFERS
-    ptrs = []
-    for k, i in enumerate(entry.used):
-        buf = buffers.get(in_bufs[i])
-        if buf is None or buf.size < entry.in_sizes[k]:
-            _bad_buffer("input", i, buf, entry.in_sizes[k])
-        ptrs.append(buf.addr)
-    for j, need in enumerate(entry.out_sizes):
-        buf = buffers.get(out_bufs[j])
-        if buf is None or buf.size < need:
-            _bad_buffer("output", j, buf, need)
-        ptrs.append(buf.addr)
-    if not any(entry.out_sizes):
+    _submit(entry, stream, pointers(entry, in_bufs, out_bufs))
+
+
+def _submit(entry: Entry, stream: Any, args: list) -> None:
+    if entry.empty:
         return  # every output is empty: nothing to run, as the reference
     loaded = entry.loaded
-    submit(stream, _LAUNCH, loaded.bin_id, loaded.binary.name, entry.tiling.block_dim,
-           [*ptrs, *entry.extra])
+    submit(stream, _LAUNCH, loaded.bin_id, loaded.binary.name, entry.tiling.block_dim, args)
 
 
 def _bad_buffer(kind: str, i: int, buf: D.DataBuffer | None, need: int) -> None:
@@ -344,39 +356,54 @@ def _bad_buffer(kind: str, i: int, buf: D.DataBuffer | None, need: int) -> None:
                  f"{kind} {i}: buffer of {buf.size} bytes, the tensor needs {need}")
 
 
+FAST_MAX = 4096
+"""Remembered (handles -> match, pointers) per card; the map is emptied when it is full."""
+
+
 def execute(op_type: object, in_descs: Sequence[object], in_bufs: Sequence[object],
             out_descs: Sequence[object], out_bufs: Sequence[object], attr: object,
             stream_handle: object, *, compile: bool = False, remember: bool = True) -> None:
     """``aclopExecuteV2`` (``compile=False``: never compiles) or
-    ``aclopCompileAndExecuteV2`` (``compile=True``). Async. ``remember=False`` keeps the
-    call out of the handle-tuple fast map (for callers whose descriptors are temporary)."""
+    ``aclopCompileAndExecuteV2`` (``compile=True``). Async.
+
+    The hit path: the tuple of (op type, descriptor, buffer and attr handles) maps to the
+    match and its checked launch arguments, valid while ``desc.GENERATION`` (bumped by any
+    change of a descriptor, attribute or buffer) is unchanged. ``remember=False`` keeps the
+    call out of that map (for callers whose descriptors are temporary)."""
     stream = resolve(stream_handle, for_submit=True)
     cache = cache_for(stream.link)
-    try:
-        fast = (op_type, tuple(in_descs), tuple(out_descs), attr) if remember else None
-        hit = cache.fast.get(fast) if remember else None
-    except TypeError:  # unhashable arguments: the slow path reports them
-        fast, hit = None, None
-    if hit is not None and hit[1] == _GEN[0] and hit[0].alive:
-        entry = hit[0]
-        cache.stats.hits += 1
-        if not entry.static:
-            try:  # noqa: SIM105  (cheaper than contextlib.suppress on the hot path)
-                cache.lru.move_to_end(entry.key)
-            except KeyError:
-                pass
-    else:
-        if len(in_descs) != len(in_bufs) or len(out_descs) != len(out_bufs):
-            raise T.fail(T.ACL_ERROR_INVALID_PARAM,
-                         f"{len(in_descs)} input descs / {len(in_bufs)} buffers, "
-                         f"{len(out_descs)} output descs / {len(out_bufs)} buffers")
-        req = request(op_type, in_descs, out_descs, attr)
-        entry = (compile_request(req, stream.link) if compile else find(req, stream.link))
-        if fast is not None:
-            cache.fast[fast] = (entry, _GEN[0])
-    if len(in_bufs) != len(in_descs) or len(out_bufs) != len(entry.out_sizes):
-        raise T.fail(T.ACL_ERROR_INVALID_PARAM, "descriptor and buffer counts differ")
-    launch(entry, stream, in_bufs, out_bufs)
+    fast = None
+    if remember:
+        try:
+            fast = (op_type, tuple(in_descs), tuple(in_bufs), tuple(out_descs),
+                    tuple(out_bufs), attr)
+            hit = cache.fast.get(fast)
+        except TypeError:  # unhashable arguments: the slow path reports them
+            fast = hit = None
+        if hit is not None and hit[1] == _GEN[0] and hit[0].alive:
+            entry = hit[0]
+            cache.stats.hits += 1
+            if not entry.static:
+                try:  # noqa: SIM105  (cheaper than contextlib.suppress on the hot path)
+                    cache.lru.move_to_end(entry.key)
+                except KeyError:
+                    pass
+            _submit(entry, stream, hit[2])
+            return
+    if len(in_descs) != len(in_bufs) or len(out_descs) != len(out_bufs):
+        raise T.fail(T.ACL_ERROR_INVALID_PARAM,
+                     f"{len(in_descs)} input descs / {len(in_bufs)} buffers, "
+                     f"{len(out_descs)} output descs / {len(out_bufs)} buffers")
+    req = request(op_type, in_descs, out_descs, attr)
+    entry = compile_request(req, stream.link) if compile else find(req, stream.link)
+    if len(out_bufs) != len(entry.out_sizes):
+        raise T.fail(T.ACL_ERROR_OP_OUTPUT_NOT_MATCH, "output count differs from the op's")
+    args = pointers(entry, in_bufs, out_bufs)
+    if fast is not None:
+        if len(cache.fast) >= FAST_MAX:
+            cache.fast.clear()
+        cache.fast[fast] = (entry, _GEN[0], args)
+    _submit(entry, stream, args)
 
 
 # handles ---------------------------------------------------------------------------------------

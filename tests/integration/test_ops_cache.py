@@ -36,9 +36,11 @@ def fetch(p, shape):
     return np.frombuffer(d2h(p, n * 4), np.float32).reshape(shape)
 
 def add(x, y, compile=True, attr=0):
-    dx, bx, _ = tensor(x); dy, by, _ = tensor(y); dz, bz, pz = out(np.broadcast_shapes(x.shape, y.shape))
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    dx, bx, _ = tensor(x); dy, by, _ = tensor(y); dz, bz, pz = out(shape)
     if compile:
-        ret = acl.op.compile_and_execute_v2("Add", [dx, dy], [bx, by], [dz], [bz], attr, 0, 0, None, S)
+        ret = acl.op.compile_and_execute_v2("Add", [dx, dy], [bx, by], [dz], [bz], attr, 0, 0,
+                                            None, S)
     else:
         ret = acl.op.execute_v2("Add", [dx, dy], [bx, by], [dz], [bz], attr, S)
     if ret == 0:
@@ -186,14 +188,16 @@ def test_bad_input_codes_and_nothing_left_behind(run_py):
             "dead_desc": cae("Add", [123, dx], [bx, bx], [dz], [bz]),
             "engine": acl.op.compile("Add", [dx, dx], [dz], 0, 7, 0, None),
             "compile_type": acl.op.compile("Add", [dx, dx], [dz], 0, 0, 5, None),
-            "bad_out_desc": acl.op.compile("Add", [dx, dx], [acl.create_tensor_desc(F32, [2], ND)], 0, 0, 0, None),
+            "bad_out_desc": acl.op.compile("Add", [dx, dx], [acl.create_tensor_desc(F32, [2], ND)],
+                                           0, 0, 0, None),
         }
         R["bad_desc"] = acl.create_tensor_desc(F32, [-3], ND)
         # a kernel failure (Gather index out of range) is an AI CPU exception at sync
         import ctypes
         from npuemu.host.api import DeviceArray, run_op
         try:
-            run_op("Gather", [DeviceArray.from_numpy(x), DeviceArray.from_numpy(np.array([9], np.int32))])
+            run_op("Gather", [DeviceArray.from_numpy(x),
+                              DeviceArray.from_numpy(np.array([9], np.int32))])
             R["gather"] = 0
         except Exception as err:
             R["gather"] = err.code
@@ -222,7 +226,8 @@ def test_single_op_models_round_trip_and_static_entries_never_age(run_py, tmp_pa
             f.write(models.encode("Add", ins, outs, None, binary))
         with open({str(tmp_path)!r} + "/junk.om", "wb") as f:
             f.write(b"not a model")
-        R["dir"] = [acl.op.set_model_dir({str(tmp_path)!r}), acl.op.set_model_dir({str(tmp_path)!r})]
+        R["dir"] = [acl.op.set_model_dir({str(tmp_path)!r}),
+                    acl.op.set_model_dir({str(tmp_path)!r})]
         R["missing"] = acl.op.load(b"")
         ok(acl.op.set_max_op_queue_num(1))
         x = np.full((8, 16), 3, np.float32)
