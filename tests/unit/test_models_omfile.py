@@ -242,3 +242,11 @@ def test_light_resnet50_converts_within_the_plan_target(tmp_path) -> None:
     om = omfile.read_file(report["om"])
     assert om.model_def["inputs"] == ["gpu_0/data_0"]
     assert len(om.programs[0]["tasks"]) == report["tasks"]
+
+
+def test_npuemu_atc_without_singleop_is_model_mode(cnn_path, tmp_path, capsys) -> None:
+    from npuemu.tools import atc as atc_tool
+    assert atc_tool.main([f"--model={cnn_path}", "--framework=5", f"--output={tmp_path / 'c'}",
+                          "--soc_version=Ascend910B1"]) == 0
+    assert omfile.read_file(tmp_path / "c.om").model_def["inputs"] == ["x"]
+    assert "ATC run success" in capsys.readouterr().out
