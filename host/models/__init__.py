@@ -12,7 +12,8 @@ Modules: :mod:`.graph` (IR), :mod:`.onnx_front` (load, check, fold, infer), :mod
 (MemoryPlanner), :mod:`.omfile` (writer and reader), :mod:`.atc` (``convert`` / ``dump`` and
 the CLI argument handling for ``npuemu atc`` model mode), :mod:`.codes` (GE error codes).
 
-Missing (waits on the op library of issue 10): per-op workspace sizes and tiling structs are
-not yet filled in (every task records its op signature; tiling is empty and workspace 0), and
-loading/executing a model (``acl.mdl``) is not built here yet.
+Loading and executing (``acl.mdl``, :mod:`.runtime`, :mod:`.modeldesc`) runs each task as
+an op-library kernel on the card's worker. Missing: the task list is not registered on the
+card (an execute posts one LAUNCH per task), and an execute runs the tasks in task order on
+one stream rather than on the streams and events the OM records.
 """

@@ -13,8 +13,9 @@ streams are tried (down to one); concurrency that costs memory beyond that is re
 
 Dynamic batch: one program per gear (shapes and op signatures differ per gear) over shared
 weights and one workspace, planned at the largest gear; every smaller gear's block must fit
-its slot, which is checked. Not yet filled in (waits on the op library of issue 10): the
-tiling struct of each op reference (empty) and op workspace sizes (0).
+its slot, which is checked. Each op reference carries the op library's tiling for its
+shapes (block_dim, rows, tile, loops). The library's ops declare no workspace, so the plan
+holds only intermediates (the planner takes per-task workspace sizes when ops have them).
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def _assemble(graphs: list[Graph], gears: list[int], sched: streams.Schedule,
             key = signature(g, node)
             if key not in index:
                 index[key] = len(op_refs)
-                op_refs.append([node.op, node.attrs, {}])
+                op_refs.append([node.op, node.attrs, node.tiling])
             tasks.append([index[key], node.inputs, node.outputs, sched.stream_of[i]])
         programs.append({"batch": batch, "streams": sched.streams,
                          "events": [list(e) for e in sched.events], "tasks": tasks})

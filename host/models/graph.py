@@ -47,6 +47,7 @@ class Node:
     outputs: list[str]
     attrs: dict[str, Any] = field(default_factory=dict)
     source: str = ""  # the ONNX node it was lowered from
+    tiling: dict[str, int] = field(default_factory=dict)  # the op library's, for these shapes
 
 
 @dataclass

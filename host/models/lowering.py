@@ -445,7 +445,7 @@ def lower(model: onnx.ModelProto) -> Graph:
     """Lower a prepared ONNX model to a :class:`Graph` of library ops (see module doc)."""
     graph = _Lowerer(model).run()
     for node in graph.nodes:
-        check_node(graph, node)
+        node.tiling = check_node(graph, node)
     return graph
 
 
