@@ -13,10 +13,15 @@ fills the caller's input and output addresses into the prepared launch arguments
 one ``LAUNCH`` per task on the stream. ``device_allocations`` counts every device
 allocation the model has made; executes never change it.
 
+Streams: the OM's schedule spreads independent branches over streams. At load the model
+creates its extra streams and its events (never during execute); an execute runs stream 0
+of the schedule on the caller's stream, records a start event there that the extra streams
+wait on, records and waits the schedule's events between tasks, and finally makes the
+caller's stream wait for every extra stream, so the caller's stream completes when the
+whole model has.
+
 Missing, against issue 11: the task list is not registered on the card (an execute is one
-submission per task, not one per model: that needs a worker-side task-list op), and tasks
-run in task order on the one stream given, not on the several streams and events the OM's
-schedule records (a valid order: the plan allows every concurrency of that schedule).
+submission per task, not one per model: that needs a worker-side task-list op).
 
 Codes (the reference names the states, not every code; our choices marked UNVERIFIED):
 unknown model id 145003; a WithMem buffer that is not device memory 145007 (UNVERIFIED) or
@@ -37,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from npuemu.host.core import memory, runtime
+from npuemu.host.core import stream as streams
 from npuemu.host.core.stream import Stream, resolve, submit, synchronize_stream
 from npuemu.host.models import omfile
 from npuemu.host.models.codes import (
@@ -65,6 +71,9 @@ class _Task:
     block_dim: int
     args: list[Any]
     slots: list[tuple[int, int, int]]  # (arg index, _INPUT/_OUTPUT, user index)
+    stream: int = 0  # index in the schedule's streams
+    waits: list[int] = field(default_factory=list)  # event ids to wait before
+    records: list[int] = field(default_factory=list)  # event ids to record after
 
 
 @dataclass
@@ -77,6 +86,8 @@ class Program:
     output_sizes: list[int]
     input_dims: list[list[int]]
     output_dims: list[list[int]]
+    n_streams: int = 1
+    n_events: int = 0
 
 
 @dataclass(eq=False)
@@ -93,6 +104,9 @@ class Model:
     model_id: int = 0
     device: int = -1
     desc: Any = None  # the face's descriptor (acl.mdl: modeldesc.ModelDesc)
+    streams: list[Stream] = field(default_factory=list)  # the schedule's streams 1..
+    events: list[streams.Event] = field(default_factory=list)  # schedule events, then start
+    done: list[streams.Event] = field(default_factory=list)  # one per extra stream
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -134,6 +148,7 @@ def load(om: omfile.OmModel, work: tuple[int, int] | None = None,
                           _H2D)
         link = rt.current_link()
         model.programs = [_prepare(model, k, link) for k in range(len(om.programs))]
+        _create_streams(model)
     except BaseException:
         _release(model)
         raise
@@ -142,6 +157,17 @@ def load(om: omfile.OmModel, work: tuple[int, int] | None = None,
         model.model_id = _next_id[0]
         _models[model.model_id] = model
     return model
+
+
+def _create_streams(model: Model) -> None:
+    """The schedule's extra streams and its events, created once at load."""
+    n_streams = max(p.n_streams for p in model.programs)
+    n_events = max(p.n_events for p in model.programs)
+    for _ in range(n_streams - 1):
+        model.streams.append(streams.create_stream())
+        model.done.append(streams.create_event(0))
+    if n_streams > 1:
+        model.events = [streams.create_event(0) for _ in range(n_events + 1)]
 
 
 def _region(model: Model, given: tuple[int, int] | None, need: int, what: str) -> int:
@@ -201,7 +227,12 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
     blocks = {b[0]: b for b in om.memory_plan["blocks"]}
     cache: dict[int, Any] = {}
     tasks = []
-    for op_ref, ins, outs, _stream in prog["tasks"]:
+    waits: dict[int, list[int]] = {}
+    records: dict[int, list[int]] = {}
+    for ev, producer, consumer in prog["events"]:
+        records.setdefault(producer, []).append(ev)
+        waits.setdefault(consumer, []).append(ev)
+    for t, (op_ref, ins, outs, stream_no) in enumerate(prog["tasks"]):
         op_type, attrs, _tiling = om.op_refs[op_ref]
         names = [n for n in ins if n] + list(outs)
         descs = [_desc(info[n], k) for n in names]
@@ -210,7 +241,9 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
                                    descs[len(names) - len(outs):], _attr(attrs))
             cache[op_ref] = executor.compile_request(req, link, static=True)
         entry = cache[op_ref]
-        if entry.empty:
+        if entry.empty:  # nothing to run; its events still order the streams
+            tasks.append(_Task(0, "", 0, [], [], stream_no, waits.get(t, []),
+                               records.get(t, [])))
             continue
         args, slots = [], []
         for i, n in enumerate(names):
@@ -224,14 +257,16 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
                 slots.append((i, _INPUT if kind == "input" else _OUTPUT, where))
         loaded = entry.loaded
         tasks.append(_Task(loaded.bin_id, loaded.binary.name, entry.tiling.block_dim,
-                           [*args, *entry.extra], slots))
+                           [*args, *entry.extra], slots, stream_no, waits.get(t, []),
+                           records.get(t, [])))
     def sizes(kind: str) -> tuple[list[int], list[list[int]]]:
         rows = sorted((t[4], t) for t in om.tensors if t[2] == kind)
         return ([int(np.prod(t[3][k], dtype=np.int64)) * np.dtype(t[1]).itemsize
                  for _, t in rows], [list(t[3][k]) for _, t in rows])
     in_sizes, in_dims = sizes("input")
     out_sizes, out_dims = sizes("output")
-    return Program(prog["batch"], tasks, in_sizes, out_sizes, in_dims, out_dims)
+    return Program(prog["batch"], tasks, in_sizes, out_sizes, in_dims, out_dims,
+                   len(prog["streams"]), len(prog["events"]))
 
 
 def _desc(row: list, k: int) -> D.TensorDesc:
@@ -260,6 +295,11 @@ def _release(model: Model) -> None:
     for ptr in model.own:
         memory.free(ptr)
     model.own.clear()
+    for st in model.streams:
+        streams.destroy_stream(st.handle, True)
+    for ev in (*model.events, *model.done):
+        streams.destroy_event(ev.handle)
+    model.streams, model.events, model.done = [], [], []
 
 
 def execute_async(model_id: object, inputs: list[tuple[int, int]],
@@ -288,11 +328,26 @@ def _launch(model: Model, prog: Program, inputs: list[tuple[int, int]],
     _check_buffers("input", inputs, prog.input_sizes)
     _check_buffers("output", outputs, prog.output_sizes)
     users = {_INPUT: [p for p, _ in inputs], _OUTPUT: [p for p, _ in outputs]}
+    lanes = [stream, *model.streams]
+    if len(lanes) > 1:
+        start = model.events[-1].handle
+        streams.record_event(start, stream.handle)
+        for extra in model.streams:
+            streams.stream_wait_event(extra.handle, start)
     for task in prog.tasks:
-        args = task.args
-        for i, kind, idx in task.slots:
-            args[i] = users[kind][idx]
-        submit(stream, Op.LAUNCH, task.bin_id, task.kernel, task.block_dim, list(args))
+        lane = lanes[task.stream]
+        for ev in task.waits:
+            streams.stream_wait_event(lane.handle, model.events[ev].handle)
+        if task.kernel:
+            args = task.args
+            for i, kind, idx in task.slots:
+                args[i] = users[kind][idx]
+            submit(lane, Op.LAUNCH, task.bin_id, task.kernel, task.block_dim, list(args))
+        for ev in task.records:
+            streams.record_event(model.events[ev].handle, lane.handle)
+    for extra, done in zip(model.streams, model.done, strict=True):
+        streams.record_event(done.handle, extra.handle)
+        streams.stream_wait_event(stream.handle, done.handle)
     model.executions += 1
 
 

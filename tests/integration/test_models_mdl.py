@@ -6,6 +6,8 @@ batch; the error paths (bad file, wrong buffer count or size, execute after unlo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -53,6 +55,7 @@ def sample_flow(om_path, x, batch=0):
     free1, _total, ret = acl.rt.get_mem_info(0); ok(ret)
     R["no_alloc_in_execute"] = [model.device_allocations == allocs, free0 == free1,
                                 model.executions]
+    R["streams"] = 1 + len(model.streams)
     dims, ret = acl.mdl.get_cur_output_dims(desc, 0); ok(ret)
     host, ret = acl.rt.malloc_host(outs[0][1]); ok(ret)
     ok(acl.rt.memcpy(host, outs[0][1], outs[0][0], outs[0][1], 2), "d2h")
@@ -97,6 +100,7 @@ def test_sample_flow_small_cnn_matches_onnxruntime(run_py, tmp_path) -> None:
     y = np.load(tmp_path / "y.npy")
     np.testing.assert_allclose(y, ort_run(model, x), rtol=1e-4, atol=1e-5)
     assert r["no_alloc_in_execute"] == [True, True, 2]
+    assert r["streams"] == 2  # the two pooling branches ran on two streams with events
     assert r["in_dims"] == {"name": "x", "dimCount": 4, "dims": [1, 3, 8, 8]}
     assert r["names"] == ["x", "y"]
 
@@ -139,7 +143,7 @@ def test_dynamic_batch_gear(run_py, tmp_path) -> None:
 
 def test_with_mem_query_size_and_error_paths(run_py, tmp_path) -> None:
     om = convert(small_cnn(), tmp_path, "cnn")
-    (tmp_path / "bad.om").write_bytes(open(om, "rb").read()[:-10])
+    (tmp_path / "bad.om").write_bytes(Path(om).read_bytes()[:-10])
     r = run_scenario(run_py, SAMPLE, f'''
         work, weight, ret = acl.mdl.query_size({om!r}); ok(ret)
         R["sizes"] = [work > 0, weight > 0]
@@ -173,3 +177,39 @@ def test_with_mem_query_size_and_error_paths(run_py, tmp_path) -> None:
     assert r["no_inputs"] == 145000 and r["small_input"] == 145000
     assert r["after_unload"] == 145003 and r["unload_twice"] == 145003
     assert r["get_desc_unloaded"] == 145003
+
+
+LIGHT_ALL = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2",
+             "densenet121", "bvlc_alexnet", "zfnet512", "vgg19"]
+
+
+def _dummy_input(model: onnx.ModelProto) -> tuple[str, np.ndarray]:
+    """The onnx backend runner's input for the light models (``generate_dummy_data``)."""
+    inits = {i.name for i in model.graph.initializer}
+    x = next(i for i in model.graph.input if i.name not in inits)
+    shape = [d.dim_value for d in x.type.tensor_type.shape.dim]
+    n = int(np.prod(shape))
+    return x.name, (np.arange(n).reshape(shape) / n).astype(np.float32)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LIGHT_ALL)
+def test_light_model_matches_its_expected_output(run_py, tmp_path, name: str) -> None:
+    """Every light model: npuemu atc, then acl.mdl.execute, against the shipped output."""
+    model = onnx.load(light(name))
+    om = atc.convert(light(name), tmp_path / name, "Ascend910B1")["om"]
+    _, x = _dummy_input(model)
+    np.save(tmp_path / "x.npy", x)
+    run_scenario(run_py, SAMPLE, f'''
+        import time
+        t = time.perf_counter()
+        y = sample_flow({om!r}, np.load({str(tmp_path / "x.npy")!r}))
+        np.save({str(tmp_path / "y.npy")!r}, y)
+        R["seconds"] = time.perf_counter() - t
+    ''', ENV, timeout=900)
+    expected = onnx.TensorProto()
+    with open(light(name)[:-5] + "_output_0.pb", "rb") as f:
+        expected.ParseFromString(f.read())
+    want = onnx.numpy_helper.to_array(expected)
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy").reshape(want.shape), want,
+                               rtol=1e-5, atol=1e-7)
