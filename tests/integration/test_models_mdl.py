@@ -213,3 +213,35 @@ def test_light_model_matches_its_expected_output(run_py, tmp_path, name: str) ->
     want = onnx.numpy_helper.to_array(expected)
     np.testing.assert_allclose(np.load(tmp_path / "y.npy").reshape(want.shape), want,
                                rtol=1e-5, atol=1e-7)
+
+
+def test_pythonic_model_face(run_py, tmp_path) -> None:
+    model = small_cnn("N")
+    om = convert(model, tmp_path, "dyn", input_shape="x:-1,3,8,8", dynamic_batch_size="1,4")
+    x = np.random.default_rng(4).standard_normal((4, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = run_scenario(run_py, "import json\n", f'''
+        import numpy as np
+        from npuemu.host.api import Model
+        from npuemu.shared.errors import AclError
+        R = {{}}
+        with Model({om!r}) as m:
+            R["gears"] = m.gears
+            (y,) = m(np.load({str(tmp_path / "x.npy")!r}), batch=4)
+            np.save({str(tmp_path / "y.npy")!r}, y.to_numpy())
+            try:
+                m(np.zeros((1, 3, 8, 8), np.float32), batch=3)
+            except AclError as err:
+                R["bad_gear"] = err.code
+        try:
+            m.unload()
+        except AclError as err:
+            R["unloaded"] = err.code
+        try:
+            Model({str(tmp_path / "none.om")!r})
+        except AclError as err:
+            R["missing"] = err.code
+    ''', ENV, timeout=120)
+    assert r == {"gears": [1, 4], "bad_gear": 145013, "unloaded": 145003, "missing": 145002}
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), ort_run(model, x), rtol=1e-4,
+                               atol=1e-5)
