@@ -184,6 +184,9 @@ class _Lowerer:
 
     def _op_Conv(self, n: onnx.NodeProto, a: dict) -> None:
         w = self.t(n.input[1])
+        if len(w.shape) == 3:
+            self._via_2d(n, a, self._op_Conv, weights=True)
+            return
         if len(w.shape) != 4:
             raise UnsupportedOpsError([(f"Conv{len(w.shape) - 2}D", n.name)])
         t, left, b, r = _pads(n, a, self, w.shape[2:])
@@ -229,14 +232,110 @@ class _Lowerer:
     def _op_MaxPool(self, n: onnx.NodeProto, a: dict) -> None:
         if len(n.output) > 1 and n.output[1]:
             raise UnsupportedOpsError([("MaxPool with Indices", n.name)])
+        if len(self.t(n.input[0]).shape) == 3:
+            self._via_2d(n, a, self._op_MaxPool)
+            return
         self._pool(n, a, "MaxPool")
 
     def _op_AveragePool(self, n: onnx.NodeProto, a: dict) -> None:
+        if len(self.t(n.input[0]).shape) == 3:
+            self._via_2d(n, a, self._op_AveragePool)
+            return
         self._pool(n, a, "AvgPool")
 
+    def _via_2d(self, n: onnx.NodeProto, a: dict, handler: Callable, weights: bool = False,
+                ) -> None:
+        """A 1-D conv or pool as the 2-D one over (L, 1): inputs (and a conv's filter) get a
+        trailing unit dim, the window attributes a unit second entry."""
+        x, out = n.input[0], n.output[0]
+        x4 = self._reshaped(n, x, (*self.t(x).shape, 1))
+        ins = [x4]
+        if weights:
+            ins.append(self._reshaped(n, n.input[1], (*self.t(n.input[1]).shape, 1)))
+            ins += list(n.input[2:])
+        y4 = self.new_tensor(out, (*self.t(out).shape, 1))
+        attrs = dict(a)
+        for key in ("kernel_shape", "strides", "dilations"):
+            if key in attrs:
+                attrs[key] = [*attrs[key], 1]
+        if "pads" in attrs:
+            attrs["pads"] = [attrs["pads"][0], 0, attrs["pads"][1], 0]
+        fake = helper.make_node(n.op_type, ins, [y4], name=n.name or out)
+        handler(fake, attrs)
+        self.emit(n, "Reshape", [y4], [out], shape=list(self.t(out).shape))
+
+    def _reshaped(self, n: onnx.NodeProto, name: str, shape: tuple) -> str:
+        """``name`` with ``shape``: a reshaped weight, else a Reshape task."""
+        value = self.const(name)
+        if value is not None:
+            return self.new_weight(name, value.reshape(shape))
+        out = self.new_tensor(name, shape)
+        self.emit(n, "Reshape", [name], [out], shape=list(shape))
+        return out
+
+    def _op_LeakyRelu(self, n: onnx.NodeProto, a: dict) -> None:
+        """max(x, alpha*x) for 0 <= alpha <= 1."""
+        alpha = a.get("alpha", 0.01)
+        if not 0 <= alpha <= 1:
+            raise UnsupportedOpsError([(f"LeakyRelu with alpha {alpha}", n.name)])
+        x, out = n.input[0], n.output[0]
+        scaled = self.new_tensor(out, self.t(x).shape)
+        k = self.new_weight(out, np.array(alpha, self.t(x).dtype))
+        self.emit(n, "Mul", [x, k], [scaled])
+        self.emit(n, "Maximum", [x, scaled], [out])
+
+    def _op_PRelu(self, n: onnx.NodeProto, a: dict) -> None:
+        """relu(x) - slope * relu(-x); a (C,) slope of old exporters applies per channel."""
+        x, slope, out = n.input[0], n.input[1], n.output[0]
+        shape, sshape = self.t(x).shape, self.t(slope).shape
+        try:
+            np.broadcast_shapes(shape, sshape)
+        except ValueError:
+            if len(sshape) != 1 or len(shape) < 2 or sshape[0] != shape[1]:
+                raise UnsupportedOpsError([("PRelu slope that does not broadcast", n.name)]) \
+                    from None
+            slope = self._reshaped(n, slope, (sshape[0], *(1,) * (len(shape) - 2)))
+        pos, neg, nrelu, scaled = (self.new_tensor(out, shape) for _ in range(4))
+        self.emit(n, "Relu", [x], [pos])
+        self.emit(n, "Neg", [x], [neg])
+        self.emit(n, "Relu", [neg], [nrelu])
+        self.emit(n, "Mul", [nrelu, slope], [scaled])
+        self.emit(n, "Sub", [pos, scaled], [out])
+
+    def _op_Clip(self, n: onnx.NodeProto, a: dict) -> None:
+        """Maximum with the lower bound, then Minimum with the upper one (constants)."""
+        x, out = n.input[0], n.output[0]
+        dtype = np.dtype(self.t(x).dtype)
+        bounds = [a.get("min"), a.get("max")]
+        for k, name in enumerate(n.input[1:3]):
+            if name:
+                value = self.const(name)
+                if value is None:
+                    raise UnsupportedOpsError([("Clip with computed bounds", n.name)])
+                bounds[k] = value.item()
+        cur = x
+        steps = [(op, b) for op, b in (("Maximum", bounds[0]), ("Minimum", bounds[1]))
+                 if b is not None]
+        if not steps:
+            self.alias[out] = self.name(x)
+            return
+        for k, (op, bound) in enumerate(steps):
+            nxt = out if k == len(steps) - 1 else self.new_tensor(out, self.t(x).shape)
+            self.emit(n, op, [cur, self.new_weight(out, np.array(bound, dtype))], [nxt])
+            cur = nxt
+
     def _op_BatchNormalization(self, n: onnx.NodeProto, a: dict) -> None:
-        if len(self.t(n.input[0]).shape) != 4:
-            raise UnsupportedOpsError([("BatchNormalization on a non-4-D tensor", n.name)])
+        shape = self.t(n.input[0]).shape
+        if len(shape) in (2, 3):  # (N, C[, L]) as (N, C, L, 1)
+            x4 = self._reshaped(n, n.input[0], (*shape, *(1,) * (4 - len(shape))))
+            y4 = self.new_tensor(n.output[0], self.t(x4).shape)
+            self.emit(n, "BatchNorm", [x4, *n.input[1:5]], [y4],
+                      epsilon=a.get("epsilon", 1e-5), data_format="NCHW")
+            self.emit(n, "Reshape", [y4], [n.output[0]], shape=list(shape))
+            return
+        if len(shape) != 4:
+            raise UnsupportedOpsError([(f"BatchNormalization on a {len(shape)}-D tensor",
+                                        n.name)])
         self.emit(n, "BatchNorm", list(n.input[:5]), [n.output[0]],
                   epsilon=a.get("epsilon", 1e-5), data_format="NCHW")
 
