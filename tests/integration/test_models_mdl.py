@@ -245,3 +245,76 @@ def test_pythonic_model_face(run_py, tmp_path) -> None:
     assert r == {"gears": [1, 4], "bad_gear": 145013, "unloaded": 145003, "missing": 145002}
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), ort_run(model, x), rtol=1e-4,
                                atol=1e-5)
+
+
+RUN_MANY = CHILD_HELPERS + '''
+def run_om(om_path, inputs):
+    """Load, bind every input and output, execute, read every output back, unload."""
+    model_id, ret = acl.mdl.load_from_file(om_path); ok(ret, "load")
+    desc = acl.mdl.create_desc(); ok(acl.mdl.get_desc(desc, model_id))
+    in_ds, out_ds, ptrs, outs = acl.mdl.create_dataset(), acl.mdl.create_dataset(), [], []
+    for i, x in enumerate(inputs):
+        size = acl.mdl.get_input_size_by_index(desc, i)
+        ptr = malloc(max(size, 1)); ptrs.append(ptr)
+        data = np.ascontiguousarray(x).tobytes()
+        if data:
+            ok(acl.rt.memcpy(ptr, size, acl.util.bytes_to_ptr(data), len(data), 1), "h2d")
+        acl.mdl.add_dataset_buffer(in_ds, acl.create_data_buffer(ptr, size))
+    for i in range(acl.mdl.get_num_outputs(desc)):
+        size = acl.mdl.get_output_size_by_index(desc, i)
+        ptr = malloc(max(size, 1)); ptrs.append(ptr)
+        outs.append((ptr, size))
+        acl.mdl.add_dataset_buffer(out_ds, acl.create_data_buffer(ptr, size))
+    ok(acl.mdl.execute(model_id, in_ds, out_ds), "execute")
+    got = []
+    for ptr, size in outs:
+        buf = np.empty(size, np.uint8)
+        if size:
+            ok(acl.rt.memcpy(buf.ctypes.data, size, ptr, size, 2), "d2h")
+        got.append(buf)
+    ok(acl.mdl.unload(model_id))
+    for p in ptrs:
+        ok(acl.rt.free(p))
+    return got
+ok(acl.init()); ok(acl.rt.set_device(0))
+'''
+
+
+def test_small_models_through_acl_mdl_match_expected_outputs(run_py, tmp_path, capsys) -> None:
+    """Every small model of the onnx package whose ops npuemu covers compiles with atc and,
+    run through acl.mdl.execute on a real worker, matches its shipped expected outputs."""
+    from npuemu.host.models.codes import ModelError
+    from tests.unit.test_models_lowering import _shipped_data, _small_models
+    cases, refused = {}, 0
+    for path in _small_models():
+        name = path.split("/")[-2]
+        data = _shipped_data(path)
+        if data is None:
+            continue
+        feeds, want = data
+        shape = ";".join(f"{k}:{','.join(map(str, v.shape))}" for k, v in feeds.items())
+        try:
+            om = atc.convert(path, tmp_path / name, "Ascend910B1", input_shape=shape or None)
+        except ModelError:
+            refused += 1
+            continue
+        folder = tmp_path / f"{name}.data"
+        folder.mkdir()
+        for k, x in enumerate(feeds.values()):
+            np.save(folder / f"in{k}.npy", x)
+        cases[name] = (om["om"], len(feeds), want, str(folder))
+    jobs = {n: (om, n_in, folder) for n, (om, n_in, _w, folder) in cases.items()}
+    run_scenario(run_py, RUN_MANY, f'''
+        for name, (om, n_in, folder) in {jobs!r}.items():
+            xs = [np.load(f"{{folder}}/in{{k}}.npy") for k in range(n_in)]
+            for k, y in enumerate(run_om(om, xs)):
+                np.save(f"{{folder}}/out{{k}}.npy", y)
+    ''', ENV, timeout=900)
+    for name, (_om, _n, want, folder) in cases.items():
+        for k, w in enumerate(want):
+            got = np.load(f"{folder}/out{k}.npy").view(w.dtype)[:w.size].reshape(w.shape)
+            np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-4, err_msg=name)
+    with capsys.disabled():
+        print(f"\nsmall models through acl.mdl: {len(cases)} match their expected outputs, "
+              f"{refused} refused by atc (ops the library does not cover)")
+    assert len(cases) >= 60
