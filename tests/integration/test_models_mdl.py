@@ -6,6 +6,7 @@ batch; the error paths (bad file, wrong buffer count or size, execute after unlo
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -179,8 +180,12 @@ def test_with_mem_query_size_and_error_paths(run_py, tmp_path) -> None:
     assert r["get_desc_unloaded"] == 145003
 
 
+# VGG-19 passes too (checked by hand: ~400 s on a loaded 2-core machine, almost all in the
+# op library's Conv2D kernel); it runs only with NPUEMU_TEST_VGG19=1 to keep the suite short.
+_VGG = pytest.mark.skipif(os.environ.get("NPUEMU_TEST_VGG19") != "1",
+                          reason="~400 s of Conv2D kernels; set NPUEMU_TEST_VGG19=1")
 LIGHT_ALL = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2",
-             "densenet121", "bvlc_alexnet", "zfnet512", "vgg19"]
+             "densenet121", "bvlc_alexnet", "zfnet512", pytest.param("vgg19", marks=_VGG)]
 
 
 def _dummy_input(model: onnx.ModelProto) -> tuple[str, np.ndarray]:
