@@ -323,3 +323,51 @@ def test_small_models_through_acl_mdl_match_expected_outputs(run_py, tmp_path, c
         print(f"\nsmall models through acl.mdl: {len(cases)} match their expected outputs, "
               f"{refused} refused by atc (ops the library does not cover)")
     assert len(cases) >= 60
+
+
+def test_op_failure_and_hang_during_a_model(run_py, tmp_path) -> None:
+    """An AI Core fault in the model's Conv2D fails execute with 507015 and reaches the
+    exception callback; a hung task makes synchronize-with-timeout return 507046, and after
+    stream_abort the model runs again correctly."""
+    model = small_cnn()
+    om = convert(model, tmp_path, "cnn")
+    x = np.random.default_rng(5).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = run_scenario(run_py, SAMPLE, f'''
+        from npuemu.host.core.faults import inject
+        CODES = []
+        def on_exception(info):
+            CODES.append(acl.rt.get_error_code_from_exception_info(info))
+        ok(acl.rt.set_exception_info_callback(on_exception))
+        mid, ret = acl.mdl.load_from_file({om!r}); ok(ret)
+        desc = acl.mdl.create_desc(); ok(acl.mdl.get_desc(desc, mid))
+        xin, xs = malloc(acl.mdl.get_input_size_by_index(desc, 0)), 3 * 8 * 8 * 4
+        data = np.load({str(tmp_path / "x.npy")!r}).tobytes()
+        ok(acl.rt.memcpy(xin, xs, acl.util.bytes_to_ptr(data), xs, 1))
+        yout = malloc(5 * 4)
+        in_ds, out_ds = acl.mdl.create_dataset(), acl.mdl.create_dataset()
+        acl.mdl.add_dataset_buffer(in_ds, acl.create_data_buffer(xin, xs))
+        acl.mdl.add_dataset_buffer(out_ds, acl.create_data_buffer(yout, 20))
+        inject(0, "aicore", nth=1)
+        R["fault"] = acl.mdl.execute(mid, in_ds, out_ds)
+        deadline = time.monotonic() + 5
+        while not CODES and time.monotonic() < deadline:
+            time.sleep(0.01)
+        R["callback"] = CODES[:1]
+        s = stream()
+        inject(0, "hang")
+        ok(acl.mdl.execute_async(mid, in_ds, out_ds, s))
+        R["timeout"] = acl.rt.synchronize_stream_with_timeout(s, 200)
+        R["abort"] = acl.rt.stream_abort(s)
+        ok(acl.rt.synchronize_stream_with_timeout(s, 5000))
+        ok(acl.mdl.execute_async(mid, in_ds, out_ds, s))
+        R["again"] = acl.rt.synchronize_stream_with_timeout(s, 60000)
+        y = np.empty(5, np.float32)
+        ok(acl.rt.memcpy(y.ctypes.data, 20, yout, 20, 2))
+        np.save({str(tmp_path / "y.npy")!r}, y)
+        ok(acl.mdl.unload(mid))
+    ''', ENV, timeout=120)
+    assert r["fault"] == 507015 and r["callback"] == [507015]
+    assert r["timeout"] == 507046 and r["abort"] == 0 and r["again"] == 0
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), ort_run(model, x)[0], rtol=1e-4,
+                               atol=1e-5)
