@@ -15,8 +15,8 @@ scenario. Records:
   hit for the same op].
 * scenarios (hit rate % after warm-up): batch cycling {16, 32, 64} (target ≥ 99 %); batch
   growing 1..512 with and without incremental compile (hits + re-tiles count as served
-  without a compile); capacity 8 with 16 shapes cycling (LRU thrash: the eviction count is
-  a record of its own).
+  without compiling; the counts are in the notes); capacity 8 with 16 shapes cycling (LRU
+  thrash: miss rate and eviction count).
 * ``2nd process first call``: latency of the first compile-and-execute of an Add (after a
   warm-up Sub) in a fresh process whose disk cache the first process filled [the same call
   in the first process]; the count of compiles in each process is noted.
@@ -82,6 +82,7 @@ def _child(quick: bool, out: str) -> int:
     s, ret = acl.rt.create_stream()
     _ok(ret, "create_stream")
     records: list[dict] = []
+    notes: list[str] = []
 
     def rec(name, value, unit, limit_name, limit, target=None):
         records.append({"name": name, "value": value, "unit": unit, "limit_name": limit_name,
@@ -171,22 +172,24 @@ def _child(quick: bool, out: str) -> int:
     for inc in (False, True):
         d, calls = run_rows([b + 1000 * inc for b in grow], incremental=inc)
         served = d["hits"] + d["retiles"]
-        rec(f"batch 1..{grow[-1]} growing, incremental {'on' if inc else 'off'}: served",
-            100.0 * served / calls, "%", "all calls", 100.0)
-        rec(f"batch 1..{grow[-1]} growing, incremental {'on' if inc else 'off'}: compiles",
-            float(d["compiles"]), "compiles", "calls", float(calls))
+        rec(f"batch 1..{grow[-1]} growing, incremental {'on' if inc else 'off'}: "
+            "served without compiling", 100.0 * served / calls, "%", "all calls", 100.0)
+        notes.append(f"ops: batch 1..{grow[-1]} growing, incremental {'on' if inc else 'off'}:"
+                     f" {d['compiles']} compiles, {d['retiles']} re-tiles, {d['hits']} hits")
     cache.set_capacity(8)
     executor.INCREMENTAL[0] = False
     shapes = [2000 + i for i in range(16)]
     run_rows(shapes, incremental=False)
     d, calls = run_rows(shapes * (3 if quick else 10), incremental=False)
-    rec("capacity 8 < 16 shapes cycling: hit rate", 100.0 * d["hits"] / calls, "%",
+    rec("capacity 8 < 16 shapes cycling: miss rate", 100.0 * d["misses"] / calls, "%",
         "all calls", 100.0)
+    notes.append(f"ops: capacity 8 < 16 shapes cycling: {d['hits']} hits in {calls} calls "
+                 "(LRU thrash)")
     rec("capacity 8 < 16 shapes cycling: evictions", float(d["evictions"]), "evictions",
         "calls", float(calls))
     cache.set_capacity(cache.DEFAULT_MAX_OPQUEUE_NUM)
     with open(out, "w") as f:
-        json.dump(records, f)
+        json.dump({"records": records, "notes": notes}, f)
     _ok(acl.rt.destroy_stream(s), "destroy_stream")
     _ok(acl.rt.reset_device(0), "reset_device")
     return 0
@@ -273,8 +276,11 @@ def fig_ops(ctx: Context) -> list[Record]:
         out = os.path.join(tmp, "out.json")
         _spawn(ctx, env, "--child", out, *(["--quick"] if ctx.quick else []))
         with open(out) as f:
-            records = [Record(**{**r, "target": Target(**r["target"]) if r["target"] else None})
-                       for r in json.load(f)]
+            got = json.load(f)
+        records = [Record(**{**r, "target": Target(**r["target"]) if r["target"] else None})
+                   for r in got["records"]]
+        for text in got["notes"]:
+            ctx.note(text)
         denv = {**env, "ASCEND_CACHE_PATH": os.path.join(tmp, "cache")}
         runs = []
         for i in range(2):

@@ -132,6 +132,12 @@ def set_tensor_const(desc: int, ptr: int, size: int) -> None:
     D.set_const(D.need_desc(desc), ptr, size)
 
 
+def trans_tensor_desc_format(desc: int, fmt: int) -> tuple[int, int]:
+    """``aclTransTensorDescFormat``: "reserved, not supported" in the reference ->
+    ``(0, ACL_ERROR_API_NOT_SUPPORT)``."""
+    return 0, T.ACL_ERROR_API_NOT_SUPPORT
+
+
 def create_data_buffer(ptr: int, size: int) -> int:
     """``aclCreateDataBuffer`` -> handle (no checks, as the reference)."""
     return D.create_data_buffer(ptr, size).handle
@@ -176,4 +182,4 @@ def set_compile_opt(opt: int, value: str) -> int:
 
 
 __all__ = [n for n in dir() if n.startswith(("create_", "destroy_", "get_", "set_", "update_",
-                                             "data_type_size", "ACL_"))]
+                                             "trans_", "data_type_size", "ACL_"))]

@@ -145,6 +145,8 @@ class DeviceOpCache:
     fast: dict = field(default_factory=dict)
     """(op type, in desc handles, out desc handles, attr handle) -> (Entry, generation)"""
     stats: Stats = field(default_factory=Stats)
+    models_loaded: set = field(default_factory=set)
+    """ids of dynamic single-op model records already put on this card"""
     hbm_bytes: int = 0
     hbm_peak: int = 0
 
@@ -212,6 +214,7 @@ class DeviceOpCache:
         self.lru.clear()
         self.static.clear()
         self.fast.clear()
+        self.models_loaded.clear()
 
     def entries(self) -> int:
         return len(self.lru) + len(self.static)

@@ -8,11 +8,13 @@ only along linear dims (re-tile only; ``INCREMENTAL``), the on-disk cache (load 
 finally a real build (``compiler.build``). A built or disk-read binary is placed in the
 card's HBM (``OP_LOAD``, one round trip) and inserted in the map (which may evict).
 
-Execute (async, never compiles): the match for ``(op type, descriptor handles, attr
-handle)`` is remembered per card, stamped with ``desc.GENERATION``, so a steady-state call is
-a few dict reads, a buffer-size check per tensor and one ``LAUNCH`` frame on the stream's
-ring; the worker runs the kernel on the op's engine in stream order. Without a compiled,
-loaded or dynamic match: ``ACL_ERROR_OP_NOT_FOUND`` (100024), as the reference.
+Execute (async, never compiles): the match and checked launch arguments for the tuple of
+(op type, descriptor, buffer and attr handles) are remembered per card, stamped with
+``desc.GENERATION``, so a steady-state call is a few dict reads and one ``LAUNCH`` frame on
+the stream's ring; the worker runs the kernel on the op's engine in stream order. An output
+descriptor with -1 dims (a max shape) makes the call synchronous and gets the real shape
+written back, as ``aclopExecuteV2`` does for dynamic ops. Without a compiled, loaded or
+dynamic match: ``ACL_ERROR_OP_NOT_FOUND`` (100024), as the reference.
 
 Codes (beyond the reference where it is silent, our choice): unknown op type 100020;
 wrong number of inputs 100021 / outputs 100022; a dtype the op does not take 100026; a
@@ -304,6 +306,9 @@ def find(req: Request, link: Any) -> Entry:
         entry = models.load_static(cache, key)
         if entry is not None:
             return entry
+        if models.STATIC_DYNAMIC and not any(d.dynamic for d in req.present):
+            models.load_static_dynamic(cache, _shapeless(req.op_type, req.present, req.outs,
+                                                         req.attr))
         op = registry.lookup(req.op_type)
         entry = _dynamic_match(cache, op, req, key)
     if entry is None:
@@ -399,11 +404,25 @@ def execute(op_type: object, in_descs: Sequence[object], in_bufs: Sequence[objec
     if len(out_bufs) != len(entry.out_sizes):
         raise T.fail(T.ACL_ERROR_OP_OUTPUT_NOT_MATCH, "output count differs from the op's")
     args = pointers(entry, in_bufs, out_bufs)
-    if fast is not None:
+    dynamic_out = [d for d in req.outs if d.dynamic]
+    if fast is not None and not dynamic_out:
         if len(cache.fast) >= FAST_MAX:
             cache.fast.clear()
         cache.fast[fast] = (entry, _GEN[0], args)
     _submit(entry, stream, args)
+    if dynamic_out:
+        _write_back_shapes(stream, req, entry)
+
+
+def _write_back_shapes(stream: Any, req: Request, entry: Entry) -> None:
+    """``aclopExecuteV2`` with dynamic (max-shape) output descriptors: synchronous, and the
+    real output shapes are written back into them."""
+    from npuemu.host.core.stream import synchronize_stream
+
+    synchronize_stream(stream.handle)
+    for d, spec in zip(req.outs, entry.outs, strict=True):
+        d.dims = spec.shape
+        d.changed()
 
 
 # handles ---------------------------------------------------------------------------------------

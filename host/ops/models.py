@@ -15,6 +15,8 @@ a ``ModelPartitionTable`` of three partitions, offsets counted from the end of t
 
 Loading registers the op in a process-wide static table; the first execution on a card puts
 the binary in that card's HBM as a *static* entry: it never ages, and it is not a compile.
+A model with dynamic dims (-1 with shape ranges, or ``{-2}``) is matched like a dynamic
+compile: any concrete shape inside its ranges runs it, tiled at execute time.
 ``MODEL_DEF`` is JSON where the real file has a protobuf (the schema is UNVERIFIED).
 """
 
@@ -40,6 +42,8 @@ _ENTRY = struct.Struct("<IQQ")  # ModelPartitionMemInfo: type, mem_offset, mem_s
 
 STATIC: dict[tuple, dict[str, Any]] = {}
 """op-map key -> {"op", "ins", "outs", "attrs", "used", "code", "name", "tiling"}"""
+STATIC_DYNAMIC: dict[tuple, list[dict[str, Any]]] = {}
+"""shapeless key -> records of dynamic-shape models (-1 dims with ranges, or {-2})"""
 _model_dir_set = [False]
 _lock = threading.Lock()
 
@@ -112,7 +116,7 @@ def _descs(items: list[dict]) -> list[D.TensorDesc]:
 
 def register_model(data: bytes) -> tuple:
     """Add one model to the static table; returns its key."""
-    from npuemu.host.ops.executor import full_key, signature
+    from npuemu.host.ops.executor import _representative, _shapeless, full_key, signature
 
     parsed = decode(data)
     model = parsed["model"]
@@ -127,12 +131,20 @@ def register_model(data: bytes) -> tuple:
     attrs = registry.attrs_of(op, {k: v for k, (_t, v) in attr.values.items()})
     from npuemu.host.ops.executor import _spec
 
-    in_specs = [_spec(d) for d in present]
-    out_specs = signature(op, in_specs, [_spec(d) for d in outs], attrs)
+    dynamic = any(d.dynamic for d in (*present, *outs))
+    in_specs = [_spec(_representative(d) if dynamic else d) for d in present]
+    out_specs = signature(op, in_specs, [] if dynamic else [_spec(d) for d in outs], attrs)
+    record = {"op": op, "ins": in_specs, "outs": out_specs, "attrs": attrs,
+              "used": tuple(i for i, d in enumerate(ins) if not d.unused),
+              "code": parsed["code"], **parsed["tiling"]}
     with _lock:
-        STATIC[key] = {"op": op, "ins": in_specs, "outs": out_specs, "attrs": attrs,
-                       "used": tuple(i for i, d in enumerate(ins) if not d.unused),
-                       "code": parsed["code"], **parsed["tiling"]}
+        if dynamic:
+            record["pattern"] = [(d.dims, d.shape_range) for d in present]
+            record["key"] = key
+            shapeless = _shapeless(op.type, present, outs, attr if attr.values else None)
+            STATIC_DYNAMIC.setdefault(shapeless, []).append(record)
+        else:
+            STATIC[key] = record
     return key
 
 
@@ -152,6 +164,26 @@ def load_static(cache: DeviceOpCache, key: tuple) -> Entry | None:
     cache.insert(entry)
     cache.stats.hits += 1
     return entry
+
+
+def load_static_dynamic(cache: DeviceOpCache, shapeless: tuple) -> None:
+    """Put the dynamic-shape models for ``shapeless`` on this card (once) as static entries
+    that the executor's dynamic match tiles from."""
+    for record in STATIC_DYNAMIC.get(shapeless, ()):
+        if id(record) in cache.models_loaded:
+            continue
+        binary = compiler.KernelBinary(record["op"].type, record["name"], record["op"].engine,
+                                       record["code"], "", compiler.Tiling(*record["tiling"]),
+                                       (), 0, record["digest"])
+        from npuemu.host.ops.executor import _load
+
+        entry = Entry(record["key"], record["op"], record["ins"], record["outs"],
+                      record["attrs"], _load(cache, binary), binary.tiling, static=True,
+                      used=record["used"])
+        entry.pattern = record["pattern"]  # type: ignore[attr-defined]
+        cache.insert(entry)
+        cache.dynamic.setdefault(shapeless, []).append(entry)
+        cache.models_loaded.add(id(record))
 
 
 def set_model_dir(path: object) -> int:
@@ -198,4 +230,5 @@ def reset() -> None:
     """Forget static models and allow set_model_dir again (tests, finalize)."""
     with _lock:
         STATIC.clear()
+        STATIC_DYNAMIC.clear()
         _model_dir_set[0] = False

@@ -22,6 +22,11 @@ OPS = [
                      "const_value": [1]}],
      "output_desc": [{"format": "ND", "shape": [4, 1], "type": "float"}],
      "attr": [{"name": "keep_dims", "type": "bool", "value": True}]},
+    {"op": "Relu",  # a dynamic-shape model: one file for every batch in 1..64
+     "input_desc": [{"format": "ND", "shape": [-1, 8], "type": "float",
+                     "shape_range": [[1, 64], [8, 8]]}],
+     "output_desc": [{"format": "ND", "shape": [-1, 8], "type": "float",
+                      "shape_range": [[1, 64], [8, 8]]}]},
 ]
 
 
@@ -36,7 +41,7 @@ def test_atc_singleop_then_set_model_dir_and_execute_v2(run_py, tmp_path):
     assert res.returncode == 1 and "100020" in res.stderr  # the unknown op, reported
     names = sorted(p.name for p in out.iterdir())
     assert names == ["0_Add_3_2_8_16_3_2_8_16_3_2_8_16.om",
-                     "1_ReduceSum_0_2_4_6_3_2_1_0_2_4_1.om"]
+                     "1_ReduceSum_0_2_4_6_3_2_1_0_2_4_1.om", "2_Relu_0_2_-1_8_0_2_-1_8.om"]
     assert (out / names[0]).read_bytes()[:4] == b"IMOD"
     body = f"""
 ok(acl.init(), "init")
@@ -68,6 +73,17 @@ R["reduce"] = acl.op.execute_v2("ReduceSum", [dx, dax], [acl.create_data_buffer(
     acl.create_data_buffer(pax, 4)], [dy], [acl.create_data_buffer(py, 16)], at2, s)
 ok(acl.rt.synchronize_stream(s), "sync")
 R["sum"] = np.frombuffer(d2h(py, 16), np.float32).tolist()
+relu = []
+for n in (3, 50, 65):
+    v = np.linspace(-1, 1, n * 8, dtype=np.float32).reshape(n, 8)
+    dv = acl.create_tensor_desc(0, [n, 8], 2); pv = malloc(v.nbytes); h2d(pv, v.tobytes())
+    po = malloc(v.nbytes); bv = acl.create_data_buffer(pv, v.nbytes)
+    bo = acl.create_data_buffer(po, v.nbytes)
+    ret = acl.op.execute_v2("Relu", [dv], [bv], [dv], [bo], 0, s)
+    ok(acl.rt.synchronize_stream(s), "sync")
+    relu.append(ret if ret else bool((np.frombuffer(d2h(po, v.nbytes), np.float32)
+                                      == np.maximum(v, 0).ravel()).all()))
+R["relu"] = relu
 f32 = acl.create_tensor_desc(0, [8, 16], 2)
 R["unmatched"] = acl.op.execute_v2("Add", [f32, f32], bufs[:2], [f32], bufs[2:], 0, s)
 for b in bufs: ok(acl.destroy_data_buffer(b))
@@ -82,3 +98,4 @@ ok(acl.rt.reset_device(0)); ok(acl.finalize())
     assert r["dir"] == 0 and r["exec"] == 0 and r["ok"]
     assert r["reduce"] == 0 and r["sum"] == [15.0, 51.0, 87.0, 123.0]
     assert r["unmatched"] == 100024  # execute_v2 never compiles
+    assert r["relu"] == [True, True, 100024]  # inside the model's range, then outside

@@ -73,14 +73,29 @@ def test_pyacl_sample_flow_compile_then_execute_v2(run_py):
                        acl.op.execute_with_handle(h, [bx], [bz], S),
                        acl.op.execute_with_handle(h, [bx, by], [], S)]
         acl.op.destroy_handle(h)
+        # the built-in Cast (aclopCast) and a Cast handle
+        d16 = acl.create_tensor_desc(1, [8, 16], ND)
+        p16 = malloc(256); b16 = acl.create_data_buffer(p16, 256)
+        R["cast"] = acl.op.cast(dx, bx, d16, b16, 0, S)
+        ok(acl.rt.synchronize_stream(S))
+        R["cast_ok"] = bool((np.frombuffer(d2h(p16, 256), np.float16) == x.ravel()).all())
+        hc, ret = acl.op.create_handle_for_cast(dx, d16, 0)
+        R["cast_handle"] = [ret, acl.op.execute_with_handle(hc, [bx], [b16], S)]
+        # aclopInferShape writes the output dims
+        dout = acl.create_tensor_desc(F32, [], ND)
+        dm = acl.create_tensor_desc(F32, [16, 3], ND)
+        R["infer"] = [acl.op.infer_shape("MatMul", [dx, dm], [bx, bx], 1, [dout], 0),
+                      acl.get_tensor_desc_num_dims(dout), acl.get_tensor_desc_dim(dout, 1)]
         R["stats"] = op_cache_stats()
     """)
     assert r["before"] == 100024 and r["compile"] == 0 and r["exec"] == 0 and r["ok"]
     assert r["handle"] == [0, 0, 100021, 100022]
-    assert r["stats"]["compiles"] == 1 and r["stats"]["hits"] >= 2
+    assert r["cast"] == 0 and r["cast_ok"] and r["cast_handle"] == [0, 0]
+    assert r["infer"] == [0, 2, 3]
+    assert r["stats"]["compiles"] == 2 and r["stats"]["hits"] >= 3  # Add, Cast
 
 
-def test_keying_attr_change_is_a_miss_and_lru_capacity(run_py):
+def test_keying_attr_change_is_a_miss_and_lru_capacity(run_py, tmp_path):
     r = scenario(run_py, """
         x = np.ones((4, 4), np.float32)
         a1 = acl.op.create_attr(); ok(acl.op.set_attr_int(a1, "n", 1))
@@ -100,7 +115,10 @@ def test_keying_attr_change_is_a_miss_and_lru_capacity(run_py):
         R["usage_names"] = [e["name"] for e in acl.rt.get_mem_usage_info(0)[0]]
         R["null_attr"] = acl.op.set_attr_int(0, "n", 1)
         R["bad_attr"] = acl.op.set_attr_string(a1, "s", None)
-    """, env={"NPUEMU_OP_INCREMENTAL": "0"})
+        from npuemu.host.core import plog
+        R["plog"] = plog.path()
+    """, env={"NPUEMU_OP_INCREMENTAL": "0", "ASCEND_GLOBAL_LOG_LEVEL": "0",
+              "ASCEND_PROCESS_LOG_PATH": str(tmp_path)})
     assert r["keyed"]["compiles"] == 2 and r["keyed"]["hits"] == 1
     assert r["bad"] == [100000, 100000]
     assert r["shrunk"]["entries"] == 2
@@ -108,22 +126,27 @@ def test_keying_attr_change_is_a_miss_and_lru_capacity(run_py):
     assert r["lru_hit"] == [2.0, 2.0, 2.0] and r["evicted"] == 100024
     assert r["hbm"] > 0 and "op kernels" in r["usage_names"]
     assert r["null_attr"] == 100000 and r["bad_attr"] == 100000
+    with open(r["plog"]) as f:  # seed §6.3: every compile and eviction at DEBUG
+        log = f.read()
+    assert log.count("op compile Add") == r["evicting"]["compiles"]
+    assert log.count("op cache evict Add") == r["evicting"]["evictions"]
 
 
 def test_env_capacity_and_hbm_back_to_zero_after_eviction_and_reset(run_py):
     r = scenario(run_py, """
         from npuemu.host.ops import cache
         R["cap"] = op_cache_stats()["capacity"]
-        free0 = acl.rt.get_mem_info(1)[0]
         for n in (1, 2, 3):
             add(np.ones((n, 5), np.float32), np.ones(5, np.float32))
         R["one_entry"] = [op_cache_stats()["entries"], hbm_used() > 0]
         ok(acl.op.set_max_op_queue_num(1))
         base = hbm_used()
+        free_a = acl.rt.get_mem_info(1)[0]
         for c in cache.CACHES.values():
             with c.lock:
                 c.clear()
         R["after_clear"] = hbm_used()
+        R["mem_info_back"] = [acl.rt.get_mem_info(1)[0] - free_a, base]
         add(np.ones((2, 5), np.float32), np.ones(5, np.float32))
         R["again"] = hbm_used() > 0
         ok(acl.rt.destroy_stream(S))
@@ -134,6 +157,8 @@ def test_env_capacity_and_hbm_back_to_zero_after_eviction_and_reset(run_py):
     assert r["cap"] == 1
     assert r["one_entry"] == [1, True]
     assert r["after_clear"] == 0 and r["again"]
+    freed, base = r["mem_info_back"]
+    assert freed == base > 0  # the card's free HBM grows by exactly the kernels' bytes
     assert r["after_reset"] == [0, 0]
 
 
@@ -160,13 +185,33 @@ def test_retile_and_dynamic_shapes_give_the_numbers_of_a_full_compile(run_py):
             good.append(bool(np.array_equal(add(x, y, compile=False), x + y)))
         R["dyn"] = good
         R["out_of_range"] = add(np.ones((101, 7), np.float32), y, compile=False)
+        # a max-shape (dynamic) output desc: execute_v2 waits and writes the real shape back
+        x = rng.standard_normal((5, 7)).astype(np.float32)
+        dx, bx, _ = tensor(x); _, byy, _ = tensor(y)
+        pmax = malloc(100 * 7 * 4); bmax = acl.create_data_buffer(pmax, 100 * 7 * 4)
+        R["writeback"] = [acl.op.execute_v2("Add", [dx, dy], [bx, byy], [dz], [bmax], 0, S),
+                          acl.get_tensor_desc_dim_v2(dz, 0)[0],
+                          bool(np.array_equal(fetch(pmax, (5, 7)), x + y))]
         R["dyn_stats"] = op_cache_stats()
+        # unknown rank ({-2}): one compile serves every rank
+        du = acl.create_tensor_desc(F32, [-2], ND)
+        ok(acl.op.compile("Relu", [du], [du], 0, 0, 0, None))
+        ranks = []
+        for shape in ((3,), (2, 5), (2, 3, 4)):
+            v = rng.standard_normal(shape).astype(np.float32)
+            dv, bv, _ = tensor(v); do, bo, po = out(shape)
+            ok(acl.op.execute_v2("Relu", [dv], [bv], [do], [bo], 0, S))
+            ok(acl.rt.synchronize_stream(S))
+            ranks.append(bool(np.array_equal(fetch(po, shape), np.maximum(v, 0))))
+        R["unknown_rank"] = ranks
     """)
     assert r["retile"] == {"3": True, "40": True, "5000": True}
     assert r["stats"]["compiles"] == 1 and r["stats"]["retiles"] == 2
     assert r["dyn_compile"] == 0 and r["dyn"] == [True, True, True]
     assert r["out_of_range"] == 100024
-    assert r["dyn_stats"]["dynamic_tiles"] == 3
+    assert r["dyn_stats"]["dynamic_tiles"] == 4
+    assert r["writeback"] == [0, 5, True]
+    assert r["unknown_rank"] == [True, True, True]
 
 
 def test_bad_input_codes_and_nothing_left_behind(run_py):
@@ -264,3 +309,36 @@ def test_disk_cache_across_two_processes_and_a_corrupted_file(run_py, tmp_path):
     assert three["stats"]["disk_hits"] == 1
     assert len(list((tmp_path / "npuemu_kernels").iterdir())) == 2
     assert not [f for f in os.listdir(tmp_path / "npuemu_kernels") if f.startswith(".tmp")]
+
+
+def test_op_failure_reaches_sync_exception_callbacks_and_stop_mode(run_py):
+    r = scenario(run_py, """
+        got = []
+        ok(acl.rt.set_exception_info_callback(
+            lambda info: got.append(acl.rt.get_error_code_from_exception_info(info))))
+        x = np.ones((4, 4), np.float32)
+        dx, bx, _ = tensor(x)
+        di = acl.create_tensor_desc(3, [1], ND)
+        pi = malloc(4); h2d(pi, np.array([9], np.int32).tobytes())
+        bi = acl.create_data_buffer(pi, 4)
+        dz, bz, pz = out((1, 4))
+        at = acl.op.create_attr(); ok(acl.op.set_attr_int(at, "axis", 0))
+        ok(acl.rt.set_stream_failure_mode(S, 1))           # ACL_STOP_ON_FAILURE
+        ok(acl.op.compile_and_execute_v2("Gather", [dx, di], [bx, bi], [dz], [bz], at, 0, 0,
+                                         None, S))
+        dy, by, py = out((4, 4))
+        ok(acl.rt.memset(py, 64, 0, 64))
+        ok(acl.op.compile_and_execute_v2("Add", [dx, dx], [bx, bx], [dy], [by], 0, 0, 0, None,
+                                         S))
+        R["sync"] = acl.rt.synchronize_stream(S)
+        R["dropped"] = fetch(py, (4, 4)).tolist()[0]
+        t0 = time.time()
+        while not got and time.time() - t0 < 10:
+            time.sleep(0.01)
+        R["callback"] = got
+        S = stream()                               # a fresh stream: the card still serves
+        R["after"] = add(x, x).tolist()[0]
+    """)
+    assert r["sync"] == 507018 and r["callback"] == [507018]
+    assert r["dropped"] == [0.0] * 4          # stop-on-failure dropped the Add behind it
+    assert r["after"] == [2.0] * 4

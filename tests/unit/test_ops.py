@@ -47,6 +47,7 @@ def test_tensor_desc_getters_and_edge_cases():
     assert acl.get_tensor_desc_name(d) == "x0"
     assert acl.set_tensor_format(12345, 2) == 100000
     assert acl.data_type_size(27) == 2 and acl.data_type_size(40) == 8
+    assert acl.trans_tensor_desc_format(d, 1) == (0, 200001)
     for h in (d, scalar, dyn, unknown):
         acl.destroy_tensor_desc(h)
     assert acl.get_tensor_desc_type(d) == T.DT_UNDEFINED
