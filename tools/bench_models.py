@@ -8,11 +8,13 @@ npuemu.tools.bench_models --child IN OUT``) with a fresh one-card embedded node.
 * ``plan <model>``: the MemoryPlanner's workspace, bytes [the lower bound: the largest total
   of bytes live at one step of the task order]; target ≤ 1.05x. The saving against the
   naive sum (every intermediate its own memory) is noted. Every light model of the ``onnx``
-  package (``--quick``: SqueezeNet, ShuffleNet, ResNet-50).
+  package (``--quick``: SqueezeNet only).
 * ``load <model>``: ``acl.mdl.load_from_file`` (read, weights to HBM, ops compiled or taken
   from the op caches), ms [onnxruntime ``InferenceSession`` creation for the same ONNX].
 * ``ResNet-50 b1 latency``: median ``acl.mdl.execute`` of light ResNet-50 with random
-  weights, ms [onnxruntime, one intra-op thread, same input]; target ≤ 3x.
+  weights, ms [onnxruntime, one intra-op thread, same input]; target ≤ 3x. ``--quick``
+  measures light SqueezeNet instead (``SqueezeNet b1 latency``, same limit and target):
+  ResNet-50 takes tens of seconds per run with today's Conv2D kernel.
 * ``1000-op chain per op``: ``acl.mdl.execute`` of a chain of 1,000 tiny Relu/Neg ops (16
   floats), µs per op [numpy doing the same 1,000 ops in-process]; fixed target ≤ 10 µs.
 """
@@ -33,7 +35,7 @@ from npuemu.tools.bench import Context, Record, Target, figure
 
 LIGHT = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2",
          "densenet121", "bvlc_alexnet", "zfnet512", "vgg19"]
-QUICK = ["squeezenet", "shufflenet", "resnet50"]
+QUICK = ["squeezenet"]
 CHAIN = 1000
 
 
@@ -56,12 +58,12 @@ def _chain_model(path: str) -> None:
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
-def _random_resnet(path: str) -> None:
+def _random_weights(name: str, path: str) -> None:
     import onnx
     from onnx import numpy_helper
 
     from npuemu.host.models import onnx_front
-    model = onnx_front.prepare(onnx.load(_light("resnet50")))
+    model = onnx_front.prepare(onnx.load(_light(name)))
     rng = np.random.default_rng(0)
     variances = {n.input[4] for n in model.graph.node if n.op_type == "BatchNormalization"}
     for init in model.graph.initializer:
@@ -100,7 +102,8 @@ def fig_models(ctx: Context) -> list[Record]:
             t0 = time.perf_counter()
             _ort_session(_light(name))
             jobs[name] = {"om": rep["om"], "ort_load_s": time.perf_counter() - t0}
-        _random_resnet(os.path.join(tmp, "rn.onnx"))
+        latency_model = "squeezenet" if ctx.quick else "resnet50"
+        _random_weights(latency_model, os.path.join(tmp, "rn.onnx"))
         jobs["resnet_random"] = {"om": atc.convert(os.path.join(tmp, "rn.onnx"),
                                                    os.path.join(tmp, "rn"),
                                                    "Ascend910B1")["om"]}
@@ -112,7 +115,7 @@ def fig_models(ctx: Context) -> list[Record]:
         sess = _ort_session(os.path.join(tmp, "rn.onnx"))
         feed = {sess.get_inputs()[0].name: x}
         sess.run(None, feed)
-        ort_ms = statistics.median(_time(lambda: sess.run(None, feed), 3 if ctx.quick else 7))
+        ort_ms = statistics.median(_time(lambda: sess.run(None, feed), 3 if ctx.quick else 5))
         small = np.random.default_rng(2).standard_normal(16).astype(np.float32)
         def numpy_chain() -> None:
             v = small
@@ -129,7 +132,8 @@ def fig_models(ctx: Context) -> list[Record]:
         if "ort_load_s" in job:
             records.append(Record(f"load {name}", got["load_s"][name] * 1e3, "ms",
                                   "onnxruntime session", job["ort_load_s"] * 1e3))
-    records.append(Record("ResNet-50 b1 latency", got["resnet_ms"], "ms",
+    label = "SqueezeNet" if ctx.quick else "ResNet-50"
+    records.append(Record(f"{label} b1 latency", got["resnet_ms"], "ms",
                           "onnxruntime 1 thread", ort_ms,
                           Target("≤ 3x onnxruntime", "ratio", "<=", 3.0)))
     records.append(Record("1000-op chain per op", got["chain_us"], "µs", "numpy per op",
@@ -163,7 +167,7 @@ def _child(spec_path: str, out: str) -> int:
         _ok(ret, f"load {name}")
         load_s[name] = time.perf_counter() - t0
     x = np.load(spec["x"])
-    resnet = _run(acl, ids["resnet_random"], x, 3 if spec["quick"] else 7)
+    resnet = _run(acl, ids["resnet_random"], x, 1 if spec["quick"] else 3)
     chain = _run(acl, ids["chain"], np.ones(16, np.float32), 5)
     for mid in ids.values():
         _ok(acl.mdl.unload(mid), "unload")
