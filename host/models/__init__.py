@@ -12,8 +12,8 @@ Modules: :mod:`.graph` (IR), :mod:`.onnx_front` (load, check, fold, infer), :mod
 (MemoryPlanner), :mod:`.omfile` (writer and reader), :mod:`.atc` (``convert`` / ``dump`` and
 the CLI argument handling for ``npuemu atc`` model mode), :mod:`.codes` (GE error codes).
 
-Loading and executing (``acl.mdl``, :mod:`.runtime`, :mod:`.modeldesc`) runs each task as
-an op-library kernel on the card's worker. Missing: the task list is not registered on the
-card (an execute posts one LAUNCH per task), and an execute runs the tasks in task order on
-one stream rather than on the streams and events the OM records.
+Loading and executing (``acl.mdl`` in ``host/acl/mdl.py``, ``npuemu.host.api.Model``,
+:mod:`.runtime`, :mod:`.modeldesc`) runs each task as an op-library kernel on the card's
+worker, on the streams and events the OM's schedule records. Missing: the task list is not
+registered on the card (an execute posts one LAUNCH per task, not one submission).
 """
