@@ -138,6 +138,8 @@ class _Lowerer:
     def finish(self) -> Graph:
         g = self.model.graph
         outputs = [self.name(o.name) for o in g.output]
+        if len(set(outputs)) != len(outputs):
+            raise UnsupportedOpsError([("two graph outputs of one value", g.name or "graph")])
         for out in outputs:
             if self.tensors[out].kind != "intermediate":
                 raise ModelError(ACL_ERROR_GE_PARAM_INVALID,
