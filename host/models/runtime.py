@@ -18,7 +18,8 @@ creates its extra streams and its events (never during execute); an execute runs
 of the schedule on the caller's stream, records a start event there that the extra streams
 wait on, records and waits the schedule's events between tasks, and finally makes the
 caller's stream wait for every extra stream, so the caller's stream completes when the
-whole model has.
+whole model has. After a hang inside a model (a synchronize timeout), the caller aborts its
+stream and unloads the model; unload aborts and destroys the model's own streams.
 
 Missing, against issue 11: the task list is not registered on the card (an execute is one
 submission per task, not one per model: that needs a worker-side task-list op).
@@ -295,7 +296,8 @@ def _release(model: Model) -> None:
     for ptr in model.own:
         memory.free(ptr)
     model.own.clear()
-    for st in model.streams:
+    for st in model.streams:  # abort first: a hung task on a model's stream is dropped too
+        streams.stream_abort(st.handle)
         streams.destroy_stream(st.handle, True)
     for ev in (*model.events, *model.done):
         streams.destroy_event(ev.handle)

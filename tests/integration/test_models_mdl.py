@@ -327,8 +327,9 @@ def test_small_models_through_acl_mdl_match_expected_outputs(run_py, tmp_path, c
 
 def test_op_failure_and_hang_during_a_model(run_py, tmp_path) -> None:
     """An AI Core fault in the model's Conv2D fails execute with 507015 and reaches the
-    exception callback; a hung task makes synchronize-with-timeout return 507046, and after
-    stream_abort the model runs again correctly."""
+    exception callback; a hung task makes synchronize-with-timeout return 507046; after
+    stream_abort and unload (which drops the model's own streams' queued tasks) a reloaded
+    model runs correctly."""
     model = small_cnn()
     om = convert(model, tmp_path, "cnn")
     x = np.random.default_rng(5).standard_normal((1, 3, 8, 8)).astype(np.float32)
@@ -360,6 +361,8 @@ def test_op_failure_and_hang_during_a_model(run_py, tmp_path) -> None:
         R["timeout"] = acl.rt.synchronize_stream_with_timeout(s, 200)
         R["abort"] = acl.rt.stream_abort(s)
         ok(acl.rt.synchronize_stream_with_timeout(s, 5000))
+        ok(acl.mdl.unload(mid))
+        mid, ret = acl.mdl.load_from_file({om!r}); ok(ret)
         ok(acl.mdl.execute_async(mid, in_ds, out_ds, s))
         R["again"] = acl.rt.synchronize_stream_with_timeout(s, 60000)
         y = np.empty(5, np.float32)
