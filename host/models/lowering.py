@@ -147,6 +147,7 @@ class _Lowerer:
             self.tensors[out].kind = "output"
         used = {i for n in self.nodes for i in n.inputs} | {o for n in self.nodes
                                                              for o in n.outputs}
+        used |= {i.name for i in g.input}  # an input no task reads is still an input
         tensors = {k: v for k, v in self.tensors.items() if k in used}
         weights = {k: v for k, v in self.weights.items() if k in used}
         return Graph(g.name or "model", self.nodes, tensors, [i.name for i in g.input],
@@ -325,6 +326,38 @@ class _Lowerer:
             nxt = out if k == len(steps) - 1 else self.new_tensor(out, self.t(x).shape)
             self.emit(n, op, [cur, self.new_weight(out, np.array(bound, dtype))], [nxt])
             cur = nxt
+
+    def _op_Expand(self, n: onnx.NodeProto, a: dict) -> None:
+        """Broadcast by adding zeros of the output's shape (the shape input must be const)."""
+        if self.const(n.input[1]) is None:
+            raise UnsupportedOpsError([("Expand to a computed shape", n.name)])
+        out = n.output[0]
+        t = self.t(out)
+        zeros = self.new_weight(out, np.zeros(t.shape, t.dtype))
+        self.emit(n, "Add", [n.input[0], zeros], [out])
+
+    def _op_Elu(self, n: onnx.NodeProto, a: dict, gamma: float = 1.0) -> None:
+        """relu(x) + min(alpha * (exp(x) - 1), 0), times gamma for Selu (alpha > 0)."""
+        alpha = a.get("alpha", 1.0 if n.op_type == "Elu" else 1.67326319217681884765625)
+        if alpha <= 0:
+            raise UnsupportedOpsError([(f"{n.op_type} with alpha {alpha}", n.name)])
+        x, out = n.input[0], n.output[0]
+        shape, dtype = self.t(x).shape, np.dtype(self.t(x).dtype)
+        pos, ex, em1, scaled, neg = (self.new_tensor(out, shape) for _ in range(5))
+        self.emit(n, "Relu", [x], [pos])
+        self.emit(n, "Exp", [x], [ex])
+        self.emit(n, "Sub", [ex, self.new_weight(out, np.array(1.0, dtype))], [em1])
+        self.emit(n, "Mul", [em1, self.new_weight(out, np.array(alpha, dtype))], [scaled])
+        self.emit(n, "Minimum", [scaled, self.new_weight(out, np.array(0.0, dtype))], [neg])
+        if gamma == 1.0:
+            self.emit(n, "Add", [pos, neg], [out])
+            return
+        total = self.new_tensor(out, shape)
+        self.emit(n, "Add", [pos, neg], [total])
+        self.emit(n, "Mul", [total, self.new_weight(out, np.array(gamma, dtype))], [out])
+
+    def _op_Selu(self, n: onnx.NodeProto, a: dict) -> None:
+        self._op_Elu(n, a, gamma=a.get("gamma", 1.05070102214813232421875))
 
     def _op_BatchNormalization(self, n: onnx.NodeProto, a: dict) -> None:
         shape = self.t(n.input[0]).shape
