@@ -174,7 +174,7 @@ def _child(quick: bool, out: str) -> int:
         served = d["hits"] + d["retiles"]
         rec(f"batch 1..{grow[-1]} growing, incremental {'on' if inc else 'off'}: "
             "served without compiling", 100.0 * served / calls, "%", "all calls", 100.0)
-        notes.append(f"ops: batch 1..{grow[-1]} growing, incremental {'on' if inc else 'off'}:"
+        notes.append(f"batch 1..{grow[-1]} growing, incremental {'on' if inc else 'off'}:"
                      f" {d['compiles']} compiles, {d['retiles']} re-tiles, {d['hits']} hits")
     cache.set_capacity(8)
     executor.INCREMENTAL[0] = False
@@ -183,7 +183,7 @@ def _child(quick: bool, out: str) -> int:
     d, calls = run_rows(shapes * (3 if quick else 10), incremental=False)
     rec("capacity 8 < 16 shapes cycling: miss rate", 100.0 * d["misses"] / calls, "%",
         "all calls", 100.0)
-    notes.append(f"ops: capacity 8 < 16 shapes cycling: {d['hits']} hits in {calls} calls "
+    notes.append(f"capacity 8 < 16 shapes cycling: {d['hits']} hits in {calls} calls "
                  "(LRU thrash)")
     rec("capacity 8 < 16 shapes cycling: evictions", float(d["evictions"]), "evictions",
         "calls", float(calls))
@@ -290,7 +290,7 @@ def fig_ops(ctx: Context) -> list[Record]:
                 runs.append(json.load(f))
     records.append(Record("2nd process first call (disk cache)", runs[1]["first_s"] * 1e3, "ms",
                           "1st process first call", runs[0]["first_s"] * 1e3))
-    ctx.note(f"ops: compiles in the 1st process {runs[0]['compiles']}, "
+    ctx.note(f"compiles in the 1st process {runs[0]['compiles']}, "
              f"in the 2nd {runs[1]['compiles']} (its binaries came from the disk cache)")
     return records
 
