@@ -11,7 +11,9 @@ ATC names them: ``<seq>_<OpType>_<dtype_format_dims of each input>_<... of each 
 Compiling is host work only (no node is started). ``--soc_version``, ``--log`` and
 ``--mode=0`` are accepted; other modes are not emulated. ``acl.op.set_model_dir(DIR)``
 loads the files. Exit status: 0 on success, 1 when an op does not compile (each failure is
-printed with its ACL code), 2 for bad arguments. Helper "models" adds model mode later.
+printed with its ACL code), 2 for bad arguments. Without ``--singleop`` the command is
+ATC's model mode (``--model --framework=5 --output --soc_version``, ``--mode=1``), handled
+by ``npuemu.host.models.atc.run``.
 """
 
 from __future__ import annotations
@@ -107,6 +109,10 @@ def compile_one(seq: int, op: dict, out_dir: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not any(a.startswith("--singleop") for a in argv):  # model mode (helper "models")
+        from npuemu.host.models import atc as model_atc
+        return model_atc.run(argv)
     p = argparse.ArgumentParser(prog="npuemu atc", description=__doc__.split("\n")[0])
     p.add_argument("--singleop", required=True, help="single-op description JSON")
     p.add_argument("--output", required=True, help="output directory")

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from npuemu.host.acl import data, op, rt, tensor, util
+from npuemu.host.acl import data, mdl, op, rt, tensor, util
 from npuemu.host.acl._wrap import fail as _fail
 from npuemu.host.acl._wrap import recent_message as _recent_message
 from npuemu.host.acl.tensor import *  # noqa: F403  (tensor descriptors, op attributes)
@@ -132,5 +132,5 @@ data_type_size = data.type_size
 __all__ = ["app_log", "create_data_buffer", "data_type_size", "destroy_data_buffer",
            "finalize", "get_data_buffer_addr", "get_data_buffer_size",
            "get_data_buffer_size_v2", "get_recent_err_msg", "get_soc_name", "get_version",
-           "init", "on_finalize", "op", "rt", "update_data_buffer", "util",
+           "init", "mdl", "on_finalize", "op", "rt", "update_data_buffer", "util",
            *tensor.__all__]

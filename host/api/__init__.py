@@ -750,6 +750,7 @@ def load_kernels(path: str | None = None, device: Device | int | None = None) ->
                              engine) for name, engine in binary.kernels.items()}
 
 # helper ops: the op face needs DeviceArray above
+from npuemu.host.api.models import Model as Model  # noqa: E402
 from npuemu.host.api.ops import op_cache_stats as op_cache_stats  # noqa: E402
 from npuemu.host.api.ops import run_op as run_op  # noqa: E402
 from npuemu.host.api.ops import set_max_op_queue_num as set_max_op_queue_num  # noqa: E402
