@@ -156,7 +156,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from npuemu.tools import bench, bench_models, bench_ops  # noqa: F401  (helpers' figures)
+    from npuemu.tools import bench
 
     return bench.main(quick=args.quick, json_path=args.json)
 

@@ -25,7 +25,7 @@ NODE_ENV = {"NPUEMU_HBM": "4G", "NPUEMU_DDR": "1G"}
 
 
 # ---------------------------------------------------------------------------- the runner
-def _child_env(devices: int) -> dict[str, str]:
+def child_env(devices: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
     env.update(NODE_ENV, NPUEMU_DEVICES=str(devices))
     return env
@@ -46,7 +46,7 @@ def _run_figure(fig: Figure, quick: bool) -> tuple[list[Record], Tracker, list[s
         out, track_path = os.path.join(tmp, "out.json"), os.path.join(tmp, "track")
         cmd = [sys.executable, "-m", "npuemu.tools.bench", "--figure", fig.key,
                "--out", out, "--track", track_path] + (["--quick"] if quick else [])
-        proc = subprocess.Popen(cmd, env=_child_env(fig.devices), stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, env=child_env(fig.devices), stdin=subprocess.DEVNULL)
         try:
             try:
                 rc = proc.wait(fig.timeout)

@@ -3,7 +3,7 @@ in the same run.
 
 The figure ``models`` converts models with ``npuemu.host.models.atc`` in the bench process
 (host work only) and runs the device measurements in a child (``python -m
-npuemu.tools.bench_models --child IN OUT``) with a fresh one-card embedded node. Records:
+npuemu.tools.bench.models --child IN OUT``) with a fresh one-card embedded node. Records:
 
 * ``plan <model>``: the MemoryPlanner's workspace, bytes [the lower bound: the largest total
   of bytes live at one step of the task order]; target ≤ 1.05x. The saving against the
@@ -31,7 +31,9 @@ import time
 
 import numpy as np
 
-from npuemu.tools.bench import Context, Record, Target, figure
+from npuemu.tools.bench.records import Record, Target
+from npuemu.tools.bench.registry import Context, figure
+from npuemu.tools.bench.runner import child_env
 
 LIGHT = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2",
          "densenet121", "bvlc_alexnet", "zfnet512", "vgg19"]
@@ -87,8 +89,6 @@ def _ort_session(path: str):
 def fig_models(ctx: Context) -> list[Record]:
     """Offline-model figures (see the module docstring)."""
     from npuemu.host.models import atc
-    from npuemu.tools import bench
-
     records: list[Record] = []
     with tempfile.TemporaryDirectory(prefix="npuemu-bench-models-") as tmp:
         jobs = {}
@@ -125,7 +125,7 @@ def fig_models(ctx: Context) -> list[Record]:
         spec, out = os.path.join(tmp, "jobs.json"), os.path.join(tmp, "out.json")
         with open(spec, "w") as f:
             json.dump({"jobs": jobs, "x": os.path.join(tmp, "x.npy"), "quick": ctx.quick}, f)
-        _spawn(ctx, bench._child_env(1), "--child", spec, out)
+        _spawn(ctx, child_env(1), "--child", spec, out)
         with open(out) as f:
             got = json.load(f)
     for name, job in jobs.items():
@@ -208,7 +208,7 @@ def _ok(ret: int, what: str) -> None:
 
 
 def _spawn(ctx: Context, env: dict, *args: str) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "npuemu.tools.bench_models", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "npuemu.tools.bench.models", *args],
                             env=env, stdin=subprocess.DEVNULL)
     ctx.track.proc(proc.pid)
     try:

@@ -1,7 +1,7 @@
 """``npuemu bench`` figures of the single-op runtime (``host/ops``), each beside a limit
 measured in the same run.
 
-The figure ``ops`` runs its measurements in a child (``python -m npuemu.tools.bench_ops
+The figure ``ops`` runs its measurements in a child (``python -m npuemu.tools.bench.ops
 --child OUT``) with a fresh one-card embedded node, and a second child for the disk-cache
 scenario. Records:
 
@@ -34,7 +34,9 @@ import time
 
 import numpy as np
 
-from npuemu.tools.bench import Context, Record, Target, figure
+from npuemu.tools.bench.records import Record, Target
+from npuemu.tools.bench.registry import Context, figure
+from npuemu.tools.bench.runner import child_env
 
 _EMPTY = "from npuemu.shared.kernel import kernel\n\n@kernel('aicore')\ndef empty(ctx):\n    pass\n"
 
@@ -76,7 +78,8 @@ def _child(quick: bool, out: str) -> int:
     from npuemu.host.api import op_cache_stats
     from npuemu.host.ops import cache, executor
     from npuemu.host.ops import desc as D
-    from npuemu.tools.bench import RawRing, Tracker, cleanup
+    from npuemu.tools.bench.ring import RawRing
+    from npuemu.tools.bench.track import Tracker, cleanup
 
     _ok(acl.rt.set_device(0), "set_device")
     s, ret = acl.rt.create_stream()
@@ -269,9 +272,7 @@ def _disk_child(out: str) -> int:
 @figure("ops")
 def fig_ops(ctx: Context) -> list[Record]:
     """Single-op runtime figures (see the module docstring)."""
-    from npuemu.tools import bench
-
-    env = bench._child_env(1)
+    env = child_env(1)
     with tempfile.TemporaryDirectory(prefix="npuemu-bench-ops-") as tmp:
         out = os.path.join(tmp, "out.json")
         _spawn(ctx, env, "--child", out, *(["--quick"] if ctx.quick else []))
@@ -296,7 +297,7 @@ def fig_ops(ctx: Context) -> list[Record]:
 
 
 def _spawn(ctx: Context, env: dict, *args: str) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "npuemu.tools.bench_ops", *args], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "npuemu.tools.bench.ops", *args], env=env,
                             stdin=subprocess.DEVNULL)
     ctx.track.proc(proc.pid)
     try:
