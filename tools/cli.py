@@ -109,6 +109,9 @@ def install_acl() -> None:
     sys.modules["acl"] = acl
     sys.modules["acl.rt"] = acl.rt
     sys.modules["acl.util"] = acl.util
+    from npuemu.host.acl import hccl  # pyhccl's names (collectives)
+
+    sys.modules["pyhccl"] = hccl
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -749,3 +749,8 @@ def load_kernels(path: str | None = None, device: Device | int | None = None) ->
         binary = _kernel.binary_load_from_file(path or _kernel.LIBRARY)
         return {name: Kernel(_kernel.binary_get_function(binary.handle, name).handle, name,
                              engine) for name, engine in binary.kernels.items()}
+
+
+from npuemu.host.api import hccl  # noqa: E402  (the collectives' face; needs the names above)
+
+__all__ += ["hccl"]
