@@ -100,7 +100,11 @@ def _pin(worker: Worker, client: Client, host_addr: int, size: int, name: str) -
     if not isinstance(name, str) or not name.startswith(shm.name(worker.node, "p")):
         raise TypeError(f"{name!r} is not a pinned block of this node")
     if _int(host_addr) not in client.pinned:
-        seg = shm.Segment(name)
+        try:
+            seg = shm.Segment(name)  # refuses a name another user owns or can open
+        except PermissionError as err:
+            worker.log("WARNING", f"pinned block refused: {err}")
+            raise errors.error_for(errors.ACL_ERROR_RT_NO_PERMISSION, str(err)) from None
         if seg.size < _int(size):
             seg.close()
             raise TypeError(f"pinned block {name} is smaller than {size}")

@@ -12,8 +12,20 @@ worker through a pidfd and every host through its control connection:
 - a host whose connection closes (exit or ``kill -9``) has its client slots set CLOSING so
   the workers reclaim its memory, and its pinned host segments are unlinked;
 - an embedded node (``--owner``) stops when its owner's connection closes;
+- every loop pass (at most ``LOOP_S`` apart) reads each worker's heartbeat: one older than
+  ``DEVICE_LOST_TIMEOUT_S`` (shared/config.py) marks the card HUNG in the registry (a stopped
+  or wedged worker: its pidfd never fires); a fresh heartbeat marks it READY again. The
+  worker is left running (a SIGCONT brings it back); tools show the state;
 - on stop, every worker is asked to stop, killed if it does not within 3 s, and every name
-  of the node is unlinked from /dev/shm.
+  of the node is unlinked from /dev/shm. A ``stop`` request is refused while other programs
+  are attached, unless it says ``force``; attached programs are woken and their calls fail
+  with the "node stopped" code (507901, the host-device channel was closed).
+
+Security (a node belongs to the user who started it): the control socket serves only peers
+of the supervisor's own uid, identified by ``SO_PEERCRED`` (root only when the owner is root);
+a peer's pid is the kernel's, never the one it announces; a malformed request closes that
+connection only (``control.validate``); a connection holds at most one client slot per
+device and a peer process at most ``MAX_CONNS_PER_PEER`` connections (``MAX_CONNS`` in all).
 
 Single-threaded: one ``selectors`` loop, so slot reservations need no locks.
 """
@@ -33,7 +45,7 @@ import time
 import psutil
 
 from npuemu.shared import control, errors, layout, protocol, shm, topology
-from npuemu.shared.config import ATTACH_TIMEOUT_S
+from npuemu.shared.config import ATTACH_TIMEOUT_S, DEVICE_LOST_TIMEOUT_S
 from npuemu.shared.layout import (
     CLIENT_ENTRY,
     CTL_CLIENTS,
@@ -47,6 +59,11 @@ from npuemu.shared.layout import (
 )
 
 STOP_GRACE_S = 3.0
+LOOP_S = 0.5
+MAX_CONNS = 256
+"""Control connections served at once; more are refused at accept."""
+MAX_CONNS_PER_PEER = 4
+"""Control connections of one peer process (a host needs one; the CLI one at a time)."""
 
 
 class DeviceProc:
@@ -91,6 +108,7 @@ class Supervisor:
         self.devices = [DeviceProc(d) for d in range(args.devices)]
         self.conns: dict[socket.socket, dict] = {}
         self.owner_seen = False
+        self.refused = 0
         self.running = True
         self._write_registry()
         self.sel.register(self.listener, selectors.EVENT_READ, ("listen", None))
@@ -179,9 +197,7 @@ class Supervisor:
             DeviceState.STOPPED if stopping else DeviceState.LOST)
         if dp.ctl is not None and not stopping:
             dp.ctl[DEVICE_CTL.STATE] = DeviceState.LOST
-            for slot in range(layout.MAX_CLIENTS):
-                if dp.slot_state(slot) in (ClientState.ACTIVE, ClientState.REQUEST):
-                    self._post(shm.name(self.node, f"d{dp.dev}", f"c{slot}", "wake"))
+            self.wake_clients(dp)
         dp.close_ctl()
         # everything of the card but its log (msnpureport reads it after a crash)
         shm.unlink_all(self.node, f"d{dp.dev}.", keep=shm.name(self.node, f"d{dp.dev}", "log"))
@@ -189,37 +205,78 @@ class Supervisor:
         if not stopping:
             print(f"npuemu: device {dp.dev} worker died ({code})", file=sys.stderr)
 
+    def check_heartbeats(self) -> None:
+        """Mark a card HUNG when its heartbeat is older than DEVICE_LOST_TIMEOUT_S, READY
+        again when it beats (the registry entry; the worker's own block is not written)."""
+        now = time.monotonic_ns()
+        limit = int(DEVICE_LOST_TIMEOUT_S * 1e9)
+        for dp in self.devices:
+            if dp.ctl is None or dp.proc is None:
+                continue
+            index = self._entry(dp.dev, DEVICE_ENTRY.STATE)
+            age = now - dp.ctl[DEVICE_CTL.HEARTBEAT]
+            if age > limit and self.reg[index] == DeviceState.READY:
+                self.reg[index] = DeviceState.HUNG
+                print(f"npuemu: device {dp.dev} worker (pid {dp.proc.pid}) sent no heartbeat "
+                      f"for {age / 1e9:.1f} s: marked HUNG", file=sys.stderr)
+            elif age <= limit and self.reg[index] == DeviceState.HUNG:
+                self.reg[index] = DeviceState.READY
+                print(f"npuemu: device {dp.dev} worker beats again: READY", file=sys.stderr)
+
+    def wake_clients(self, dp: DeviceProc) -> None:
+        """Post every attached client's reply and sync semaphores (a state change to see)."""
+        for slot in range(layout.MAX_CLIENTS):
+            if dp.slot_state(slot) in (ClientState.ACTIVE, ClientState.REQUEST):
+                for sem in ("wake", "sync"):
+                    self._post(shm.name(self.node, f"d{dp.dev}", f"c{slot}", sem))
+
     @staticmethod
     def _post(sem_name: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError, PermissionError):
             sem = shm.semaphore(sem_name)
             sem.release()
             sem.close()
 
     # control requests ----------------------------------------------------------------------
     def on_request(self, conn: socket.socket, msg: tuple) -> list:
-        verb = msg[0]
-        if verb == "hello":
-            info = self.conns[conn]
-            info["pid"] = msg[1]
-            if self.args.owner and msg[1] == self.args.owner and msg[2]:
+        """Serve one request (already checked by ``control.validate``)."""
+        verb, info = msg[0], self.conns[conn]
+        if verb == "hello":  # the announced pid (msg[1]) is not trusted: info["pid"] is
+            if self.args.owner and info["pid"] == self.args.owner and msg[2]:
                 info["owner"] = self.owner_seen = True
             a = self.args
             return [0, a.devices, a.hbm, a.ddr, a.soc, protocol.PROTOCOL_VERSION]
         if verb == "attach":
             return self.attach(conn, msg[1])
         if verb == "detach":
-            self.conns[conn]["slots"].discard((msg[1], msg[2]))
+            self.detach(info, msg[1], msg[2])
             return [0]
-        if verb == "stop":
-            self.running = False
-            return [0]
-        return [errors.ACL_ERROR_RT_PARAM_INVALID, f"unknown control request {verb!r}"]
+        # stop
+        attached = sorted({other["pid"] for c, other in self.conns.items()
+                           if c is not conn and other["slots"]})
+        if attached and not (len(msg) > 1 and msg[1]):
+            return [errors.ACL_ERROR_RT_NO_PERMISSION,
+                    f"node {self.node!r} is in use by pid {', '.join(map(str, attached))} "
+                    "(stop it with force to end their sessions)", attached]
+        self.running = False
+        return [0]
+
+    def detach(self, info: dict, dev: int, slot: int) -> None:
+        """Forget a client slot of this connection; one the host never took is freed."""
+        if (dev, slot) not in info["slots"]:
+            return
+        info["slots"].discard((dev, slot))
+        dp = self.devices[dev]
+        if dp.ctl is not None and dp.slot_state(slot) == ClientState.RESERVED:
+            dp.set_slot(slot, ClientState.FREE)
 
     def attach(self, conn: socket.socket, dev: object) -> list:
         if type(dev) is not int or not 0 <= dev < len(self.devices):
             return [errors.ACL_ERROR_RT_INVALID_DEVICEID, f"no device {dev!r} in this node"]
         dp = self.devices[dev]
+        if any(d == dev for d, _ in self.conns[conn]["slots"]):
+            return [errors.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL,
+                    f"this connection holds a client slot of device {dev} already"]
         try:
             if dp.proc is None:  # not started yet, or lost: a fresh worker (a device reset)
                 self.spawn(dp)
@@ -246,8 +303,8 @@ class Supervisor:
                 self._post(shm.name(self.node, f"d{dev}", "bell"))
             elif dp.ctl is None:
                 shm.unlink_all(self.node, f"d{dev}.c{slot}")
-        if info.get("pid"):
-            shm.unlink_all(self.node, f"p{info['pid']}.")
+        if not any(other["pid"] == info["pid"] for other in self.conns.values()):
+            shm.unlink_all(self.node, f"p{info['pid']}.")  # the kernel's pid, not a claim
         if info.get("owner"):
             self.running = False
 
@@ -261,8 +318,9 @@ class Supervisor:
         self.reg[REGISTRY.STATE] = NodeState.READY
         started = time.monotonic()
         while self.running:
-            for key, _ in self.sel.select(timeout=0.5):
+            for key, _ in self.sel.select(timeout=LOOP_S):
                 self._event(key)
+            self.check_heartbeats()
             if self.args.owner and not self.owner_seen and (
                     not psutil.pid_exists(self.args.owner)
                     or time.monotonic() - started > ATTACH_TIMEOUT_S):
@@ -271,19 +329,54 @@ class Supervisor:
     def _event(self, key: selectors.SelectorKey) -> None:
         kind, obj = key.data
         if kind == "listen":
-            conn, _ = self.listener.accept()
-            self.conns[conn] = {"slots": set(), "reader": control.Reader()}
-            self.sel.register(conn, selectors.EVENT_READ, ("conn", None))
+            self.accept()
         elif kind == "worker":
             self.lost(obj)
         else:
             self._on_readable(key.fileobj)  # type: ignore[arg-type]
 
+    def accept(self) -> None:
+        """Take one connection: the owner's uid only, bounded per peer and in all."""
+        for _ in range(64):  # a burst of connections must not fill the listen backlog
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self._admit(conn)
+
+    def _admit(self, conn: socket.socket) -> None:
+        try:
+            pid, uid, _ = control.peer_cred(conn)
+        except OSError:
+            conn.close()
+            return
+        refusal = ""
+        if uid != os.geteuid():
+            refusal = (f"node {self.node!r} belongs to uid {os.geteuid()}; uid {uid} "
+                       "may not use it")
+        elif len(self.conns) >= MAX_CONNS or sum(
+                info["pid"] == pid for info in self.conns.values()) >= MAX_CONNS_PER_PEER:
+            refusal = f"too many control connections (pid {pid})"
+        if refusal:
+            with contextlib.suppress(OSError):
+                conn.setblocking(False)
+                control.send(conn, [errors.ACL_ERROR_RT_NO_PERMISSION, refusal])
+            conn.close()
+            self.refused += 1
+            return
+        conn.setblocking(False)
+        self.conns[conn] = {"pid": pid, "slots": set(), "reader": control.Reader()}
+        self.sel.register(conn, selectors.EVENT_READ, ("conn", None))
+
     def _on_readable(self, conn: socket.socket) -> None:
         try:
             data = conn.recv(65536)
             messages = self.conns[conn]["reader"].feed(data) if data else None
-        except (OSError, ValueError):
+        except control.BadMessage as err:
+            print(f"npuemu supervisor: pid {self.conns[conn]['pid']}: {err}; connection "
+                  "closed", file=sys.stderr)
+            messages = None
+        except OSError:
             messages = None
         if messages is None:
             self.on_disconnect(conn)
@@ -291,13 +384,14 @@ class Supervisor:
         for msg in messages:
             try:
                 reply = self.on_request(conn, msg)
-            except (IndexError, TypeError) as err:
-                reply = [errors.ACL_ERROR_RT_PARAM_INVALID, f"bad control request: {err}"]
             except Exception as err:
                 print(f"npuemu supervisor: request {msg!r} failed: {err!r}", file=sys.stderr)
                 reply = [errors.ACL_ERROR_RT_INTERNAL_ERROR, f"supervisor error: {err!r}"]
-            with contextlib.suppress(OSError):
+            try:
                 control.send(conn, reply)
+            except OSError:  # a peer that does not read its replies loses its connection
+                self.on_disconnect(conn)
+                return
 
     def stop(self) -> None:
         """Stop every worker (bounded), then remove every name of the node."""
@@ -306,6 +400,7 @@ class Supervisor:
         for dp in live:
             if dp.ctl is not None:
                 dp.ctl[DEVICE_CTL.STATE] = DeviceState.STOPPING
+                self.wake_clients(dp)
             self._post(shm.name(self.node, f"d{dp.dev}", "bell"))
         deadline = time.monotonic() + STOP_GRACE_S
         for dp in live:

@@ -244,6 +244,7 @@ class DeviceState(enum.IntEnum):
     STOPPING = 3
     STOPPED = 4
     LOST = 5  # worker died; written by the supervisor
+    HUNG = 6  # registry only: heartbeat older than DEVICE_LOST_TIMEOUT_S (supervisor)
 
 
 class ClientState(enum.IntEnum):

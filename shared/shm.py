@@ -17,7 +17,21 @@ the test suite's leak check) can find and unlink everything a node ever made, ev
 | ``/npuemu.<node>.d<id>.c<slot>.wake`` | semaphore | host       | reply ready              |
 | ``/npuemu.<node>.d<id>.c<slot>.sync`` | semaphore | host       | tasks completed          |
 | ``/npuemu.<node>.d<id>.c<slot>.report``| semaphore| host       | exception/callback report|
-| ``/npuemu.<node>.p<pid>.<n>``         | segment   | host       | pinned host memory       |
+| ``/npuemu.<node>.p<pid>.<token>``     | segment   | host       | pinned host memory       |
+
+Ownership and safety (a node belongs to the user who started it):
+
+- every name is created with ``O_EXCL`` and mode 0600 (``Segment(create=True)``,
+  ``semaphore(create=True)``): an existing name is never adopted;
+- every segment opened (not created) is checked with ``fstat`` on the open descriptor before
+  it is mapped: it must belong to this process's effective uid and give no access to group or
+  others, else ``PermissionError``. A name another user planted is therefore refused by hosts
+  and workers alike. Semaphores are checked the same way by ``stat`` of their file after the
+  open (posix_ipc gives no descriptor);
+- pinned host blocks carry a random token (``pinned_name``), so their names cannot be guessed
+  and planted in advance;
+- :func:`clean_dead` removes the names of dead nodes of this user: only names whose node has
+  no supervisor listening and that no live process maps.
 
 posix_ipc errors are converted here, and only here, into ``OSError``/``FileNotFoundError``.
 """
@@ -28,6 +42,8 @@ import contextlib
 import ctypes
 import mmap
 import os
+import secrets
+import stat
 
 import posix_ipc
 
@@ -64,6 +80,14 @@ class Segment:
         except posix_ipc.ExistentialError as err:
             kind = FileExistsError if create else FileNotFoundError
             raise kind(f"shared memory {name}: {err}") from err
+        except posix_ipc.PermissionsError as err:
+            raise PermissionError(f"shared memory {name}: {err}") from err
+        if not create:
+            try:
+                check_owner(os.fstat(shm.fd), name)
+            except PermissionError:
+                shm.close_fd()
+                raise
         if not create and shm.size == 0:  # its creator has not sized it yet
             shm.close_fd()
             raise FileNotFoundError(f"shared memory {name} is not ready yet")
@@ -112,8 +136,24 @@ class Segment:
         return f"Segment({self.name!r}, size={self.size})"
 
 
+def check_owner(st: os.stat_result, name: str) -> None:
+    """Refuse a name that another user owns or that group or others may open."""
+    if st.st_uid != os.geteuid():
+        raise PermissionError(f"{name} belongs to uid {st.st_uid}, not to this user "
+                              f"({os.geteuid()}): refused")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        raise PermissionError(f"{name} has mode {stat.S_IMODE(st.st_mode):o}: open to other "
+                              "users, refused")
+
+
+def pinned_name(node: str, pid: int) -> str:
+    """A fresh, unguessable name for one pinned host block of process ``pid``."""
+    return name(node, f"p{pid}", secrets.token_hex(8))
+
+
 def unlink_segment(name: str) -> None:
-    with contextlib.suppress(posix_ipc.ExistentialError):
+    """Remove a segment name; a name that is gone or not ours to remove is left alone."""
+    with contextlib.suppress(posix_ipc.ExistentialError, posix_ipc.PermissionsError):
         posix_ipc.unlink_shared_memory(name)
 
 
@@ -122,13 +162,21 @@ def semaphore(name: str, *, create: bool = False) -> posix_ipc.Semaphore:
     try:
         if create:
             return posix_ipc.Semaphore(name, posix_ipc.O_CREX, mode=0o600, initial_value=0)
-        return posix_ipc.Semaphore(name)
+        sem = posix_ipc.Semaphore(name)
     except posix_ipc.ExistentialError as err:
         raise FileNotFoundError(f"semaphore {name}: {err}") from err
+    except posix_ipc.PermissionsError as err:
+        raise PermissionError(f"semaphore {name}: {err}") from err
+    try:
+        check_owner(os.stat(f"{SHM_DIR}/sem.{name[1:]}"), name)
+    except (FileNotFoundError, PermissionError) as err:  # unlinked since the open, or foreign
+        sem.close()
+        raise err from None
+    return sem
 
 
 def unlink_semaphore(name: str) -> None:
-    with contextlib.suppress(posix_ipc.ExistentialError):
+    with contextlib.suppress(posix_ipc.ExistentialError, posix_ipc.PermissionsError):
         posix_ipc.unlink_semaphore(name)
 
 
@@ -165,3 +213,75 @@ def unlink_all(node: str, only: str = "", keep: str = "") -> int:
             unlink_segment("/" + entry)
             count += 1
     return count
+
+
+def listening_nodes() -> list[str]:
+    """Nodes whose supervisor listens: the abstract sockets ``@npuemu.<node>`` of
+    ``/proc/net/unix`` (see shared/control.py)."""
+    found = []
+    with contextlib.suppress(OSError), open("/proc/net/unix") as f:
+        for line in f:
+            parts = line.split()
+            path = parts[7] if len(parts) >= 8 else ""
+            if path.startswith("@" + PREFIX):
+                found.append(path[1 + len(PREFIX):])
+    return found
+
+
+def _mapped_names() -> set[str]:
+    """Entries of /dev/shm (``npuemu.*``, ``sem.npuemu.*``) that some live process maps or
+    holds open. Reads ``/proc/<pid>/maps`` and ``/proc/<pid>/fd`` of every process we may read
+    (a process of another user cannot hold our 0600 names anyway)."""
+    held: set[str] = set()
+    marker = SHM_DIR + "/"
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                at = line.find(marker)
+                if at >= 0:
+                    held.add(line[at + len(marker):].rstrip("\n").removesuffix(" (deleted)"))
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith(marker):
+                        held.add(target[len(marker):])
+    return held
+
+
+def clean_dead() -> dict[str, int]:
+    """Remove the names of dead nodes of this user; returns ``{node: names removed}``.
+
+    A name is removed only if (1) it belongs to this effective uid, (2) no node whose
+    supervisor listens has it (a supervisor binds its socket before it creates any name, and
+    a node's names all start with ``npuemu.<node>.``), and (3) no live process maps it or
+    holds it open. /proc is scanned only when some name passes (1) and (2), so a start with
+    nothing stale costs one ``listdir`` and one read of ``/proc/net/unix``.
+    """
+    entries = leftovers()
+    if not entries:
+        return {}
+    live = tuple(node_prefix(n) for n in listening_nodes())
+    me = os.geteuid()
+    candidates = []
+    for entry in entries:
+        bare = entry[4:] if entry.startswith("sem.") else entry
+        if bare.startswith(live):
+            continue
+        with contextlib.suppress(OSError):
+            if os.stat(f"{SHM_DIR}/{entry}").st_uid == me:
+                candidates.append((entry, bare))
+    if not candidates:
+        return {}
+    held = _mapped_names()
+    removed: dict[str, int] = {}
+    for entry, bare in candidates:
+        if entry in held:
+            continue
+        if entry.startswith("sem."):
+            unlink_semaphore("/" + bare)
+        else:
+            unlink_segment("/" + bare)
+        node = bare[len(PREFIX):].split(".", 1)[0]
+        removed[node] = removed.get(node, 0) + 1
+    return removed

@@ -20,6 +20,12 @@ nodes are neither reported nor touched):
 Shared nodes started by the module-scoped ``module_node`` factory live across tests: their
 boot-time names and processes are excluded from the per-test check, and the factory's own
 teardown checks that ``npuemu stop`` removed every one of them.
+
+Paths (autouse, every test): nothing is written into ``$HOME`` or piles up in the system's
+temporary directory. Each test gets its own host-log root (``ASCEND_PROCESS_LOG_PATH``, set
+in this process and so in every child's environment; ``ASCEND_WORK_PATH`` is removed), and
+``TMPDIR`` points into this session's pytest base directory (node logs of ``npuemu start``
+and anything a child puts in its temporary directory), which pytest rotates away.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ _SCRUBBED = ("NPUEMU_NODE", "NPUEMU_DEVICES", "NPUEMU_HBM", "NPUEMU_DDR", "NPUEM
              "ASCEND_RT_VISIBLE_DEVICES")
 
 os.environ[TAG_VAR] = SESSION
+_PATH_VARS = ("TMPDIR", "ASCEND_PROCESS_LOG_PATH", "ASCEND_WORK_PATH")
 _OUR_PIDS: set[int] = {os.getpid()}
 """Host processes of this session (embedded node names carry their owner's pid)."""
 _PERSISTENT: dict[str, set[str]] = {}
@@ -232,6 +239,30 @@ def no_npuemu_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
         pytest.fail("\n".join(lines), pytrace=False)
 
 
+# ------------------------------------------------------------------------------------ paths
+@pytest.fixture(scope="session", autouse=True)
+def _session_paths(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Session defaults of the paths below, for fixtures wider than one test."""
+    saved = {k: os.environ.get(k) for k in _PATH_VARS}
+    base = tmp_path_factory.getbasetemp()
+    (base / "tmp").mkdir(exist_ok=True)
+    os.environ.update(TMPDIR=str(base / "tmp"), ASCEND_PROCESS_LOG_PATH=str(base / "plog"))
+    os.environ.pop("ASCEND_WORK_PATH", None)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def _log_paths(_session_paths: None, tmp_path_factory: pytest.TempPathFactory,
+               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host-log root of this test (see the module docstring)."""
+    monkeypatch.setenv("ASCEND_PROCESS_LOG_PATH", str(tmp_path_factory.mktemp("plog")))
+
+
 # ---------------------------------------------------------------------------- child python
 def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for a child: ours minus npuemu/ascend settings, plus ``env``."""
@@ -300,6 +331,19 @@ def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
 
 
 @pytest.fixture
+def run_pytest() -> Callable[..., subprocess.CompletedProcess]:
+    """``run_pytest(*args, cwd, env=None, timeout=180)``: a separate ``pytest`` run (a user's
+    suite, as a user would run it: every installed plugin loads) in a child."""
+
+    def run(*args: str, cwd: str, env: dict[str, str] | None = None,
+            timeout: float = 180) -> subprocess.CompletedProcess:
+        return _run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], env,
+                    timeout, cwd)
+
+    return run
+
+
+@pytest.fixture
 def npuemu_cli() -> Callable[..., subprocess.CompletedProcess]:
     """``npuemu_cli(*args, env=None, timeout=60, cwd=None)``: the ``npuemu`` command in a
     child (``sys.executable -m npuemu.tools.cli``)."""
@@ -355,7 +399,7 @@ class _NodeFactory:
         problems = []
         for name in self.started:
             try:
-                res = _cli("stop", "--name", name, timeout=STOP_TIMEOUT_S)
+                res = _cli("stop", "--name", name, "--force", timeout=STOP_TIMEOUT_S)
                 if res.returncode not in (0, 1):  # 1: not running (the test stopped it)
                     problems.append(f"npuemu stop --name {name}: rc {res.returncode}\n"
                                     f"{res.stdout}{res.stderr}")

@@ -17,8 +17,13 @@ FOLDERS = {"host": "npuemu.host", "device": "npuemu.device", "shared": "npuemu.s
 def test_every_package_folder_is_listed_in_pyproject() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(config["packages"])
+    mapped = {folder: package for package, folder in config["package-dir"].items()}
+    assert "npuemu" in listed  # the small top-level package (tools/top/): __version__, __main__
+    assert (ROOT / config["package-dir"]["npuemu"] / "__init__.py").is_file()
     for folder, name in FOLDERS.items():
         for init in (ROOT / folder).rglob("__init__.py"):
+            if mapped.get(str(init.parent.relative_to(ROOT))) == "npuemu":
+                continue  # the top-level package's own folder (not npuemu.tools.top)
             rel = init.parent.relative_to(ROOT / folder)
             package = ".".join([name, *rel.parts])
             assert package in listed, f"{package} missing from [tool.setuptools] packages"

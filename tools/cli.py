@@ -1,8 +1,9 @@
 """The ``npuemu`` command: node control, the demo, the benchmark, and running pyACL programs.
 
+    npuemu --version | python -m npuemu ...  # the version; the same command as a module
     npuemu start [--devices N] [--hbm SIZE] [--ddr SIZE] [--name NAME]
-    npuemu status [--name NAME] [--json]
-    npuemu stop [--name NAME]
+    npuemu status [--name NAME] [--json] [--clean]   # --clean: remove dead nodes' names
+    npuemu stop [--name NAME] [--force]  # refused while programs are attached, unless --force
     npuemu run script.py [args...]      # `import acl` resolves to npuemu's pyACL module
     npuemu demo                          # a short tour on an embedded node
     npuemu bench [--quick] [--json PATH]
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import runpy
 import sys
@@ -31,16 +33,15 @@ def _node_name(args: argparse.Namespace) -> str:
 
 def cmd_start(args: argparse.Namespace) -> int:
     """Start a shared node in the background; returns once every worker is ready."""
-    from npuemu.host.driver.node import spawn_supervisor, wait_for_node
+    from npuemu.host.driver.node import log_path, spawn_supervisor, wait_for_node
     from npuemu.shared import errors
 
     name = _node_name(args)
     if _answers(name):
         print(f"npuemu start: a node named {name!r} is already running", file=sys.stderr)
         return 1
-    stale = shm.unlink_all(name)  # names left by a node whose supervisor was killed
-    if stale:
-        print(f"npuemu start: removed {stale} stale shared-memory names of node {name!r}")
+    for node, stale in shm.clean_dead().items():  # names left by killed supervisors
+        print(f"npuemu start: removed {stale} stale shared-memory names of node {node!r}")
     overrides = {k: v for k, v in (("devices", args.devices), ("hbm_bytes", args.hbm),
                                    ("ddr_bytes", args.ddr)) if v is not None}
     try:
@@ -48,19 +49,21 @@ def cmd_start(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as err:
         print(f"npuemu start: {err}", file=sys.stderr)
         return 2
-    log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"npuemu-{name}.log")
     t0 = time.perf_counter()
-    with open(log_path, "ab") as log:
-        proc = spawn_supervisor(name, config, eager=True, log=log.fileno())
+    log = log_path(name)
+    with open(log, "wb") as f:  # one log per node name, removed by a clean stop
+        proc = spawn_supervisor(name, config, eager=True, log=f.fileno())
     try:
         sock = wait_for_node(name, proc)
-        control.call(sock, ["hello", os.getpid(), False])  # answered once all workers are up
+        reply = control.call(sock, ["hello", os.getpid(), False])  # once all workers are up
         sock.close()
+        if reply[0]:
+            raise errors.error_for(reply[0], reply[1])
     except (errors.AclError, OSError) as err:
-        print(f"npuemu start: {err} (log: {log_path})", file=sys.stderr)
+        print(f"npuemu start: {err} (log: {log})", file=sys.stderr)
         return 1
     print(f"node {name} ready: {config.devices} x {config.soc.name} in "
-          f"{time.perf_counter() - t0:.2f} s (supervisor pid {proc.pid}, log {log_path})")
+          f"{time.perf_counter() - t0:.2f} s (supervisor pid {proc.pid}, log {log})")
     return 0
 
 
@@ -74,17 +77,28 @@ def _answers(name: str) -> bool:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
+    """Stop a shared node; refused while programs are attached unless ``--force``."""
+    from npuemu.host.driver.node import log_path
+
     name = _node_name(args)
     try:
         sock = control.connect(name, timeout=ATTACH_TIMEOUT_S)
+    except PermissionError as err:
+        print(f"npuemu stop: {err}", file=sys.stderr)
+        return 1
     except OSError:
-        stale = shm.unlink_all(name)
-        if stale:
-            print(f"node {name} had no supervisor; removed {stale} stale shared-memory names")
+        stale = shm.clean_dead()
+        if stale.get(name):
+            print(f"node {name} had no supervisor; removed {stale[name]} stale shared-memory "
+                  "names")
             return 0
         print(f"npuemu stop: no node named {name!r} is running", file=sys.stderr)
         return 1
-    control.call(sock, ["stop"])
+    reply = control.call(sock, ["stop", bool(args.force)])
+    if reply[0]:
+        sock.close()
+        print(f"npuemu stop: {reply[1]}", file=sys.stderr)
+        return 1
     sock.settimeout(ATTACH_TIMEOUT_S)
     try:  # the supervisor closes every connection once the node is down
         while sock.recv(4096):
@@ -92,6 +106,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
     except OSError:
         pass
     sock.close()
+    with contextlib.suppress(OSError):
+        os.unlink(log_path(name))
     print(f"node {name} stopped")
     return 0
 
@@ -99,7 +115,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from npuemu.tools import status
 
-    return status.main(args.name, args.json)
+    return status.main(args.name, args.json, args.clean)
 
 
 def install_acl() -> None:
@@ -153,19 +169,28 @@ def _delegate(name: str, argv: list[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="npuemu", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"npuemu {_version()}",
+                        help="print npuemu's version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    name_help = f"node name (default $NPUEMU_NODE or {DEFAULT_NODE!r})"
     p = sub.add_parser("start", help="start a shared node in the background")
-    p.add_argument("--devices", type=int)
-    p.add_argument("--hbm", help="HBM per device, e.g. 64G (default: the SoC's)")
-    p.add_argument("--ddr", help="DDR per device, e.g. 8G")
-    p.add_argument("--name", help=f"node name (default $NPUEMU_NODE or {DEFAULT_NODE!r})")
+    p.add_argument("--devices", type=int, metavar="N",
+                   help="number of cards (default $NPUEMU_DEVICES or 8)")
+    p.add_argument("--hbm", metavar="SIZE", help="HBM per device, e.g. 64G (default: the SoC's)")
+    p.add_argument("--ddr", metavar="SIZE", help="DDR per device, e.g. 8G (default: the SoC's)")
+    p.add_argument("--name", help=name_help)
     p.set_defaults(func=cmd_start)
     p = sub.add_parser("stop", help="stop a shared node")
-    p.add_argument("--name")
+    p.add_argument("--name", help=name_help)
+    p.add_argument("--force", action="store_true",
+                   help="stop even while programs are attached (their calls then fail "
+                        "with 507901)")
     p.set_defaults(func=cmd_stop)
     p = sub.add_parser("status", help="devices, memory and attached hosts of running nodes")
-    p.add_argument("--name")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--name", help="only this node (default: every running node)")
+    p.add_argument("--json", action="store_true", help="print the nodes as JSON")
+    p.add_argument("--clean", action="store_true",
+                   help="first remove what this user's dead nodes left in /dev/shm")
     p.set_defaults(func=cmd_status)
     p = sub.add_parser("run", help="run a pyACL program with `import acl` resolved to npuemu")
     p.add_argument("script")
@@ -174,14 +199,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="a short tour on an embedded node")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("bench", help="measure npuemu against this machine's limits")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--json", metavar="PATH")
+    p.add_argument("--quick", action="store_true", help="fewer samples, no 256 MiB copies (~20 s)")
+    p.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")
     p.set_defaults(func=cmd_bench)
     for name, text in _DELEGATED.items():  # parsed by the tool itself (see main)
         p = sub.add_parser(name, help=text, add_help=False)
-        p.add_argument("args", nargs=argparse.REMAINDER)
+        p.add_argument("args", nargs=argparse.REMAINDER,
+                       help=f"the options of `npuemu {name}` (see `npuemu {name} -h`)")
         p.set_defaults(func=lambda args, name=name: _delegate(name, args.args))
     return parser
+
+
+def _version() -> str:
+    import npuemu
+
+    return npuemu.__version__
 
 
 def main(argv: list[str] | None = None) -> int:

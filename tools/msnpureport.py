@@ -12,6 +12,7 @@ New syntax (``msnpureport <subcommand>``)::
     report [-d ID] [-o DIR] [-a] [-f]      export logs into DIR/<YYYYmmddHHMMSS>/
     config --get [-d ID]                   device maintenance configuration (default device 0)
     config --set --log (-g LEVEL | -m MODULE:LEVEL | -e enable|disable) [-d ID]
+                                           LEVEL: debug|info|warning|error|null or 0..4
     help | version
 
 Old syntax (no subcommand): ``-d [ID]`` export device logs (as ``report``), ``-s`` device
@@ -69,6 +70,9 @@ PROG = "msnpureport"
 LEVEL_NAMES = {"debug": logring.DEBUG, "info": logring.INFO, "warning": logring.WARNING,
                "error": logring.ERROR, "null": logring.NULL}
 _COL = 32
+_LEVEL_HELP = "the global log level: debug|info|warning|error|null or 0..4"
+_MODULE_HELP = "a module's log level, e.g. DEVMM:debug or TS:0 (repeatable)"
+_EVENT_HELP = "turn EVENT lines on (enable) or off (disable)"
 
 
 # ------------------------------------------------------------------------------- logs
@@ -212,9 +216,15 @@ def config_get(view: NodeView, dev: int) -> int:
 
 
 def _parse_level(text: str) -> int:
-    level = LEVEL_NAMES.get(text.strip().lower())
+    """A level by name (``debug`` .. ``null``, any case) or by number (``0`` .. ``4``, as the
+    real tool's ``-g``/``-m`` take them: 0 DEBUG, 1 INFO, 2 WARNING, 3 ERROR, 4 NULL)."""
+    word = text.strip().lower()
+    level = LEVEL_NAMES.get(word)
+    if level is None and word.isdigit() and int(word) < len(logring.LEVELS):
+        level = int(word)
     if level is None:
-        raise ValueError(f"invalid level {text!r}: one of {', '.join(LEVEL_NAMES)}")
+        raise ValueError(f"invalid level {text!r}: one of {', '.join(LEVEL_NAMES)} "
+                         f"or 0..{len(logring.LEVELS) - 1}")
     return level
 
 
@@ -278,21 +288,25 @@ def _new_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", help="node name (default $NPUEMU_NODE or 'default')")
     sub = parser.add_subparsers(dest="verb", required=True)
     p = sub.add_parser("report", help="export device logs into DIR/<timestamp>/")
-    p.add_argument("--name", default=argparse.SUPPRESS)
-    p.add_argument("-d", "--device", type=int)
+    p.add_argument("--name", default=argparse.SUPPRESS,
+                   help="node name (default $NPUEMU_NODE or 'default')")
+    p.add_argument("-d", "--device", type=int, help="device ID (default: every device)")
     p.add_argument("-o", "--output", help="directory (default: the current one)")
     p.add_argument("-a", "--all", action="store_true", help="accepted (same export)")
     p.add_argument("-f", "--force", action="store_true", help="accepted (same export)")
     p = sub.add_parser("config", help="query (--get) or set (--set --log) device settings")
-    p.add_argument("--name", default=argparse.SUPPRESS)
+    p.add_argument("--name", default=argparse.SUPPRESS,
+                   help="node name (default $NPUEMU_NODE or 'default')")
     mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--get", action="store_true")
-    mode.add_argument("--set", action="store_true")
+    mode.add_argument("--get", action="store_true", help="show the device configuration")
+    mode.add_argument("--set", action="store_true", help="change settings (with --log)")
     p.add_argument("--log", action="store_true", help="with --set: the log settings")
-    p.add_argument("-d", "--device", type=int, default=0)
-    p.add_argument("-g", "--global", dest="glob", metavar="LEVEL")
-    p.add_argument("-m", "--module", action="append", default=[], metavar="MODULE:LEVEL")
-    p.add_argument("-e", "--event", metavar="enable|disable")
+    p.add_argument("-d", "--device", type=int, default=0, help="device ID (default 0)")
+    p.add_argument("-g", "--global", dest="glob", metavar="LEVEL",
+                   help=_LEVEL_HELP)
+    p.add_argument("-m", "--module", action="append", default=[], metavar="MODULE:LEVEL",
+                   help=_MODULE_HELP)
+    p.add_argument("-e", "--event", metavar="enable|disable", help=_EVENT_HELP)
     sub.add_parser("help", help="this help")
     sub.add_parser("version", help="the tool's version")
     return parser
@@ -310,9 +324,11 @@ def _old_parser() -> argparse.ArgumentParser:
                              " the device to configure")
     parser.add_argument("-s", "--status", action="store_true", help="query device health")
     parser.add_argument("-t", "--mode", help="set the device run mode (host mode only)")
-    parser.add_argument("-g", "--global", dest="glob", metavar="LEVEL")
-    parser.add_argument("-m", "--module", action="append", default=[], metavar="MODULE:LEVEL")
-    parser.add_argument("-e", "--event", metavar="enable|disable")
+    parser.add_argument("-g", "--global", dest="glob", metavar="LEVEL",
+                        help=_LEVEL_HELP)
+    parser.add_argument("-m", "--module", action="append", default=[],
+                        metavar="MODULE:LEVEL", help=_MODULE_HELP)
+    parser.add_argument("-e", "--event", metavar="enable|disable", help=_EVENT_HELP)
     parser.add_argument("-r", "--request", action="store_true", help="query log levels")
     parser.add_argument("-a", "--all", action="store_true", help="export (same as -d)")
     parser.add_argument("-f", "--force", action="store_true", help="export (same as -d)")

@@ -12,7 +12,7 @@ command asks the driver to clear its counters).
 | NPU ID  Name              | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
 |                           | Bus-Id        | NPU Util(%) Memory-Usage(MB)  HBM-Usage(MB)        |
 +===========================+===============+====================================================+
-| 0       910B1             | Alarm         | 93.6        36                0    / 512           |
+| 0       910B1             | Alarm         | 97.8        36                0    / 512           |
 |                           | 0000:C1:00.0  | 3           0    / 256        2    / 1024          |
 +===========================+===============+====================================================+
 | 1       910B1             | UNKNOWN       | -           -                 -                    |
@@ -35,9 +35,18 @@ command asks the driver to clear its counters).
             Status                         : OK
             Message                        : Set chip clear-ecc-info successfully
 
-What is invented (a card has sensors and a PCIe address; an emulated one has neither):
-Power(W) and Temp(C) are plausible static numbers (idle 910B card), HBM temperature,
-clock speeds and manufacturer id are fixed, Bus-Ids follow an 8-card Atlas 800T A2 server
+Power and temperature are not measured (an emulated card has no sensors): they are derived
+from the card's NPU Util (u, 0..100, below) by a stated linear model of a 910B card, the
+same for every SoC profile::
+
+    Power(W)             = 90.0 + (350.0 - 90.0) * u / 100     (idle 90 W, 350 W at full load)
+    Temp(C)              = 35 + (70 - 35) * u / 100            (rounded to whole degrees)
+    HBM Temperature(C)   = Temp(C) + 2
+
+So an idle card shows 90.0 W and 35 C, and a card that has been busy half its uptime 220.0 W
+and 52 C. A card whose worker is not running shows ``-``. What else is invented (a card has
+a PCIe address; an emulated one has none): clock speeds and manufacturer id are fixed
+(the 910B's), Bus-Ids follow an 8-card Atlas 800T A2 server
 (``0000:C1:00.0``, ``0000:C2:00.0``, ``0000:81:00.0`` ...), serial numbers are derived from
 the node name. The other numbers are real: Health, usage (MB = MiB, rounded up), huge pages
 (2 MiB pages in use / arena size in 2 MiB pages), NPU Util (AI Core busy time over the
@@ -54,7 +63,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.metadata
 import os
 import sys
 import time
@@ -71,9 +79,12 @@ MiB = 1 << 20
 HUGE_PAGE = 2 * MiB
 HEALTH_NAMES = {0: "OK", 1: "Warning", 2: "Alarm", 3: "Critical"}
 UNKNOWN = "UNKNOWN"
-POWER_W = 93.6
-TEMP_C = 36
-HBM_TEMP_C = 38
+IDLE_W, FULL_W = 90.0, 350.0
+"""Power model: watts at NPU Util 0 % and 100 % (linear between; see the module docstring)."""
+IDLE_C, FULL_C = 35, 70
+"""Temperature model: degrees C at NPU Util 0 % and 100 % (linear between)."""
+HBM_OVER_C = 2
+"""HBM temperature above the chip temperature of the model."""
 _BUS = ("C1", "C2", "81", "82", "01", "02", "41", "42")
 _W = (27, 15, 52)  # the three cells of the box table
 _PW = (27, 15, 26, 25)  # the process table splits the third cell in two
@@ -105,6 +116,8 @@ class Card:
 
     @property
     def health(self) -> str:
+        if self.state == "HUNG":  # no heartbeat within DEVICE_LOST_TIMEOUT_S
+            return "Critical"
         return HEALTH_NAMES.get(self.ctl[_C.HEALTH], UNKNOWN) if self.ctl else UNKNOWN
 
     def poisoned(self) -> list[tuple[int, int]]:
@@ -165,7 +178,7 @@ def read_node(name: str) -> NodeView:
     for d in node["devices"]:
         card = Card(d["id"], d["state"], d["pid"], d["starts"], d["last_exit"],
                     d["hbm_total"], d["ddr_total"], d["hosts"])
-        if d["state"] == "READY" and node["state"] != "DEAD":
+        if d["state"] in ("READY", "HUNG") and node["state"] != "DEAD":
             card.ctl = read_ctl(name, d["id"])
             if card.ctl is None:  # died since the registry was read
                 card.state = "LOST"
@@ -180,6 +193,9 @@ def open_node(name: str | None, prog: str) -> NodeView | None:
         return read_node(name)
     except FileNotFoundError:
         print(f"{prog}: no node named {name!r} is running", file=sys.stderr)
+        return None
+    except PermissionError as err:  # another user's node
+        print(f"{prog}: node {name!r}: {err}", file=sys.stderr)
         return None
 
 
@@ -214,11 +230,20 @@ def npu_util(card: Card) -> int:
     return max(0, min(100, card.word(_C.BUSY_AICORE) * 100 // uptime))
 
 
+def power_w(util: int) -> float:
+    """Modelled board power at NPU Util ``util`` % (not measured: see the module docstring)."""
+    return IDLE_W + (FULL_W - IDLE_W) * util / 100
+
+
+def temp_c(util: int) -> int:
+    """Modelled chip temperature at NPU Util ``util`` % (not measured)."""
+    return round(IDLE_C + (FULL_C - IDLE_C) * util / 100)
+
+
 def version() -> str:
-    try:
-        return importlib.metadata.version("npuemu")
-    except importlib.metadata.PackageNotFoundError:
-        return "0.0.0"
+    import npuemu
+
+    return npuemu.__version__
 
 
 def kv(pairs: list[tuple[str, object]]) -> str:
@@ -263,8 +288,9 @@ def render_info(view: NodeView) -> str:
         if card.running:
             huge = _usage(-(-card.word(_C.USED_HUGE) // HUGE_PAGE),
                           card.word(_C.HBM_TOTAL) // HUGE_PAGE)
-            first = _triple(f"{POWER_W:.1f}", TEMP_C, huge)
-            second = _triple(npu_util(card),
+            util = npu_util(card)
+            first = _triple(f"{power_w(util):.1f}", temp_c(util), huge)
+            second = _triple(util,
                              _usage(mb(card.word(_C.DDR_USED)), mb(card.word(_C.DDR_TOTAL))),
                              _usage(mb(card.word(_C.HBM_USED)), mb(card.word(_C.HBM_TOTAL))))
         else:
@@ -296,7 +322,11 @@ def render_list(view: NodeView) -> str:
 
 
 def render_health(view: NodeView, card: Card) -> str:
-    if card.running:
+    if card.state == "HUNG":
+        code = errors.ACL_ERROR_RT_LOST_HEARTBEAT
+        error = (code, f"{errors.name_of(code)}: no heartbeat from the device (worker pid "
+                       f"{card.pid} hung or stopped)")
+    elif card.running:
         code = card.word(_C.LAST_ERROR)
         error = (code, f"{errors.name_of(code)}: {errors.describe(code)}") if code else (
             "NA", "NA")
@@ -328,22 +358,30 @@ def render_ecc(view: NodeView, card: Card) -> str:
 def render_memory(view: NodeView, card: Card) -> str:
     return kv([("NPU ID", card.id), ("DDR Capacity(MB)", mb(card.ddr_total)),
                ("DDR Clock Speed(MHz)", 3200), ("HBM Capacity(MB)", mb(card.hbm_total)),
-               ("HBM Clock Speed(MHz)", 1600), ("HBM Temperature(C)", HBM_TEMP_C),
+               ("HBM Clock Speed(MHz)", 1600), ("HBM Temperature(C)",
+                                  temp_c(npu_util(card)) + HBM_OVER_C if card.running else "NA"),
                ("HBM Manufacturer ID", "0x5")])
 
 
 # ------------------------------------------------------------------------------- commands
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="npuemu smi", description="npu-smi of an npuemu node")
+    model = ("Power(W) and Temp(C) are not measured: they are modelled from NPU Util u (AI "
+             f"Core busy time over the worker's uptime) as {IDLE_W:.0f} + "
+             f"{FULL_W - IDLE_W:.0f}*u/100 W and {IDLE_C} + {FULL_C - IDLE_C}*u/100 C.")
+    parser = argparse.ArgumentParser(prog="npuemu smi", description="npu-smi of an npuemu node",
+                                     epilog=model)
     sub = parser.add_subparsers(dest="verb", required=True)
-    p = sub.add_parser("info", help="the NPU table, or one kind of information (-t) of one NPU")
+    p = sub.add_parser("info", help="the NPU table, or one kind of information (-t) of one NPU",
+                       epilog=model)
     p.add_argument("--name", help="node name (default $NPUEMU_NODE or 'default')")
-    p.add_argument("-l", action="store_true", help="list the NPUs")
-    p.add_argument("-t", dest="type", choices=("health", "ecc", "memory"))
+    p.add_argument("-l", action="store_true", help="list the NPUs (id, product, serial)")
+    p.add_argument("-t", dest="type", choices=("health", "ecc", "memory"),
+                   help="one kind of information of NPU -i ID")
     p.add_argument("-i", dest="id", type=int, help="NPU ID")
     p = sub.add_parser("set", help="clear the ECC counters of one NPU")
     p.add_argument("--name", help="node name (default $NPUEMU_NODE or 'default')")
-    p.add_argument("-t", dest="type", choices=("clear-ecc-info",), required=True)
+    p.add_argument("-t", dest="type", choices=("clear-ecc-info",), required=True,
+                   help="what to set: clear-ecc-info clears the ECC counters")
     p.add_argument("-i", dest="id", type=int, required=True, help="NPU ID")
     return parser
 

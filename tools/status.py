@@ -2,8 +2,15 @@
 
 Read-only: maps the registry and each device's control block, never talks to a worker.
 
+- A card whose heartbeat is older than ``DEVICE_LOST_TIMEOUT_S`` shows ``HUNG`` (the
+  supervisor marks it in the registry; status also judges the heartbeat it reads itself).
+- A node whose supervisor is gone shows ``DEAD``, and its cards ``LOST`` (never READY) unless
+  their worker process still lives.
+- ``--clean`` removes the names of this user's dead nodes (``shm.clean_dead``: only names
+  no live process holds) and the logs of shared nodes that no longer run.
+
     $ npuemu status
-    node default  (Ascend910B1, 4 devices, supervisor pid 4242, protocol 1)
+    node default  (Ascend910B1, 4 devices, supervisor pid 4242, protocol 2)
     dev  pid    state  health  HBM used / total        DDR used / total     hosts
     0    4250   READY  OK      2.0 MiB / 64.0 GiB      0 B / 8.0 GiB        4301
     1    -      ABSENT -       -                       -                    -
@@ -13,10 +20,12 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import psutil
 
 from npuemu.shared import layout, shm
+from npuemu.shared.config import DEVICE_LOST_TIMEOUT_S
 from npuemu.shared.layout import (
     CLIENT_ENTRY,
     CTL_CLIENTS,
@@ -30,12 +39,21 @@ from npuemu.shared.layout import (
     Health,
     NodeState,
 )
+from npuemu.tools.sizes import format_size
 
 
 def nodes() -> list[str]:
-    """Names of the nodes that have a registry in /dev/shm."""
-    return sorted(e[len(shm.PREFIX) : -4] for e in shm.leftovers()
-                  if e.endswith(".reg") and not e.startswith("sem."))
+    """Names of this user's nodes that have a registry in /dev/shm (other users' nodes are
+    not ours to read)."""
+    found = []
+    for e in shm.leftovers():
+        if e.endswith(".reg") and not e.startswith("sem."):
+            try:
+                if os.stat(f"{shm.SHM_DIR}/{e}").st_uid == os.geteuid():
+                    found.append(e[len(shm.PREFIX) : -4])
+            except FileNotFoundError:
+                continue
+    return sorted(found)
 
 
 def _words(seg: shm.Segment, n: int) -> list[int]:
@@ -54,7 +72,7 @@ def read_node(name: str) -> dict:
     finally:
         seg.close()
     ndev = reg[REGISTRY.DEVICES]
-    alive = _supervisor_alive(reg[REGISTRY.SUP_PID], reg[REGISTRY.SUP_CTIME])
+    alive = _process_alive(reg[REGISTRY.SUP_PID], reg[REGISTRY.SUP_CTIME])
     node = {"name": name, "state": NodeState(reg[REGISTRY.STATE]).name if alive else "DEAD",
             "soc": layout.unpack_str(reg[REGISTRY.SOC : REGISTRY.SOC + 4]),
             "devices": [], "supervisor_pid": reg[REGISTRY.SUP_PID],
@@ -65,10 +83,14 @@ def read_node(name: str) -> dict:
     return node
 
 
-def _supervisor_alive(pid: int, ctime_us: int) -> bool:
-    """(pid, create time) identifies the supervisor; a reused pid does not count."""
+def _process_alive(pid: int, ctime_us: int) -> bool:
+    """(pid, create time) identifies the process; a reused pid does not count."""
+    if not pid:
+        return False
     try:
-        return abs(psutil.Process(pid).create_time() * 1e6 - ctime_us) < 1000
+        proc = psutil.Process(pid)
+        return (abs(proc.create_time() * 1e6 - ctime_us) < 1000
+                and proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 
@@ -81,7 +103,12 @@ def _read_device(name: str, dev: int, entry: list[int], reg: list[int], alive: b
             "hbm_total": reg[REGISTRY.HBM_BYTES], "ddr_total": reg[REGISTRY.DDR_BYTES],
             "hbm_used": None, "ddr_used": None, "hosts": [], "links": [],
             "hccs_group": entry[DEVICE_ENTRY.HCCS_GROUP]}
-    if state not in (DeviceState.READY, DeviceState.BOOTING) or not alive:
+    if not alive:  # the registry is stale: only a worker that still lives is not LOST
+        if state not in (DeviceState.ABSENT, DeviceState.STOPPED, DeviceState.LOST) and \
+                not _process_alive(entry[DEVICE_ENTRY.PID], entry[DEVICE_ENTRY.CTIME]):
+            info["state"] = DeviceState.LOST.name
+        return info
+    if state not in (DeviceState.READY, DeviceState.BOOTING, DeviceState.HUNG):
         return info
     try:
         seg = shm.Segment(shm.name(name, f"d{dev}", "ctl"))
@@ -91,7 +118,12 @@ def _read_device(name: str, dev: int, entry: list[int], reg: list[int], alive: b
         ctl = _words(seg, layout.DEVICE_CTL_SIZE // 8)
     finally:
         seg.close()
-    info.update(state=DeviceState(ctl[DEVICE_CTL.STATE]).name,
+    age_s = (time.monotonic_ns() - ctl[DEVICE_CTL.HEARTBEAT]) / 1e9
+    ctl_state = DeviceState(ctl[DEVICE_CTL.STATE])
+    if ctl_state == DeviceState.READY and (state == DeviceState.HUNG
+                                           or age_s > DEVICE_LOST_TIMEOUT_S):
+        ctl_state = DeviceState.HUNG
+    info.update(state=ctl_state.name, heartbeat_age_s=round(age_s, 3),
                 health=Health(ctl[DEVICE_CTL.HEALTH]).name,
                 hbm_used=ctl[DEVICE_CTL.HBM_USED], hbm_peak=ctl[DEVICE_CTL.HBM_PEAK],
                 ddr_used=ctl[DEVICE_CTL.DDR_USED], live_allocs=ctl[DEVICE_CTL.LIVE_ALLOCS],
@@ -114,13 +146,7 @@ def _read_device(name: str, dev: int, entry: list[int], reg: list[int], alive: b
 
 
 def fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return "-"
+    return format_size(n)  # written once for every tool: npuemu/tools/sizes.py
 
 
 def render(node: dict) -> str:
@@ -150,13 +176,36 @@ def render(node: dict) -> str:
     return "\n".join(lines)
 
 
-def main(name: str | None, as_json: bool) -> int:
+def clean() -> int:
+    """``npuemu status --clean``: remove what this user's dead nodes left behind."""
+    from npuemu.host.driver.node import log_path
+
+    removed = shm.clean_dead()
+    for node, count in sorted(removed.items()):
+        print(f"node {node}: removed {count} shared-memory names (its supervisor is gone)")
+    live = set(shm.listening_nodes())
+    logs = os.path.dirname(log_path("x"))
+    for entry in sorted(os.listdir(logs)):
+        if entry.endswith(".log") and entry[:-4] not in live:
+            os.unlink(os.path.join(logs, entry))
+            print(f"node {entry[:-4]}: removed its log {os.path.join(logs, entry)}")
+    if not removed:
+        print("npuemu status --clean: no names of dead nodes left")
+    return 0
+
+
+def main(name: str | None, as_json: bool, clean_dead: bool = False) -> int:
+    if clean_dead:
+        clean()
     names = [name] if name else (
         [os.environ["NPUEMU_NODE"]] if os.environ.get("NPUEMU_NODE") else nodes())
     found = []
     for n in names:
         try:
             found.append(read_node(n))
+        except PermissionError as err:
+            print(f"npuemu: node {n!r}: {err}")
+            return 1
         except FileNotFoundError:
             if name or os.environ.get("NPUEMU_NODE"):
                 print(f"npuemu: no node named {n!r} is running")

@@ -1,7 +1,8 @@
 """Host memory as the runtime sees it: pinned blocks and validation of plain host pointers.
 
 - Pinned memory (``aclrtMallocHost``) is a shared-memory segment per block, named
-  ``/npuemu.<node>.p<pid>.<n>``, so the device workers can map it by name (async copies).
+  ``/npuemu.<node>.p<pid>.<random token>`` (``shm.pinned_name``), so the device workers can
+  map it by name (async copies); the worker refuses a block that is not this user's.
 - Any other host address (``acl.util.bytes_to_ptr``, a numpy buffer) is pageable memory. It
   is checked against this process's mappings (``/proc/self/maps``, cached and re-read on a
   miss) before the runtime reads or writes it: a bad host pointer gives
@@ -84,7 +85,7 @@ class PinnedPool:
             raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "size must be > 0")
         with self._lock:
             self._count += 1
-            name = shm.name(self.node, f"p{self.pid}", self._count)
+            name = shm.pinned_name(self.node, self.pid)  # unguessable, created O_EXCL 0600
         rounded = -(-size // HOST_PAGE) * HOST_PAGE
         try:
             seg = shm.Segment(name, rounded, create=True)

@@ -96,6 +96,7 @@ class DeviceLink:
         self.lock = threading.Lock()
         self.seq = 0
         self.lost_detail = ""
+        self.lost_code = errors.ACL_ERROR_RT_LOST_HEARTBEAT
         self.closing = False
         self.pinned: set[int] = set()  # pinned host blocks this device has mapped
         self.stream_slots = SlotPool(layout.MAX_STREAMS)
@@ -172,14 +173,19 @@ class DeviceLink:
             return False
         with self._poll_lock:
             exited = self._poll.poll(0)
-        if exited or self.ctl[DEVICE_CTL.STATE] == DeviceState.LOST:
+        state = self.ctl[DEVICE_CTL.STATE]
+        if state in (DeviceState.STOPPING, DeviceState.STOPPED):  # `npuemu stop --force`
+            self.lost_code = errors.ACL_ERROR_RT_SOCKET_CLOSE
+            self.lost_detail = f"device {self.dev}: node {self.node!r} was stopped"
+            return False
+        if exited or state == DeviceState.LOST:
             self.lost_detail = f"device {self.dev} lost: its worker process died"
             return False
         return True
 
     def check_alive(self) -> None:
         if not self.alive():
-            raise errors.error_for(errors.ACL_ERROR_RT_LOST_HEARTBEAT, self.lost_detail)
+            raise errors.error_for(self.lost_code, self.lost_detail)
 
     # requests ------------------------------------------------------------------------------
     def post(self, op: int, *args: object) -> None:
@@ -235,7 +241,7 @@ class DeviceLink:
     def submit_locked(self, frame: tuple) -> None:
         """Queue one stream task (no reply; completion shows in the tables). The caller holds
         ``lock``, so task numbers and ring order agree."""
-        if self.lost_detail or self.ctl[DEVICE_CTL.STATE] == DeviceState.LOST:
+        if self.lost_detail or self.ctl[DEVICE_CTL.STATE] != DeviceState.READY:
             self.check_alive()
         self._push(protocol.pack(frame))
 

@@ -6,6 +6,12 @@
   connection: normal exit, an exception, SIGTERM or ``kill -9`` all close the socket, and the
   supervisor then stops the workers and unlinks every segment.
 - ``Node.connect(name)`` attaches to a shared node started by ``npuemu start``.
+
+Only the user who started a node may use it: the supervisor serves its own uid only and
+``control.connect`` refuses a socket served by another uid (both give
+``ACL_ERROR_RT_NO_PERMISSION``, 207006). Before an embedded node starts, the names of this
+user's dead nodes are removed (``shm.clean_dead``: only names no live process holds).
+Shared nodes write their log to ``log_path(name)``, in a directory of this user's only.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
 import subprocess
 import sys
 import threading
@@ -33,6 +40,8 @@ class Node:
         self.proc = proc
         self.lock = threading.Lock()
         reply = self.request("hello", os.getpid(), proc is not None)
+        if reply[0]:
+            raise errors.error_for(reply[0], reply[1] if len(reply) > 1 else "")
         _, self.devices, self.hbm_bytes, self.ddr_bytes, self.soc, version = reply
         if version != protocol.PROTOCOL_VERSION:
             raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
@@ -56,6 +65,7 @@ class Node:
     def embedded(cls, config: NodeConfig) -> Node:
         """Start a private node owned by this process (workers start on first use)."""
         name = f"e{os.getpid()}-{secrets.token_hex(3)}"
+        shm.clean_dead()
         proc = spawn_supervisor(name, config, owner=os.getpid())
         return cls(name, wait_for_node(name, proc), proc)
 
@@ -63,6 +73,8 @@ class Node:
     def connect(cls, name: str) -> Node:
         try:
             sock = control.connect(name, timeout=ATTACH_TIMEOUT_S)
+        except PermissionError as err:
+            raise errors.error_for(errors.ACL_ERROR_RT_NO_PERMISSION, str(err)) from err
         except OSError as err:
             raise errors.error_for(errors.ACL_ERROR_RT_NO_DEVICE,
                                    f"no npuemu node named {name!r} is running "
@@ -85,9 +97,15 @@ class Node:
             raise errors.error_for(reply[0], reply[1])
         try:
             return DeviceLink(self.name, dev, reply[1])
-        except FileNotFoundError as err:
-            raise errors.error_for(errors.ACL_ERROR_RT_LOST_HEARTBEAT,
-                                   f"device {dev} vanished during attach: {err}") from err
+        except BaseException as err:
+            with contextlib.suppress(errors.AclError):  # give the slot back
+                self.request("detach", dev, reply[1])
+            if isinstance(err, FileNotFoundError):
+                raise errors.error_for(errors.ACL_ERROR_RT_LOST_HEARTBEAT,
+                                       f"device {dev} vanished during attach: {err}") from err
+            if isinstance(err, PermissionError):
+                raise errors.error_for(errors.ACL_ERROR_RT_NO_PERMISSION, str(err)) from err
+            raise
 
     def close_link(self, link: DeviceLink) -> None:
         link.close()
@@ -103,6 +121,19 @@ class Node:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def log_path(name: str) -> str:
+    """Log file of shared node ``name``: ``$TMPDIR/npuemu-<uid>/<name>.log``. The directory is
+    created 0700 and must belong to this user (PermissionError otherwise); one file per node
+    name, truncated at each start and removed by a clean stop."""
+    base = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"npuemu-{os.geteuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(base, 0o700)
+    st = os.lstat(base)
+    if st.st_uid != os.geteuid() or not stat.S_ISDIR(st.st_mode) or st.st_mode & 0o077:
+        raise PermissionError(f"{base} is not a private directory of this user: refused")
+    return os.path.join(base, f"{name}.log")
 
 
 def spawn_supervisor(name: str, config: NodeConfig, *, owner: int = 0, eager: bool = False,

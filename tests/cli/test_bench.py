@@ -37,6 +37,8 @@ EXPECTED = {
     "synchronize idle stream",
     "empty kernel launch+sync",
     "copy+compute overlap",
+    "stream create+destroy",
+    "stream create+destroy, PERSISTENT",
 }
 P2P_CARDS = 4
 MATRIX = {f"P2P 16 MiB {i}->{j}" for i in range(P2P_CARDS) for j in range(P2P_CARDS)}

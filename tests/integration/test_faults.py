@@ -5,8 +5,8 @@ and a fresh worker after it.
 
 Each scenario is one pyACL program in a fresh interpreter (``run_py``, mostly on an embedded
 node); the child records what it saw in a dict ``R`` printed as JSON, assertions are here.
-A few scenarios feed more than one test (a strict xfail next to the passing checks): their
-result is cached per module so the child runs once.
+A few scenarios feed more than one test (several tests check one run): their result is
+cached per module so the child runs once.
 """
 
 from __future__ import annotations

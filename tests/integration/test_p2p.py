@@ -20,6 +20,7 @@ bad ids: 107001; flags != 0: 100000; across HCCS groups: 207000.
 from __future__ import annotations
 
 import json
+import os
 import re
 import textwrap
 
@@ -393,7 +394,7 @@ def test_npuemu_start_with_invalid_topology_fails_cleanly(npuemu_cli, node_name,
                      "64M", env={"NPUEMU_TOPOLOGY": "0-1,1-3", "TMPDIR": str(tmp_path)})
     assert res.returncode != 0, res.stdout + res.stderr
     assert "failed to start" in res.stdout + res.stderr
-    log = (tmp_path / f"npuemu-{node_name}.log").read_text()
+    log = (tmp_path / f"npuemu-{os.geteuid()}" / f"{node_name}.log").read_text()
     assert "topology '0-1,1-3': card 1 is out of range or repeated" in log, log
     assert shm.leftovers(node_name) == []
 
@@ -666,8 +667,8 @@ def test_killed_card_fails_its_p2p_pairs_and_the_others_go_on(run_py):
     assert loops["async 5->6 on 6"]["later"] == [0, 0]
     assert r["looped"] == {"1->0": True, "5->6": True, "7->5": True}
     # pairs with card 2 failed with a code within the liveness bound: the executor lives and
-    # its peer died before the copy (507010) or during it (507057; see the xfail test
-    # test_sync_copy_whose_peer_dies_mid_copy_reports_lost_heartbeat)
+    # its peer died before the copy (507010) or during it (507057; a sync copy whose peer
+    # dies mid-copy: test_sync_copy_whose_peer_dies_mid_copy_reports_lost_heartbeat)
     assert loops["sync 2->3 on 3"]["fail"] in (LOST_HEARTBEAT, SUSPECT_REMOTE), loops
     assert loops["async 2->4 on 4"]["fail"] == [0, SUSPECT_REMOTE], loops
     assert loops["async 2->4 on 4"]["later"] == [0, SUSPECT_REMOTE], loops

@@ -1,0 +1,541 @@
+"""A node belongs to the user who started it; nothing is left behind (issue 9 §1, §2, §10,
+§13; issue 8 §6).
+
+- a second user (a child given another uid; needs root, skipped otherwise) is refused by the
+  control socket, the node's segments and semaphores, and a pinned block it plants;
+- malformed control messages close only their own connection; a ``hello`` claiming another
+  program's pid changes nothing; client slots are limited per connection and per peer;
+- a stopped (SIGSTOP) worker shows HUNG in status, smi and msnpureport, and READY again;
+- names of dead nodes are cleaned by the next start and by ``status --clean``, never while a
+  live process holds them; ``stop`` refuses while programs are attached unless ``--force``;
+- kill -9 cycles of hosts, workers and supervisors leave no names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import random
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+
+import msgpack
+import psutil
+import pytest
+from childprog import CHILD_HELPERS, run_scenario
+
+from npuemu.shared import control, shm
+
+pytestmark = pytest.mark.integration
+
+NO_PERMISSION = 207006
+SOCKET_CLOSE = 507901
+LOST_HEARTBEAT = 507010
+KILL_CYCLES = 5
+SMALL = {"NPUEMU_DEVICES": "2", "NPUEMU_HBM": "64M", "NPUEMU_DDR": "64M"}
+
+
+def _other_uid() -> int:
+    """A uid with no account here (nothing of it exists on this machine)."""
+    for uid in range(61000, 62000):
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+    raise RuntimeError("no free uid")
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a second uid needs root")
+
+
+def as_other_user(code: str, timeout: float = 60) -> dict:
+    """Run ``code`` in a child that drops to another user's uid and gid (after its imports:
+    the interpreter may live where that user cannot read); returns the child's ``R``."""
+    uid = _other_uid()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NPUEMU_", "ASCEND_"))}
+    env.update(HOME="/tmp", PYTHONDONTWRITEBYTECODE="1")
+    prelude = ("import json, os, socket, struct, sys\n"
+               "import contextlib, io\n"
+               "from npuemu.shared import control, shm\n"
+               "from npuemu.tools import status\n"
+               f"os.setgroups([]); os.setgid({uid}); os.setuid({uid})\n"
+               "assert os.geteuid() != 0\nR = {}\n")
+    res = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)
+                          + '\nprint("RESULT " + json.dumps(R))\n'],
+                         env=env, cwd="/", capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, f"child failed:\n{res.stdout}\n{res.stderr}"
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout} s", pytrace=False)
+        time.sleep(0.05)
+
+
+def wait_file(path, proc, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"child exited ({proc.returncode}) early:\n{out}\n{err}")
+        assert time.monotonic() < deadline, f"timed out waiting for {path}"
+        time.sleep(0.02)
+
+
+def frame(obj: object) -> bytes:
+    body = msgpack.packb(obj, use_bin_type=True)
+    return struct.pack("<I", len(body)) + body
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 20) -> bool:
+    """True once the other end closed (replies before the close are skipped)."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    return True
+
+
+HOST = CHILD_HELPERS + """
+def node_name():
+    from npuemu.host.core import runtime
+    return runtime.get().node.name
+"""
+
+
+def prog(body: str) -> str:
+    return HOST + textwrap.dedent(body)
+
+
+# ----------------------------------------------------------------------------- second user
+@needs_root
+def test_another_user_is_refused_by_socket_segments_and_semaphores(shared_node, run_py,
+                                                                   status):
+    name = shared_node(devices=1, hbm="64M", ddr="64M")
+    r = as_other_user(f"""
+        NAME = {name!r}
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(20)
+        s.connect(control.address(NAME))          # the raw socket: no client-side check
+        R["refusal"] = list(control.recv(s))
+        R["then_closed"] = s.recv(10) == b""
+        s2 = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s2.settimeout(20)
+        s2.connect(control.address(NAME))
+        try:
+            control.send(s2, ["stop", True])
+        except OSError:
+            pass
+        s2.close()
+        try:
+            control.connect(NAME, timeout=20)
+        except PermissionError as err:
+            R["client_check"] = str(err)
+        refused = []
+        for part in ("reg", "d0.ctl", "d0.hbm", "d0.ddr", "d0.log"):
+            try:
+                shm.Segment(shm.name(NAME, *part.split(".")))
+            except PermissionError:
+                refused.append(part)
+        try:
+            shm.semaphore(shm.name(NAME, "d0", "bell"))
+        except PermissionError:
+            refused.append("bell")
+        R["refused"] = refused
+        try:
+            os.open(f"/dev/shm/npuemu.{{NAME}}.d0.hbm", os.O_RDONLY)
+        except PermissionError:
+            R["raw_open"] = "refused"
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            R["status_all"] = status.main(None, True)
+            R["status_one"] = status.main(NAME, False)
+        R["status_out"] = out.getvalue()
+    """)
+    assert r["refusal"][0] == NO_PERMISSION and "may not use it" in r["refusal"][1], r
+    assert r["then_closed"] and "served by uid 0" in r["client_check"], r
+    assert r["refused"] == ["reg", "d0.ctl", "d0.hbm", "d0.ddr", "d0.log", "bell"], r
+    assert r["raw_open"] == "refused"
+    assert r["status_all"] == 0 and r["status_one"] == 1, r  # not listed; not readable
+    assert r["status_out"].startswith("[]\n") and "No permission" in r["status_out"], r
+    assert status(name)["state"] == "READY"  # the foreign `stop` did nothing
+    out = run_scenario(run_py, HOST, """
+        ok(acl.rt.set_device(0))
+        p = malloc(4096); h2d(p, b"y" * 4096); R["back"] = d2h(p, 4) == b"yyyy"
+    """, env={"NPUEMU_NODE": name}, timeout=60)
+    assert out == {"back": True}
+
+
+@needs_root
+def test_a_pinned_block_planted_by_another_user_is_refused(run_py):
+    uid = _other_uid()
+    r = run_scenario(run_py, HOST, f"""
+        from npuemu.host.core import runtime
+        from npuemu.shared import shm
+        from npuemu.shared.protocol import Op
+        ok(acl.rt.set_device(0))
+        host, ret = acl.rt.malloc_host(4096); ok(ret, "malloc_host")
+        seg = runtime.get().pinned.find(host)
+        R["own_name"] = seg.name
+        planted = shm.name(node_name(), f"p{{os.getpid()}}", "planted")
+        child = os.fork()
+        if child == 0:  # another user plants a world-writable segment of a guessed name
+            os.setgroups([]); os.setgid({uid}); os.setuid({uid})
+            fd = os.open("/dev/shm/" + planted[1:], os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o666)
+            os.ftruncate(fd, 4096); os.fchmod(fd, 0o666)
+            os._exit(0)
+        os.waitpid(child, 0)
+        R["planted_uid"] = os.stat("/dev/shm/" + planted[1:]).st_uid
+        link = runtime.get().current_link()
+        try:
+            link.call(Op.PIN, host + 8192, 4096, planted)
+        except Exception as err:
+            R["foreign"] = getattr(err, "code", repr(err))
+        mine = shm.Segment(shm.name(node_name(), f"p{{os.getpid()}}", "loose"), 4096,
+                           create=True)
+        os.fchmod(mine.fd, 0o666)
+        try:
+            link.call(Op.PIN, host + 16384, 4096, mine.name)
+        except Exception as err:
+            R["loose_mode"] = getattr(err, "code", repr(err))
+        mine.unlink(); mine.close(); shm.unlink_segment(planted)
+        # the program's own pinned block still works for async copies
+        dev = malloc(4096)
+        ctypes.memset(host, 0x5A, 4096)
+        s = stream()
+        ok(acl.rt.memcpy_async(dev, 4096, host, 4096, 1, s), "H2D async")
+        ok(acl.rt.synchronize_stream(s))
+        R["copied"] = d2h(dev, 4) == b"ZZZZ"
+        R["alive"] = acl.rt.query_device_status(0)[0]
+    """, env=SMALL, timeout=90)
+    assert re.fullmatch(r"/npuemu\..+\.p\d+\.[0-9a-f]{16}", r["own_name"]), r
+    assert r["foreign"] == NO_PERMISSION and r["loose_mode"] == NO_PERMISSION, r
+    assert r["copied"] is True, r
+
+
+# -------------------------------------------------------------------- control socket abuse
+MALFORMED = [
+    b"\x01\x00\x00\x00\xc1",                  # the 5-byte message of issue 9
+    frame(5), frame("stop"), frame({"stop": True}), frame([]), frame(["nope"]),
+    frame(["attach"]), frame(["attach", "0"]), frame(["attach", -1]), frame(["attach", 2**40]),
+    frame(["attach", True]), frame(["detach", 0]), frame(["hello", [1], True]),
+    frame(["stop", 1, 2]), frame([[["deep"]]]), struct.pack("<I", 1 << 30) + b"x" * 16,
+    struct.pack("<I", 3) + b"\x93\xc1\xc1", frame(["stop", "force"]),
+]
+
+
+def test_malformed_control_messages_close_only_their_connection(module_node, spawn_py,
+                                                                 tmp_path, status):
+    name = module_node(devices=2, hbm="64M", ddr="64M")
+    host = spawn_py(prog("""
+        ok(acl.rt.set_device(0))
+        p = malloc(4096); h2d(p, b"k" * 4096)
+        open(os.environ["READY"], "w").close()
+        while not os.path.exists(os.environ["GO"]):
+            time.sleep(0.02)
+        R["kept"] = d2h(p, 4096) == b"k" * 4096
+        p2 = malloc(4096); ok(acl.rt.free(p2), "free")
+        print("RESULT " + json.dumps(R))
+    """), env={"NPUEMU_NODE": name, "READY": str(tmp_path / "ready"),
+               "GO": str(tmp_path / "go")})
+    wait_file(tmp_path / "ready", host)
+    rng = random.Random(20261201)
+    messages = list(MALFORMED)
+    for _ in range(200):  # random bodies behind a correct length prefix, and raw noise
+        body = rng.randbytes(rng.randrange(1, 48))
+        messages.append(struct.pack("<I", len(body)) + body if rng.random() < 0.7 else body)
+    closed = 0
+    for raw in messages:
+        sock = control.connect(name, timeout=20)
+        with sock:
+            sock.sendall(raw)
+            if raw not in MALFORMED:  # random: may be incomplete; the EOF ends it
+                sock.shutdown(socket.SHUT_WR)
+            closed += closed_by_peer(sock)  # one at a time: each reaches the parser
+    assert closed == len(messages)
+    assert status(name)["state"] == "READY"
+    (tmp_path / "go").touch()
+    out, err = host.communicate(timeout=60)
+    assert host.returncode == 0 and '"kept": true' in out, err
+    print(f"malformed control messages tried: {len(messages)}")
+
+
+def test_a_hello_claiming_another_pid_changes_nothing(spawn_py, tmp_path):
+    host = spawn_py(prog("""
+        ok(acl.rt.set_device(0))
+        pinned, ret = acl.rt.malloc_host(1 << 16); ok(ret, "malloc_host")
+        with open(os.environ["READY"], "w") as f:
+            f.write(node_name())
+        while not os.path.exists(os.environ["GO"]):
+            time.sleep(0.02)
+        dev = malloc(1 << 16)
+        ctypes.memset(pinned, 0x33, 1 << 16)
+        s = stream()
+        ok(acl.rt.memcpy_async(dev, 1 << 16, pinned, 1 << 16, 1, s), "H2D async")
+        ok(acl.rt.synchronize_stream(s), "sync")
+        R["ok"] = d2h(dev, 2) == b"33"
+        print("RESULT " + json.dumps(R))
+    """), env={**SMALL, "READY": str(tmp_path / "ready"), "GO": str(tmp_path / "go")})
+    wait_file(tmp_path / "ready", host)
+    node = (tmp_path / "ready").read_text()
+    pinned_before = [e for e in shm.leftovers(node) if f".p{host.pid}." in e]
+    assert pinned_before
+    impostor = control.connect(node, timeout=20)
+    reply = control.call(impostor, ["hello", host.pid, True])  # "I am the owner"
+    assert reply[0] == 0
+    assert control.call(impostor, ["attach", 0])[0] == 0
+    impostor.close()  # before: the node stopped and the owner's pinned blocks were unlinked
+    time.sleep(1.0)
+    assert [e for e in shm.leftovers(node) if f".p{host.pid}." in e] == pinned_before
+    (tmp_path / "go").touch()
+    out, err = host.communicate(timeout=60)
+    assert host.returncode == 0 and '"ok": true' in out, err
+
+
+def test_client_slots_are_limited_per_connection_and_peer(module_node):
+    name = module_node(devices=2, hbm="64M", ddr="64M")
+    first = control.connect(name, timeout=20)
+    others: list[socket.socket] = []
+    try:
+        assert control.call(first, ["hello", 1, False])[0] == 0
+        assert control.call(first, ["attach", 0])[0] == 0
+        second = control.call(first, ["attach", 0])
+        assert second[0] != 0 and "holds a client slot" in second[1], second
+        for _ in range(8):  # MAX_CONNS_PER_PEER (4) including `first`
+            others.append(control.connect(name, timeout=20))
+        replies = [_hello(s) for s in others]
+        assert replies.count(0) == 3 and replies.count(0) + replies.count(-1) == 8, replies
+    finally:
+        for s in [first, *others]:
+            s.close()
+    again = control.connect(name, timeout=20)  # the slot went back with the connection
+    with again:
+        assert control.call(again, ["attach", 0])[0] == 0
+
+
+def _hello(sock: socket.socket) -> int:
+    """0 if served; -1 if the supervisor refused the connection (207006, then closed)."""
+    try:
+        reply = control.call(sock, ["hello", 1, False])
+    except OSError:
+        return -1
+    return 0 if reply[0] == 0 else -1 if reply[0] == NO_PERMISSION else reply[0]
+
+
+# --------------------------------------------------------------------------------- hung card
+def _registry_state(name: str, dev: int) -> str:
+    from npuemu.shared import layout
+
+    seg = shm.Segment(shm.name(name, "reg"))
+    try:
+        view = seg.buf.cast("Q")
+        value = view[layout.REG_DEVICES + dev * layout.DEVICE_ENTRY.words
+                     + layout.DEVICE_ENTRY.STATE]
+        view.release()
+    finally:
+        seg.close()
+    return layout.DeviceState(value).name
+
+
+def test_a_stopped_worker_is_shown_hung_then_ready_again(shared_node, status, npuemu_cli):
+    from npuemu.shared.config import DEVICE_LOST_TIMEOUT_S
+
+    name = shared_node(devices=2, hbm="64M", ddr="64M")
+    pid = status(name)["devices"][0]["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: _registry_state(name, 0) == "HUNG", DEVICE_LOST_TIMEOUT_S + 30,
+                   "the supervisor marks the stopped card HUNG")
+        devices = status(name)["devices"]
+        assert devices[0]["state"] == "HUNG" and devices[1]["state"] == "READY", devices
+        assert devices[0]["heartbeat_age_s"] > DEVICE_LOST_TIMEOUT_S
+        smi = npuemu_cli("smi", "info", "--name", name, "-t", "health", "-i", "0")
+        assert "Critical" in smi.stdout and "507010" in smi.stdout, smi.stdout + smi.stderr
+        report = npuemu_cli("msnpureport", "-s", env={"NPUEMU_NODE": name})
+        assert re.search(r"Device ID: 0\s+Health: Critical\s+\(HUNG\)", report.stdout), \
+            report.stdout + report.stderr
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: _registry_state(name, 0) == "READY", 30, "READY again after SIGCONT")
+    assert status(name)["devices"][0]["state"] == "READY"
+
+
+# ----------------------------------------------------------------------- stop and leftovers
+def test_stop_refuses_while_attached_and_force_ends_the_sessions(shared_node, spawn_py,
+                                                                 npuemu_cli, status,
+                                                                 tmp_path):
+    name = shared_node(devices=1, hbm="64M", ddr="64M")
+    host = spawn_py(prog("""
+        ok(acl.rt.set_device(0))
+        p = malloc(4096)
+        s = stream()
+        open(os.environ["READY"], "w").close()
+        while not os.path.exists(os.environ["GO"]):
+            time.sleep(0.02)
+        R["free"] = acl.rt.free(p)
+        R["malloc"] = acl.rt.malloc(4096, 0)[1]
+        R["msg"] = acl.get_recent_err_msg()
+        R["sync"] = acl.rt.synchronize_stream(s)
+        R["reset"] = acl.rt.reset_device(0)
+        print("RESULT " + json.dumps(R))
+    """), env={"NPUEMU_NODE": name, "READY": str(tmp_path / "ready"),
+               "GO": str(tmp_path / "go")})
+    wait_file(tmp_path / "ready", host)
+    res = npuemu_cli("stop", "--name", name)
+    assert res.returncode == 1 and str(host.pid) in res.stderr, res.stderr
+    assert "force" in res.stderr and status(name)["state"] == "READY"
+    res = npuemu_cli("stop", "--name", name, "--force")
+    assert res.returncode == 0, res.stderr
+    (tmp_path / "go").touch()
+    out, err = host.communicate(timeout=60)
+    assert host.returncode == 0, err
+    r = json.loads(out.split("RESULT ", 1)[1])
+    assert r["free"] == SOCKET_CLOSE and r["malloc"] == SOCKET_CLOSE, r
+    assert "was stopped" in r["msg"], r  # (synchronize of an empty stream is still 0)
+    assert shm.leftovers(name) == []
+
+
+def test_dead_node_status_clean_and_logs(npuemu_cli, node_name, tmp_path, status):
+    env = {"TMPDIR": str(tmp_path)}
+    log = tmp_path / f"npuemu-{os.geteuid()}" / f"{node_name}.log"
+    args = ("--name", node_name, "--devices", "2", "--hbm", "64M", "--ddr", "64M")
+    assert npuemu_cli("start", *args, env=env).returncode == 0
+    assert log.exists() and oct(log.parent.stat().st_mode & 0o777) == "0o700"
+    assert npuemu_cli("stop", "--name", node_name, env=env).returncode == 0
+    assert not log.exists()  # a clean stop leaves no log behind
+
+    assert npuemu_cli("start", *args, env=env).returncode == 0
+    node = status(node_name)
+    psutil.Process(node["supervisor_pid"]).kill()
+    for d in node["devices"]:
+        wait_until(lambda pid=d["pid"]: not psutil.pid_exists(pid)
+                   or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 30,
+                   "the workers notice their supervisor died")
+    dead = status(node_name)
+    assert dead["state"] == "DEAD"
+    assert [d["state"] for d in dead["devices"]] == ["LOST", "LOST"], dead["devices"]
+    assert shm.leftovers(node_name)  # registry and logs stay for the post-mortem ...
+    res = npuemu_cli("status", "--clean", env=env)
+    assert res.returncode == 0 and f"node {node_name}: removed" in res.stdout, res.stdout
+    assert shm.leftovers(node_name) == [] and not log.exists()  # ... until cleaned
+
+
+def test_embedded_leftovers_are_cleaned_by_the_next_start_not_while_held(spawn_py, run_py,
+                                                                          npuemu_cli,
+                                                                          tmp_path):
+    host = spawn_py(prog("""
+        from npuemu.host.core import runtime
+        ok(acl.rt.set_device(0))
+        pinned, ret = acl.rt.malloc_host(4096); ok(ret, "malloc_host")
+        with open(os.environ["READY"] + ".tmp", "w") as f:
+            f.write(f"{node_name()} {runtime.get().node.proc.pid}")
+        os.rename(os.environ["READY"] + ".tmp", os.environ["READY"])
+        time.sleep(120)
+    """), env={**SMALL, "READY": str(tmp_path / "ready")})
+    wait_file(tmp_path / "ready", host)
+    node, sup = (tmp_path / "ready").read_text().split()
+    psutil.Process(int(sup)).kill()
+    wait_until(lambda: not [e for e in shm.leftovers(node) if ".d0.hbm" in e], 30,
+               "the worker of the killed supervisor exits")
+    held = [e for e in shm.leftovers(node)
+            if f".p{host.pid}." in e or re.search(r"\.d0\.c\d", e)]
+    assert held, shm.leftovers(node)
+    res = npuemu_cli("status", "--clean")
+    assert res.returncode == 0, res.stderr
+    assert sorted(shm.leftovers(node)) == sorted(held)  # the live host maps them: kept
+    host.kill()
+    host.wait(10)
+    run_scenario(run_py, HOST, "ok(acl.rt.set_device(0)); ok(acl.rt.reset_device(0))",
+                 env=SMALL, timeout=60)  # the next embedded start removes them
+    assert shm.leftovers(node) == []
+
+
+# ------------------------------------------------------------------------------ kill -9 cycles
+BUSY_HOST = """
+ok(acl.rt.set_device(0))
+pinned, ret = acl.rt.malloc_host(1 << 20); ok(ret, "malloc_host")
+dev = malloc(1 << 20)
+s = stream()
+open(os.environ["READY"], "w").close()
+while True:
+    ok(acl.rt.memcpy_async(dev, 1 << 20, pinned, 1 << 20, 1, s), "H2D async")
+    ok(acl.rt.memcpy_async(pinned, 1 << 20, dev, 1 << 20, 2, s), "D2H async")
+    acl.rt.synchronize_stream(s)
+"""
+
+
+@pytest.mark.slow
+def test_kill9_cycles_of_hosts_leave_no_names(shared_node, spawn_py, status, tmp_path):
+    rng = random.Random(7)
+    name = shared_node(devices=1, hbm="64M", ddr="64M")
+    worker_deaths = 0
+    for i in range(KILL_CYCLES):  # hosts killed in the middle of async copies
+        ready = tmp_path / f"host{i}"
+        host = spawn_py(prog(BUSY_HOST), env={"NPUEMU_NODE": name, "READY": str(ready)})
+        wait_file(ready, host)
+        time.sleep(rng.uniform(0.05, 0.4))
+        host.kill()
+        host.wait(10)
+        wait_until(lambda pid=host.pid: not [e for e in shm.leftovers(name) if f".p{pid}." in e
+                                             or re.search(r"\.d0\.c\d", e)], 30,
+                   "the killed host's names are removed")
+        worker_deaths += status(name)["devices"][0]["state"] != "READY"
+    print(f"kill -9 cycles: {KILL_CYCLES} hosts; no names left")
+    if worker_deaths:  # names are clean either way; the card itself is issue 9 §4's
+        pytest.xfail(f"{worker_deaths} of {KILL_CYCLES} host kills during async copies "
+                     "killed the card's worker (issue 9 §4, completions for departed clients)")
+
+
+@pytest.mark.slow
+def test_kill9_cycles_of_workers_leave_no_names(shared_node, run_py, status):
+    name = shared_node(devices=1, hbm="64M", ddr="64M")
+    for _ in range(KILL_CYCLES):  # workers killed; the next attach starts a fresh one
+        psutil.Process(status(name)["devices"][0]["pid"]).kill()
+        wait_until(lambda: status(name)["devices"][0]["state"] == "LOST", 30, "card LOST")
+        assert [e for e in shm.leftovers(name) if ".d0." in e] == [f"npuemu.{name}.d0.log"]
+        out = run_scenario(run_py, HOST, """
+            ok(acl.rt.set_device(0)); p = malloc(4096); h2d(p, b"w" * 4096)
+            R["ok"] = d2h(p, 4) == b"wwww"
+        """, env={"NPUEMU_NODE": name}, timeout=60)
+        assert out == {"ok": True}
+    assert status(name)["devices"][0]["starts"] == KILL_CYCLES + 1
+    print(f"kill -9 cycles: {KILL_CYCLES} workers; no names left")
+
+
+@pytest.mark.slow
+def test_kill9_cycles_of_supervisors_leave_no_names(spawn_py, tmp_path):
+    rng = random.Random(8)
+    for i in range(KILL_CYCLES):  # supervisors of embedded nodes killed under a busy host
+        ready = tmp_path / f"emb{i}"
+        host = spawn_py(prog(BUSY_HOST.replace(
+            'open(os.environ["READY"], "w").close()',
+            'open(os.environ["READY"], "w").write(node_name())')),
+            env={**SMALL, "READY": str(ready)})
+        wait_file(ready, host)
+        node = wait_until(lambda r=ready: r.read_text(), 10, "node name written")
+        sup = [p for p in psutil.Process(host.pid).children() if "supervisor" in
+               " ".join(p.cmdline())]
+        assert len(sup) == 1
+        time.sleep(rng.uniform(0.05, 0.4))
+        sup[0].kill()
+        out, err = host.communicate(timeout=60)  # its next wait fails: the card is lost
+        assert host.returncode != 0 and re.search(r"50(7010|7901)", out + err), out + err
+        wait_until(lambda n=node: not shm.clean_dead().get(n) and not shm.leftovers(n), 30,
+                   f"names of dead node {node} cleaned")
+    print(f"kill -9 cycles: {KILL_CYCLES} supervisors; no names left")

@@ -1,0 +1,142 @@
+"""Figure family: execution: submission, queries, kernel launch and copy/compute overlap."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from npuemu.shared.ring import Ring, region_size
+from npuemu.tools.bench.records import Record, Target
+from npuemu.tools.bench.registry import Context, figure
+from npuemu.tools.bench.ring import RawRing
+from npuemu.tools.bench.sampling import check_ret, sample_rates, time_each
+from npuemu.tools.sizes import MiB
+
+_EMPTY_KERNEL = """
+from npuemu.shared.kernel import kernel
+
+@kernel("aicore")
+def empty(ctx):
+    pass
+"""
+
+
+@figure("execution", devices=1)
+def fig_execution(ctx: Context) -> list[Record]:
+    """Async submission, queries, idle synchronize, empty-kernel launch and copy/compute
+    overlap, each beside a bare primitive measured here."""
+    from npuemu.host import acl
+    from npuemu.shared import protocol
+
+    check_ret(acl.rt.set_device(0), "set_device(0)")
+    stream, ret = acl.rt.create_stream()
+    check_ret(ret, "create_stream")
+    event, ret = acl.rt.create_event()
+    check_ret(ret, "create_event")
+    quick = ctx.quick
+    n = 20000 if quick else 60000
+
+    # submission: record_event from one thread vs packing the same frame and pushing it on
+    # a bare in-process ring (popped right away, so it never fills)
+    frame = (protocol.Op.RECORD, 0, 1, 1, 1, 1)
+    ring_buf = memoryview(bytearray(region_size(1 << 20)))
+    push_ring, pop_ring = Ring(ring_buf, 1 << 20, init=True), Ring(ring_buf)
+
+    def bare_push() -> None:
+        push_ring.push(protocol.pack(frame))
+        pop_ring.pop()
+
+    check_ret(acl.rt.synchronize_stream(stream), "synchronize")
+    rates = sample_rates({"rt": lambda: acl.rt.record_event(event, stream), "bare": bare_push},
+                         1.0, 3 if quick else 5, 0.1 if quick else 0.25)
+    check_ret(acl.rt.synchronize_stream(stream), "synchronize")
+    records = [Record("async submission (record_event)", rates["rt"], "tasks/s",
+                      "bare ring push+pop", rates["bare"],
+                      Target("≥ 300k/s", "value", ">=", 3e5))]
+
+    # queries and idle synchronize: no round trip; beside a bare ring ping-pong
+    def median_us(fn: Callable[[], object]) -> float:
+        time_each(fn, 1000)
+        return statistics.median(time_each(fn, n // 4)) / 1e3
+
+    ring = RawRing(ctx)
+    try:
+        raw_rtt = median_us(ring.round_trip)
+    finally:
+        ring.close()
+    for name, fn in (("stream query", lambda: acl.rt.stream_query(stream)),
+                     ("event query", lambda: acl.rt.query_event(event))):
+        records.append(Record(name, median_us(fn), "µs", "bare ring ping-pong", raw_rtt,
+                              Target("≤ 2 µs", "value", "<=", 2.0)))
+    records.append(Record("synchronize idle stream", median_us(
+        lambda: acl.rt.synchronize_stream(stream)), "µs", "bare ring ping-pong", raw_rtt,
+        Target("≤ 2x", "ratio", "<=", 2.0)))
+
+    # empty kernel: launch + synchronize, per launch
+    binary, ret = acl.rt.binary_load_from_data(_EMPTY_KERNEL)
+    check_ret(ret, "binary_load_from_data")
+    func, ret = acl.rt.binary_get_function(binary, "empty")
+    check_ret(ret, "binary_get_function")
+
+    def launch_sync() -> None:
+        acl.rt.launch_kernel(func, 1, [], stream)
+        acl.rt.synchronize_stream(stream)
+
+    records.append(Record("empty kernel launch+sync", median_us(launch_sync), "µs",
+                          "bare ring ping-pong", raw_rtt))
+    records.append(_overlap(ctx, acl, stream))
+    return records
+
+
+def _overlap(ctx: Context, acl: Any, copy_stream: int) -> Record:
+    """A copy stream and a compute stream, each worth T alone, run together: the time
+    together over the longer alone (1.0 = perfect overlap, 2.0 = none)."""
+    size = 16 * MiB
+    src, ret = acl.rt.malloc(size, 0)
+    check_ret(ret, "malloc")
+    dst, ret = acl.rt.malloc(size, 0)
+    check_ret(ret, "malloc")
+    x, ret = acl.rt.malloc(size, 0)
+    check_ret(ret, "malloc")
+    compute, ret = acl.rt.create_stream()
+    check_ret(ret, "create_stream")
+    binary, ret = acl.rt.binary_load_from_file(_library_path())
+    check_ret(ret, "binary_load_from_file")
+    relu, ret = acl.rt.binary_get_function(binary, "relu")
+    check_ret(ret, "binary_get_function")
+    n = size // 4
+
+    def copies(k: int) -> None:
+        for _ in range(k):
+            acl.rt.memcpy_async(dst, size, src, size, 3, copy_stream)
+
+    def kernels(k: int) -> None:
+        for _ in range(k):
+            acl.rt.launch_kernel(relu, 1, [x, x, n, "float32"], compute)
+
+    def timed(*parts: tuple[Callable[[int], None], int]) -> float:
+        t0 = time.perf_counter()
+        for fn, k in parts:
+            fn(k)
+        check_ret(acl.rt.synchronize_stream(copy_stream), "synchronize")
+        check_ret(acl.rt.synchronize_stream(compute), "synchronize")
+        return time.perf_counter() - t0
+
+    timed((copies, 2), (kernels, 2))  # warm-up: pages touched
+    budget = 0.1 if ctx.quick else 0.3
+    kc = max(1, round(budget / timed((copies, 4)) * 4))
+    kk = max(1, round(budget / timed((kernels, 4)) * 4))
+    reps = 3 if ctx.quick else 5
+    alone = statistics.median(max(timed((copies, kc)), timed((kernels, kk)))
+                              for _ in range(reps))
+    together = statistics.median(timed((copies, kc), (kernels, kk)) for _ in range(reps))
+    return Record("copy+compute overlap", together, "s", "longer stream alone", alone,
+                  Target("≤ 1.3x", "ratio", "<=", 1.3))
+
+
+def _library_path() -> str:
+    from npuemu.host.core.kernel import LIBRARY
+
+    return LIBRARY

@@ -1,0 +1,95 @@
+"""Figure family: memory: host/device copy bandwidth and malloc+free."""
+
+from __future__ import annotations
+
+import functools
+
+from npuemu.tools.bench.records import Record, Target
+from npuemu.tools.bench.registry import Context, figure
+from npuemu.tools.bench.sampling import check_ret, sample_rates
+from npuemu.tools.sizes import GiB, KiB, MiB, format_size
+
+COPY_SIZES = [4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB, 256 * MiB]
+
+
+@figure("copy-bandwidth", devices=2)
+def fig_copy_bandwidth(ctx: Context) -> list[Record]:
+    """H2D, D2H (host copies) and D2D (worker copies) vs np.copyto, per size."""
+    import numpy as np
+
+    from npuemu.host import acl
+    from npuemu.shared.enums import MemcpyKind
+
+    h2d = int(MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
+    d2h = int(MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
+    d2d = int(MemcpyKind.ACL_MEMCPY_DEVICE_TO_DEVICE)
+    sizes = COPY_SIZES[:-1] if ctx.quick else COPY_SIZES
+    reps, sample_s = (3, 0.01) if ctx.quick else (7, 0.025)
+    check_ret(acl.rt.set_device(0), "set_device(0)")
+    nmax = max(sizes)
+    host_src = np.empty(nmax, np.uint8)
+    host_dst = np.empty(nmax, np.uint8)
+    host_src.fill(7)  # prefault both
+    host_dst.fill(0)
+    memcpy, records = acl.rt.memcpy, []
+    for n in sizes:
+        src, dst = host_src[:n], host_dst[:n]
+        sp, dp = src.ctypes.data, dst.ctypes.data
+        dev_a, ret = acl.rt.malloc(n, 0)
+        check_ret(ret, f"malloc({n})")
+        try:
+            dev_b, ret = acl.rt.malloc(n, 0)
+            check_ret(ret, f"malloc({n})")
+            try:
+                ops = {
+                    "np.copyto": functools.partial(np.copyto, dst, src),
+                    "H2D": functools.partial(memcpy, dev_a, n, sp, n, h2d),
+                    "D2H": functools.partial(memcpy, dp, n, dev_a, n, d2h),
+                    "D2D": functools.partial(memcpy, dev_b, n, dev_a, n, d2d),
+                }
+                for name, fn in ops.items():  # warm: one untimed copy, checked
+                    ret = fn()
+                    if name != "np.copyto":
+                        check_ret(ret, f"{name} memcpy of {n} bytes")
+                rates = sample_rates(ops, n / 1e9, reps, sample_s)
+            finally:
+                check_ret(acl.rt.free(dev_b), "free")
+        finally:
+            check_ret(acl.rt.free(dev_a), "free")
+        label = format_size(n, digits=0)
+        for kind in ("H2D", "D2H", "D2D"):
+            target = (Target("≥ 0.85x", "ratio", ">=", 0.85)
+                      if n == 64 * MiB and kind != "D2D" else None)
+            records.append(Record(f"{kind} {label}", rates[kind], "GB/s",
+                                  f"np.copyto {label}", rates["np.copyto"], target))
+    return records
+
+
+# malloc + free -------------------------------------------------------------------------
+@figure("malloc-free", devices=2)
+def fig_malloc_free(ctx: Context) -> list[Record]:
+    """acl.rt.malloc(256)+free pairs/s vs the allocator called in-process."""
+    from npuemu.device.allocator import Allocator, plan
+    from npuemu.host import acl
+
+    check_ret(acl.rt.set_device(0), "set_device(0)")
+    malloc, free = acl.rt.malloc, acl.rt.free
+    ptr, ret = malloc(256, 0)
+    check_ret(ret, "malloc(256)")
+    check_ret(free(ptr), "free")
+
+    def runtime_pair() -> None:
+        p, _ = malloc(256, 0)
+        free(p)
+
+    heap = Allocator(4 * GiB, classify=lambda tag: tag[1])  # the worker classifies by tag
+
+    def allocator_pair() -> None:
+        step = plan(256, 0)
+        heap.free(heap.alloc(step.span, step.align, (0, step.page_class, step.p2p)))
+
+    reps, sample_s = (3, 0.15) if ctx.quick else (5, 0.4)
+    rates = sample_rates({"rt": runtime_pair, "alloc": allocator_pair}, 1.0, reps, sample_s)
+    return [Record("malloc+free (256 B)", rates["rt"], "pairs/s", "allocator in-process",
+                   rates["alloc"], Target("≥ 100k/s", "value", ">=", 1e5))]
+
