@@ -157,14 +157,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 _DELEGATED = {"inject": "inject a hardware fault into a card of a running node",
               "smi": "npu-smi: NPU table, health, ECC and memory information",
-              "msnpureport": "msnpureport: export device logs, query and set log levels"}
+              "msnpureport": "msnpureport: export device logs, query and set log levels",
+              "hccl-test": "hccl_test: collective benchmarks (all_reduce, ...) on the cards"}
 """Subcommands handled by ``npuemu.tools.<name>.main(argv) -> int`` (their own parsers)."""
 
 
 def _delegate(name: str, argv: list[str]) -> int:
     import importlib
 
-    return importlib.import_module(f"npuemu.tools.{name}").main(argv)
+    return importlib.import_module(f"npuemu.tools.{name.replace('-', '_')}").main(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
