@@ -102,6 +102,19 @@ class _Run:
         return max(1, self.c.cap // (2 * divisor * self.e))
 
 
+def _over_mpi(c: Communicator, stream_handle: object, dtype: object, fn_name: str,
+              *args: object) -> bool:
+    """Run the collective over MPI if the rank's peers are other processes (``mpi.py``)."""
+    if c.mpi is None:
+        return False
+    from npuemu.host.hccl import mpi
+
+    stream = _stream(stream_handle, c)
+    with comms.on_device(c):
+        getattr(mpi, fn_name)(c, stream, numpy_dtype(dtype), *args)
+    return True
+
+
 def _call(comm_handle: object, stream_handle: object, dtype: object, desc: tuple,
           body: Callable[[_Run], None]) -> None:
     comm = comms.get(comm_handle)
@@ -123,6 +136,8 @@ def all_reduce(send: int, recv: int, count: int, dtype: int, op: int, comm: obje
     comms.element_pointer(send, count, dt, c, "send")
     comms.element_pointer(recv, count, dt, c, "recv")
     how = _algo(c, algo)
+    if _over_mpi(c, stream, dtype, "all_reduce", send, recv, count, opname):
+        return
     _call(comm, stream, dtype, ("all_reduce", count, int(dtype), opname, how),
           lambda run: _all_reduce(run, send, recv, count, opname, how))
 
@@ -188,6 +203,8 @@ def all_gather(send: int, recv: int, send_count: int, dtype: int, comm: object,
     comms.element_pointer(send, count, dt, c, "send")
     comms.element_pointer(recv, count * c.size, dt, c, "recv")
     how = _algo(c, algo)
+    if _over_mpi(c, stream, dtype, "all_gather", send, recv, count):
+        return
     _call(comm, stream, dtype, ("all_gather", count, int(dtype), how),
           lambda run: _all_gather(run, send, recv, count, how))
 
@@ -221,6 +238,8 @@ def reduce_scatter(send: int, recv: int, recv_count: int, dtype: int, op: int, c
     comms.element_pointer(send, count * c.size, dt, c, "send")
     comms.element_pointer(recv, count, dt, c, "recv")
     how = _algo(c, algo)
+    if _over_mpi(c, stream, dtype, "reduce_scatter", send, recv, count, opname):
+        return
     _call(comm, stream, dtype, ("reduce_scatter", count, int(dtype), opname, how),
           lambda run: _reduce_scatter(run, send, recv, count, opname, how))
 
@@ -257,6 +276,8 @@ def broadcast(buf: int, count: int, dtype: int, root: int, comm: object, stream:
     count, dt, root = _count(count), numpy_dtype(dtype), _root(root, c)
     comms.element_pointer(buf, count, dt, c, "buf")
     how = _algo(c, algo)
+    if _over_mpi(c, stream, dtype, "broadcast", buf, count, root):
+        return
     _call(comm, stream, dtype, ("broadcast", count, int(dtype), root, how),
           lambda run: _broadcast(run, buf, count, root, how))
 
@@ -293,6 +314,8 @@ def reduce(send: int, recv: int, count: int, dtype: int, op: int, root: int, com
     comms.element_pointer(send, count, dt, c, "send")
     if c.rank == root:
         comms.element_pointer(recv, count, dt, c, "recv")
+    if _over_mpi(c, stream, dtype, "reduce", send, recv, count, opname, root):
+        return
     _call(comm, stream, dtype, ("reduce", count, int(dtype), opname, root),
           lambda run: _reduce(run, send, recv, count, opname, root))
 
@@ -331,6 +354,8 @@ def all_to_all(send: int, send_count: int, send_type: int, recv: int, recv_count
         raise HcclError(HcclResult.HCCL_E_PARA, "all_to_all: send and recv must differ")
     comms.element_pointer(send, count * c.size, dt, c, "send")
     comms.element_pointer(recv, count * c.size, dt, c, "recv")
+    if _over_mpi(c, stream, send_type, "all_to_all", send, recv, count):
+        return
     _call(comm, stream, send_type, ("all_to_all", count, int(send_type)),
           lambda run: _all_to_all(run, send, recv, count))
 
@@ -373,6 +398,8 @@ def all_to_allv(send: int, send_counts: list[int], sdispls: list[int], send_type
     if max(sc + rc) * dt.itemsize > slot:
         raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT,
                         f"all_to_allv: more than {slot} bytes to one peer (HCCL_BUFFSIZE)")
+    if _over_mpi(c, stream, send_type, "all_to_allv", send, sc, sd, recv, rc, rd):
+        return
     for j in range(p):
         if sc[j]:
             comms.element_pointer(send + sd[j] * dt.itemsize, sc[j], dt, c, "send")
@@ -409,6 +436,8 @@ def send(buf: int, count: int, dtype: int, dest: int, comm: object, stream: obje
     if type(dest) is not int or not 0 <= dest < c.size or dest == c.rank:
         raise HcclError(HcclResult.HCCL_E_PARA, f"destination rank {dest!r}")
     comms.element_pointer(buf, count, dt, c, "send")
+    if _over_mpi(c, stream, dtype, "send", buf, count, dest):
+        return
     s = _stream(stream, c)
     n = _pair_seq(c, c.rank, dest)
     run = _Run(c, s, dt, -1)
@@ -428,6 +457,8 @@ def recv(buf: int, count: int, dtype: int, src: int, comm: object, stream: objec
     if type(src) is not int or not 0 <= src < c.size or src == c.rank:
         raise HcclError(HcclResult.HCCL_E_PARA, f"source rank {src!r}")
     comms.element_pointer(buf, count, dt, c, "recv")
+    if _over_mpi(c, stream, dtype, "recv", buf, count, src):
+        return
     s = _stream(stream, c)
     n = _pair_seq(c, src, c.rank)
     run = _Run(c, s, dt, -1)
@@ -443,4 +474,6 @@ def recv(buf: int, count: int, dtype: int, src: int, comm: object, stream: objec
 
 def barrier(comm: object, stream: object) -> None:
     """Mirrors ``HcclBarrier``: the stream goes on once every rank's stream reached it."""
+    if _over_mpi(comms.get(comm), stream, 4, "barrier"):
+        return
     _call(comm, stream, 4, ("barrier",), lambda run: run.meet() if run.p > 1 else None)

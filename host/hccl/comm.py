@@ -160,6 +160,7 @@ class Communicator:
     async_error: int = 0
     destroyed: bool = False
     algo: str | None = None
+    mpi: object = None  # an mpi.MpiLink when the peers are other processes (mpi.py)
 
     @property
     def size(self) -> int:
@@ -363,7 +364,27 @@ def comm_init_root_info(n_ranks: int, root_info: bytes, rank: int) -> Communicat
         dev = runtime.get().current().device
     except errors.AclError as err:
         raise HcclError(HcclResult.HCCL_E_RUNTIME, str(err)) from err
+    from npuemu.host.hccl import mpi
+
+    if type(n_ranks) is int and mpi.active(n_ranks):
+        return _join_mpi(key, n_ranks, rank, dev)
     return _join(key, n_ranks, rank, dev)
+
+
+def _join_mpi(key: str, n_ranks: int, rank: object, dev: int) -> Communicator:
+    """A rank whose peers are other processes, joined by MPI (``mpi.py``)."""
+    from npuemu.host.hccl import mpi
+
+    if type(rank) is not int or not 0 <= rank < n_ranks:
+        raise HcclError(HcclResult.HCCL_E_PARA, f"rank {rank!r} not in [0, {n_ranks})")
+    ctx, link = _open(dev)
+    comm = Communicator(next(_handles), Group(key, n_ranks), rank, dev, ctx, link,
+                        buffer_bytes())
+    comm.group.ranks[rank] = comm
+    comm.mpi = mpi.connect(rank, n_ranks)
+    comm.group.ready = True
+    _comms[comm.handle] = comm
+    return comm
 
 
 def comm_init_cluster_info(rank_table_file: str, rank: int) -> Communicator:
@@ -395,6 +416,10 @@ def comm_destroy(handle: object) -> None:
     prev = getattr(rt.local, "ctx", None)
     rt.local.ctx = comm.ctx
     try:
+        if comm.mpi is not None:
+            from npuemu.host.hccl import mpi
+
+            mpi.close(comm.mpi)
         alive = comm.link.alive()
         if comm.helper is not None and not comm.helper.destroyed:
             with contextlib.suppress(errors.AclError):
