@@ -12,10 +12,13 @@ reduce_scatter; ``check_result``), plus one column hccl_test lacks: ``bus_bandwi
 as nccl-tests computes it (algbw x 2(n-1)/n for all_reduce, (n-1)/n for all_gather,
 reduce_scatter and alltoall, 1 for broadcast and reduce).
 
-Mode: the **convenience mode** only: this process drives every rank (``comm_init_all``),
-timing rank 0's stream with events. Launched under an MPI launcher (one process per rank,
-``PMI_RANK``/``OMPI_COMM_WORLD_RANK`` set) it stops with an error: ranks in separate
-processes are not implemented yet (see ``host/hccl/comm.py``). Blocks until done.
+Modes: under an MPI launcher (``PMI_RANK``/``OMPI_COMM_WORLD_RANK`` set: ``mpiexec -n 8
+npuemu hccl-test all_reduce ...``) each process is one rank on card ``rank % npus`` of its own
+node, joined through MPI as hccl_test does (root info broadcast over MPI, then
+``comm_init_root_info``; data through ``host/hccl/mpi.py``); every process times its own
+stream and rank 0 prints. Without a launcher (the **convenience mode**) this process drives
+every rank of one node (``comm_init_all``, arena to arena) and times rank 0's stream.
+Blocks until done.
 """
 
 from __future__ import annotations
@@ -66,31 +69,43 @@ class Bench:
     """The ranks, streams and buffers of one run (one process, every rank)."""
 
     def __init__(self, devices: list[int], op: str, dtype: int, reduce_op: str, root: int,
-                 algo: str | None = None) -> None:
+                 algo: str | None = None, world: object = None) -> None:
         from npuemu.host import hccl
         from npuemu.host.core import device
+        from npuemu.host.core import stream as streams
         from npuemu.host.hccl.types import numpy_dtype
 
         self.op, self.dtype, self.reduce_op, self.root, self.algo = op, dtype, reduce_op, root, algo
         self.np_dtype = numpy_dtype(dtype)
-        self.devices, self.p = devices, len(devices)
+        self.devices, self.world = devices, world
         for d in devices:
             device.set_device(d)
-        self.comms = hccl.comm_init_all(devices)
+        if world is None:  # convenience mode: every rank in this process
+            self.p, self.ranks = len(devices), list(range(len(devices)))
+            self.comms = hccl.comm_init_all(devices)
+        else:  # one process per rank (MPI): root info broadcast over MPI, as hccl_test does
+            self.p, self.ranks = world.Get_size(), [world.Get_rank()]
+            info = hccl.get_root_info() if world.Get_rank() == 0 else None
+            self.comms = [hccl.comm_init_root_info(self.p, world.bcast(info, root=0),
+                                                   world.Get_rank())]
         self.streams, self.buffers = [], []
-        for d in devices:
-            device.set_device(d)
-            from npuemu.host.core import stream as streams
-
+        for i in range(len(devices)):
+            self._set(i)
             self.streams.append(streams.create_stream())
-        self.start = self.end = None
 
-    def _set(self, rank: int) -> None:
-        """Make the rank's card current (``aclrtSetCurrentContext`` of its primary context)."""
+    def _set(self, i: int) -> None:
+        """Make local rank i's card current (``aclrtSetCurrentContext``, primary context)."""
         from npuemu.host.core import runtime
 
         rt = runtime.get()
-        rt.local.ctx = rt.devices[self.devices[rank]].primary
+        rt.local.ctx = rt.devices[self.devices[i]].primary
+
+    def _input(self, rank: int, n: int) -> np.ndarray:
+        """Rank's input: rank_id + 1 (alltoall: also 10 x the destination block)."""
+        send_n = n * self.p if self.op in ("reduce_scatter", "alltoall") else n
+        if self.op == "alltoall":
+            return (np.arange(send_n) // n * 10 + rank + 1).astype(self.np_dtype)
+        return np.full(send_n, rank + 1, dtype=self.np_dtype)
 
     def alloc(self, size: int) -> None:
         """Buffers for ``size`` bytes per card, inputs filled with rank_id + 1."""
@@ -102,16 +117,12 @@ class Bench:
         n, p = self.count, self.p
         send_n = n * p if self.op in ("reduce_scatter", "alltoall") else n
         recv_n = n * p if self.op in ("all_gather", "alltoall") else n
-        self.inputs = []
-        for r in range(p):
-            self._set(r)
-            data = np.full(send_n, r + 1, dtype=self.np_dtype)
-            if self.op == "alltoall":
-                data = (np.arange(send_n) // n * 10 + r + 1).astype(self.np_dtype)
+        for i, rank in enumerate(self.ranks):
+            self._set(i)
+            data = self._input(rank, n)
             x, y = memory.malloc(send_n * e), memory.malloc(recv_n * e)
             memory.memcpy(x, send_n * e, data.ctypes.data, send_n * e, 1)
             self.buffers.append((x, y, recv_n))
-            self.inputs.append(data)
 
     def free(self) -> None:
         from npuemu.host.core import memory
@@ -145,7 +156,8 @@ class Bench:
                 hccl.all_to_all(x, n, self.dtype, y, n, self.dtype, comm, s)
 
     def expected(self, rank: int) -> np.ndarray | None:
-        n, p, ins = self.count, self.p, self.inputs
+        n, p = self.count, self.p
+        ins = [self._input(j, n) for j in range(p)]
         if self.op in ("all_reduce", "reduce", "reduce_scatter"):
             if self.op == "reduce" and rank != self.root:
                 return None
@@ -160,20 +172,23 @@ class Bench:
         return np.concatenate([ins[j][rank * n:(rank + 1) * n] for j in range(p)])
 
     def check(self) -> bool:
+        """Every rank's output against the host's expectation (all ranks agree over MPI)."""
         from npuemu.host.core import memory
 
-        for r in range(self.p):
-            want = self.expected(r)
+        good = True
+        for i, rank in enumerate(self.ranks):
+            want = self.expected(rank)
             if want is None:
                 continue
-            x, y, _ = self.buffers[r]
+            x, y, _ = self.buffers[i]
             src = x if self.op == "broadcast" else y
             got = np.empty(want.size, self.np_dtype)
-            self._set(r)
+            self._set(i)
             memory.memcpy(got.ctypes.data, got.nbytes, src, got.nbytes, 2)
             if not np.array_equal(got, want):
-                return False
-        return True
+                print(f"local rank_id {rank}, check result failed", file=sys.stderr)
+                good = False
+        return good if self.world is None else bool(self.world.allreduce(int(good), op=_min()))
 
     def measure(self, size: int, iters: int, warmup: int, check: int) -> Row:
         from npuemu.host.core import stream as streams
@@ -214,6 +229,12 @@ class Bench:
             hccl.comm_destroy(c)
 
 
+def _min() -> object:
+    from mpi4py import MPI
+
+    return MPI.MIN
+
+
 HEADER = "%-15s | %-12s | %-18s | %-13s | %s"
 ROW = "%-17d | %-14.2f | %-20.5f | %-13s | %.5f"
 
@@ -250,30 +271,39 @@ def _devices(npus: int | None) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    world = None
     if any(os.environ.get(v) for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK")):
-        print("npuemu hccl-test: one process per rank (MPI) is not implemented yet; run "
-              "it without mpiexec (the ranks are started in this process)", file=sys.stderr)
-        return 2
+        try:
+            from mpi4py import MPI
+        except ImportError:
+            print("npuemu hccl-test: launched by MPI but mpi4py is missing (install the "
+                  "'mpi' extra)", file=sys.stderr)
+            return 2
+        world = MPI.COMM_WORLD
     from npuemu.host.hccl.types import HcclError
 
     lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
     step = parse_size(args.stepbytes) if args.stepbytes is not None else None
     try:
-        bench = Bench(_devices(args.npus), args.op, DTYPES[args.datatype], args.reduce_op,
-                      args.root, args.algo)
+        devices = _devices(args.npus)
+        if world is not None:  # this process drives one rank: card (rank % npus)
+            devices = [devices[world.Get_rank() % len(devices)]]
+        bench = Bench(devices, args.op, DTYPES[args.datatype], args.reduce_op, args.root,
+                      args.algo, world)
     except HcclError as err:
         print(f"npuemu hccl-test: {err}", file=sys.stderr)
         return 1
-    print(f"the minbytes is {lo}, maxbytes is {hi}, iters is {args.iters}, "
+    say = print if world is None or world.Get_rank() == 0 else (lambda *a, **k: None)
+    say(f"the minbytes is {lo}, maxbytes is {hi}, iters is {args.iters}, "
           f"warmup_iters is {args.warmup_iters}")
-    print(HEADER % ("data_size(Bytes):", "aveg_time(us):", "alg_bandwidth(GB/s):",
+    say(HEADER % ("data_size(Bytes):", "aveg_time(us):", "alg_bandwidth(GB/s):",
                     "check_result:", "bus_bandwidth(GB/s):"))
     failed = False
     try:
         for size in sizes(lo, hi, step, args.stepfactor):
             row = bench.measure(size, args.iters, args.warmup_iters, args.check)
             failed |= row.check == "failed"
-            print(ROW % (row.size, row.avg_us, row.algbw, row.check, row.busbw), flush=True)
+            say(ROW % (row.size, row.avg_us, row.algbw, row.check, row.busbw), flush=True)
     except HcclError as err:
         print(f"npuemu hccl-test: {err}", file=sys.stderr)
         failed = True
