@@ -16,9 +16,14 @@ choice; the default is mesh, as HCCL uses fullmesh within an HCCS group):
   (all_reduce, all_gather, reduce_scatter, broadcast as a chain); a rendezvous per step.
 - reduce, all_to_all(v), send/recv, barrier have one algorithm (mesh / pairwise).
 
+Across HCCS groups (no P2P path) a pull reads the peer's pinned host mirror instead of its
+card (``Communicator.hin``/``hout``): the owner publishes each region it writes by a D2H DMA
+task before the rendezvous, the puller copies H2D (``_Run.pull``/``publish``).
+
 Missing (stated, not emulated): chunks are not pipelined (a rank's pulls run one after the
-other on its DMA engine); rings across HCCS groups through the host; all_to_allv data per
-peer must fit in ``HCCL_BUFFSIZE / rank_size`` (E_NOT_SUPPORT beyond); bfloat16.
+other on its DMA engine); the algorithm is not chosen by size or topology (mesh unless
+overridden; no hierarchical mesh-in-group + ring-across-groups); all_to_allv data per peer
+must fit in ``HCCL_BUFFSIZE / rank_size`` (E_NOT_SUPPORT beyond); bfloat16.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from npuemu.host.hccl.types import HcclError, HcclResult, numpy_dtype, reduce_na
 from npuemu.shared import errors
 
 ALGOS = ("mesh", "ring")
+_H2D, _D2H = 1, 2
 
 
 def _blocks(m: int, p: int) -> list[tuple[int, int]]:
@@ -89,6 +95,27 @@ class _Run:
 
     def copy(self, dst: int, src: int, elems: int) -> None:
         self.c.copy(self.s, dst, src, elems * self.e)
+
+    def pull(self, dst: int, peer: Communicator, region: str, elems_off: int,
+             elems: int) -> None:
+        """Copy ``elems`` from a peer's ``in``/``out`` buffer at ``elems_off``: by P2P from
+        its card, or from its pinned host mirror when it is in another HCCS group."""
+        off = elems_off * self.e
+        if peer.rank in self.c.far:
+            src = (peer.hin if region == "in" else peer.hout) + off
+            self.c.copy(self.s, dst, src, elems * self.e, _H2D)
+        else:
+            src = (peer.in_ptr if region == "in" else peer.out_ptr) + off
+            self.c.copy(self.s, dst, src, elems * self.e)
+
+    def publish(self, region: str, elems_off: int, elems: int) -> None:
+        """Mirror a region of this rank's buffer to its pinned host copy (only when a peer
+        is in another HCCS group)."""
+        if self.c.hin:
+            off = elems_off * self.e
+            host = (self.c.hin if region == "in" else self.c.hout) + off
+            dev = (self.c.in_ptr if region == "in" else self.c.out_ptr) + off
+            self.c.copy(self.s, host, dev, elems * self.e, _D2H)
 
     def reduce(self, acc: int, src: int, elems: int, op: str) -> None:
         self.c.reduce(self.s, acc, src, elems, op, self.dt.name)
@@ -152,18 +179,23 @@ def _all_reduce(run: _Run, send: int, recv: int, count: int, op: str, how: str) 
         n = min(m, count - c0)
         blocks = _blocks(n, p)
         run.copy(c.in_ptr, send + c0 * e, n)
+        run.publish("in", 0, n)
         run.meet()
         if how == "mesh":
             lo, ln = blocks[r]
             acc, scratch = c.out_ptr, c.out_ptr + c.cap // 2
             run.copy(acc, c.in_ptr + lo * e, ln)
             for j in range(1, p):
-                run.copy(scratch, run.peer(r + j).in_ptr + lo * e, ln)
+                run.pull(scratch, run.peer(r + j), "in", lo, ln)
                 run.reduce(acc, scratch, ln, op)
+            run.publish("out", 0, ln)
             run.meet()
             for j in range(p):
                 jlo, jln = blocks[(r + j) % p]
-                run.copy(recv + (c0 + jlo) * e, run.peer(r + j).out_ptr, jln)
+                if j:
+                    run.pull(recv + (c0 + jlo) * e, run.peer(r + j), "out", 0, jln)
+                else:
+                    run.copy(recv + (c0 + jlo) * e, c.out_ptr, jln)
             run.meet()
         else:
             _ring_reduce_scatter(run, blocks, op)
@@ -178,8 +210,9 @@ def _ring_reduce_scatter(run: _Run, blocks: list[tuple[int, int]], op: str) -> N
     scratch = c.out_ptr
     for k in range(p - 1):
         lo, ln = blocks[(r - k - 2) % p]
-        run.copy(scratch, left.in_ptr + lo * e, ln)
+        run.pull(scratch, left, "in", lo, ln)
         run.reduce(c.in_ptr + lo * e, scratch, ln, op)
+        run.publish("in", lo, ln)
         run.meet()
 
 
@@ -189,7 +222,8 @@ def _ring_all_gather(run: _Run, blocks: list[tuple[int, int]]) -> None:
     left = run.peer(r - 1)
     for k in range(p - 1):
         lo, ln = blocks[(r - 1 - k) % p]
-        run.copy(c.in_ptr + lo * e, left.in_ptr + lo * e, ln)
+        run.pull(c.in_ptr + lo * e, left, "in", lo, ln)
+        run.publish("in", lo, ln)
         run.meet()
 
 
@@ -216,12 +250,16 @@ def _all_gather(run: _Run, send: int, recv: int, count: int, how: str) -> None:
         n = min(m, count - c0)
         blocks = [(k * n, n) for k in range(p)]
         run.copy(c.in_ptr + blocks[r][0] * e, send + c0 * e, n)
+        run.publish("in", blocks[r][0], n)
         run.meet()
         if how == "mesh":
             for j in range(p):
                 src = run.peer(r + j)
-                run.copy(recv + ((r + j) % p * count + c0) * e, src.in_ptr + blocks[src.rank][0]
-                         * e, n)
+                dst = recv + (src.rank * count + c0) * e
+                if j:
+                    run.pull(dst, src, "in", blocks[src.rank][0], n)
+                else:
+                    run.copy(dst, c.in_ptr + blocks[r][0] * e, n)
             run.meet()
         else:
             _ring_all_gather(run, blocks)
@@ -252,13 +290,14 @@ def _reduce_scatter(run: _Run, send: int, recv: int, count: int, op: str, how: s
         blocks = [(k * n, n) for k in range(p)]
         for j in range(p):
             run.copy(c.in_ptr + blocks[j][0] * e, send + (j * count + c0) * e, n)
+        run.publish("in", 0, n * p)
         if p > 1:
             run.meet()
         if how == "mesh" or p == 1:
             acc, scratch = c.out_ptr, c.out_ptr + c.cap // 2
             run.copy(acc, c.in_ptr + blocks[r][0] * e, n)
             for j in range(1, p):
-                run.copy(scratch, run.peer(r + j).in_ptr + blocks[r][0] * e, n)
+                run.pull(scratch, run.peer(r + j), "in", blocks[r][0], n)
                 run.reduce(acc, scratch, n, op)
             run.copy(recv + c0 * e, acc, n)
         else:
@@ -291,14 +330,16 @@ def _broadcast(run: _Run, buf: int, count: int, root: int, how: str) -> None:
         n = min(m, count - c0)
         if r == root:
             run.copy(c.in_ptr, buf + c0 * e, n)
+            run.publish("in", 0, n)
         run.meet()
         if how == "mesh":
             if r != root:
-                run.copy(buf + c0 * e, run.peer(root).in_ptr, n)
+                run.pull(buf + c0 * e, run.peer(root), "in", 0, n)
         else:  # a chain: step k, rank root+k pulls from rank root+k-1
             for k in range(1, p):
                 if r == (root + k) % p:
-                    run.copy(c.in_ptr, run.peer(r - 1).in_ptr, n)
+                    run.pull(c.in_ptr, run.peer(r - 1), "in", 0, n)
+                    run.publish("in", 0, n)
                 run.meet()
             if r != root:
                 run.copy(buf + c0 * e, c.in_ptr, n)
@@ -326,13 +367,14 @@ def _reduce(run: _Run, send: int, recv: int, count: int, op: str, root: int) -> 
     for c0 in range(0, count, m):
         n = min(m, count - c0)
         run.copy(c.in_ptr, send + c0 * e, n)
+        run.publish("in", 0, n)
         if p > 1:
             run.meet()
         if r == root:
             acc, scratch = c.out_ptr, c.out_ptr + c.cap // 2
             run.copy(acc, c.in_ptr, n)
             for j in range(1, p):
-                run.copy(scratch, run.peer(r + j).in_ptr, n)
+                run.pull(scratch, run.peer(r + j), "in", 0, n)
                 run.reduce(acc, scratch, n, op)
             run.copy(recv + c0 * e, acc, n)
         if p > 1:
@@ -367,10 +409,11 @@ def _all_to_all(run: _Run, send: int, recv: int, count: int) -> None:
         n = min(m, count - c0)
         for j in range(p):
             run.copy(c.in_ptr + j * n * e, send + (j * count + c0) * e, n)
+        run.publish("in", 0, n * p)
         run.meet()
         for j in range(p):
             src = run.peer(r + j)
-            run.copy(recv + (src.rank * count + c0) * e, src.in_ptr + r * n * e, n)
+            run.pull(recv + (src.rank * count + c0) * e, src, "in", r * n, n)
         run.meet()
 
 
@@ -394,10 +437,10 @@ def all_to_allv(send: int, send_counts: list[int], sdispls: list[int], send_type
     dt = numpy_dtype(send_type)
     sc, sd = _counts(send_counts, p, "send_counts"), _counts(sdispls, p, "sdispls")
     rc, rd = _counts(recv_counts, p, "recv_counts"), _counts(rdispls, p, "rdispls")
-    slot = c.cap // p
-    if max(sc + rc) * dt.itemsize > slot:
+    slot = c.cap // p // dt.itemsize  # elements per peer
+    if max(sc + rc) > slot:
         raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT,
-                        f"all_to_allv: more than {slot} bytes to one peer (HCCL_BUFFSIZE)")
+                        f"all_to_allv: more than {slot} elements to one peer (HCCL_BUFFSIZE)")
     if _over_mpi(c, stream, send_type, "all_to_allv", send, sc, sd, recv, rc, rd):
         return
     for j in range(p):
@@ -413,11 +456,12 @@ def _all_to_allv(run: _Run, send: int, sc: list[int], sd: list[int], recv: int,
                  rc: list[int], rd: list[int], slot: int) -> None:
     c, e, r, p = run.c, run.e, run.r, run.p
     for j in range(p):
-        run.copy(c.in_ptr + j * slot, send + sd[j] * e, sc[j])
+        run.copy(c.in_ptr + j * slot * e, send + sd[j] * e, sc[j])
+        run.publish("in", j * slot, sc[j])
     run.meet()
     for j in range(p):
         src = run.peer(r + j)
-        run.copy(recv + rd[src.rank] * e, src.in_ptr + r * slot, rc[src.rank])
+        run.pull(recv + rd[src.rank] * e, src, "in", r * slot, rc[src.rank])
     run.meet()
 
 
@@ -446,6 +490,7 @@ def send(buf: int, count: int, dtype: int, dest: int, comm: object, stream: obje
         m = run.chunk(1)
         for k, c0 in enumerate(range(0, count, m)):
             run.copy(c.in_ptr, buf + c0 * run.e, min(m, count - c0))
+            run.publish("in", 0, min(m, count - c0))
             run.meet(parties, ("p2p", c.rank, dest, n, k, 0))
             run.meet(parties, ("p2p", c.rank, dest, n, k, 1))
 
@@ -468,7 +513,7 @@ def recv(buf: int, count: int, dtype: int, src: int, comm: object, stream: objec
         m = run.chunk(1)
         for k, c0 in enumerate(range(0, count, m)):
             run.meet(parties, ("p2p", src, c.rank, n, k, 0))
-            run.copy(buf + c0 * run.e, peer.in_ptr, min(m, count - c0))
+            run.pull(buf + c0 * run.e, peer, "in", 0, min(m, count - c0))
             run.meet(parties, ("p2p", src, c.rank, n, k, 1))
 
 

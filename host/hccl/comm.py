@@ -13,7 +13,8 @@ process never sees its peers and init fails with ``HCCL_E_TIMEOUT`` after
 card (HCCL's "CCL buffers"), allocated at init. Their addresses are known to every rank, so
 a rank can queue its whole part of a collective on its stream at call time: it stages its
 data into its own input buffer, and pulls peers' data from their buffers with its own DMA
-engine (P2P copies, peer access enabled at init between every pair of ranks) into its output
+engine (P2P copies, peer access enabled at init between the ranks' cards of one HCCS group;
+from a peer in another group it reads that peer's pinned host mirror) into its output
 buffer or the user's buffer; reductions run as the ``reduce`` kernel (``kernels.py``) on its
 AI Vector engine. Messages larger than the buffers are processed in chunks.
 
@@ -161,16 +162,19 @@ class Communicator:
     destroyed: bool = False
     algo: str | None = None
     mpi: object = None  # an mpi.MpiLink when the peers are other processes (mpi.py)
+    hin: int = 0  # pinned host mirrors of in/out, when a peer is in another HCCS group
+    hout: int = 0
+    far: frozenset[int] = frozenset()  # ranks this rank's card cannot reach by P2P
 
     @property
     def size(self) -> int:
         return self.group.size
 
     # the steps a collective is made of (queued on a user stream; caller holds the ctx) ---
-    def copy(self, stream: object, dst: int, src: int, nbytes: int) -> None:
+    def copy(self, stream: object, dst: int, src: int, nbytes: int, kind: int = _D2D) -> None:
         """One DMA task on ``stream`` (a P2P pull when ``src`` is a peer's)."""
         if nbytes:
-            memory.memcpy_async(dst, nbytes, src, nbytes, _D2D, stream.handle)
+            memory.memcpy_async(dst, nbytes, src, nbytes, kind, stream.handle)
 
     def reduce(self, stream: object, acc: int, src: int, count: int, op: str,
                dtype: str) -> None:
@@ -260,20 +264,25 @@ def _new_rank(group: Group, rank: int, dev: int) -> Communicator:
 
 
 def _connect(group: Group) -> None:
-    """Enable peer access between every pair of ranks' cards (E_NOT_SUPPORT when two are
-    not in one HCCS group: traffic across groups through the host is not implemented)."""
+    """Enable peer access between every pair of ranks' cards of one HCCS group. Cards of
+    different groups exchange through the host: each such rank gets pinned host mirrors of
+    its buffers (``malloc_host``), which it publishes to by DMA and its far peers read."""
     rt = runtime.get()
-    devs = [group.ranks[r].device for r in range(group.size)]
-    for a in devs:
-        for b in devs:
-            if a == b or (a, b) in rt.peer_access:
+    comms = [group.ranks[r] for r in range(group.size)]
+    for a in comms:
+        far = set()
+        for b in comms:
+            if a is b or (a.device, b.device) in rt.peer_access:
                 continue
-            if not p2p.can_access_peer(a, b):
-                raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT,
-                                f"devices {a} and {b} are not in one HCCS group; rings across "
-                                "groups (through the host) are not implemented")
-            with rt.lock:
-                rt.peer_access.add((a, b))
+            if p2p.can_access_peer(a.device, b.device):
+                with rt.lock:
+                    rt.peer_access.add((a.device, b.device))
+            else:
+                far.add(b.rank)
+        a.far = frozenset(far)
+    if any(c.far for c in comms):
+        for c in comms:
+            c.hin, c.hout = memory.malloc_host(c.cap), memory.malloc_host(c.cap)
 
 
 def comm_init_all(devices: list[int]) -> list[Communicator]:
@@ -435,6 +444,10 @@ def comm_destroy(handle: object) -> None:
             if ptr:
                 with contextlib.suppress(errors.AclError):
                     memory.free(ptr)
+        for ptr in (comm.hin, comm.hout):
+            if ptr:
+                with contextlib.suppress(errors.AclError):
+                    memory.free_host(ptr)
     finally:
         rt.local.ctx = prev
 

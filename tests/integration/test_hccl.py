@@ -2,7 +2,8 @@
 
 - The matrix: every operation x dtype x reduce op x algorithm (mesh, ring) for 2, 3, 4 and 8
   ranks, against numpy, with HCCL_BUFFSIZE=1 MB so large messages run in chunks
-  (``hccl_matrix.py``, one child per rank count).
+  (``hccl_matrix.py``, one child per rank count). 8 cards keep the default topology (two
+  HCCS groups of 4), so pulls across groups go through the pinned host mirrors.
 - The pyhccl face (``import pyhccl`` under ``npuemu run``): root info with one thread per
   card, a rank table, ordering with other stream work by events, bad input with HCCL's codes.
 - Failures: a rank that never joins a collective, a card that dies, a rank that never joins
@@ -43,7 +44,9 @@ def test_matrix_against_numpy(run_py, ranks: int, quick: bool) -> None:
     path = os.path.join(HERE, "hccl_matrix.py")
     code = (f"import sys, runpy; sys.argv = ['m', *{argv!r}]; "
             f"runpy.run_path({path!r}, run_name='__main__')")
-    env = {**ENV, "NPUEMU_DEVICES": str(ranks), "NPUEMU_TOPOLOGY": f"0-{ranks - 1}"}
+    env = {**ENV, "NPUEMU_DEVICES": str(ranks)}
+    if ranks < 8:  # 8 cards keep the default topology: two HCCS groups, joined via the host
+        env["NPUEMU_TOPOLOGY"] = f"0-{ranks - 1}"
     res = run_py(code, env=env, timeout=600)
     assert res.returncode == 0, res.stderr
     line = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")][-1]
