@@ -158,7 +158,8 @@ from npuemu.tools.sizes import GiB, KiB, MiB, format_size
 
 FAMILIES = ("ring", "nodes", "memory", "execution", "streams", "p2p")
 """The figure modules of this package, in the order of the table."""
-EXTRA_FIGURE_MODULES = ("npuemu.tools.bench_ops", "npuemu.tools.bench.ops")
+EXTRA_FIGURE_MODULES = ("npuemu.tools.bench_ops", "npuemu.tools.bench.ops",
+                        "npuemu.tools.bench.hccl")
 """Figure modules imported after the families above if they exist (the operator figures of
 ``tools/bench_ops.py``, or the same file moved into this package as ``ops.py``)."""
 
