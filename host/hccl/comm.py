@@ -120,7 +120,7 @@ class Group:
                 del self.meetings[key]
                 self.cond.notify_all()
             while not m.done and not m.broken:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or rank not in self.ranks:  # or destroyed
                     m.broken = HcclResult.HCCL_E_TIMEOUT
                 elif any(not self.ranks[p].link.alive() for p in parties if p in self.ranks):
                     m.broken = HcclResult.HCCL_E_REMOTE
