@@ -1,13 +1,28 @@
-"""Op -> handler table of the device worker.
+"""Op -> handler table of the device worker, and the one place where a frame's exceptions
+are classified (``handle``). Nothing a client sends can stop the worker loop:
 
-A handler gets ``(worker, client, *args)`` and returns a tuple of results, or raises
-``AclError`` (caller misuse: the code goes back in the reply) or ``TypeError``/``ValueError``
-(a malformed frame). Nothing a client sends can stop the worker loop.
+| raised              | meaning                                  | answer (if ``seq``)         |
+|---------------------|------------------------------------------|-----------------------------|
+| ``BadFrame``        | the frame breaks the protocol table      | 107000; ``bad_frames`` += 1 |
+| ``AclError``        | a well-formed request the card refuses   | its code                    |
+| ``OSError``         | shared memory the request named (a pinned | ``_os_code``: 107000,      |
+|                     | block already gone, /dev/shm full)       | 207001 or 507899            |
+| anything else       | a bug of ours: traceback to the device log | 507000 (internal error)   |
+
+A handler gets ``(worker, client, *args)`` and returns a tuple of results. The number of
+arguments is checked against the handler's signature before the call, and handlers check
+their arguments with ``protocol.u64`` and friends, so a ``TypeError`` raised *inside* a
+handler is a bug, never reported as a malformed frame. Stream-task frames are validated by
+``Scheduler.enqueue`` inside the same error handling.
+
+Threading model: loop thread only.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
+import inspect
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -15,7 +30,7 @@ from typing import TYPE_CHECKING
 from npuemu.device import kernels
 from npuemu.shared import errors, protocol, shm
 from npuemu.shared.layout import DEVICE_CTL
-from npuemu.shared.protocol import TASK_OPS, Op
+from npuemu.shared.protocol import TASK_OPS, BadFrame, Op, u64
 
 if TYPE_CHECKING:
     from npuemu.device.worker import Client, Worker
@@ -98,16 +113,19 @@ def _stream_abort(worker: Worker, client: Client, slot: int) -> tuple:
 def _pin(worker: Worker, client: Client, host_addr: int, size: int, name: str) -> tuple:
     """Map a pinned host block (``aclrtMallocHost``) so async copies can reach it."""
     if not isinstance(name, str) or not name.startswith(shm.name(worker.node, "p")):
-        raise TypeError(f"{name!r} is not a pinned block of this node")
+        raise BadFrame(f"{name!r:.80} is not a pinned block of this node")
     if _int(host_addr) not in client.pinned:
         try:
-            seg = shm.Segment(name)  # refuses a name another user owns or can open
+            # refuses a name another user owns or can open; FileNotFoundError (-> 107000)
+            # if the block was freed meanwhile
+            seg = shm.Segment(name)
         except PermissionError as err:
             worker.log("WARNING", f"pinned block refused: {err}")
             raise errors.error_for(errors.ACL_ERROR_RT_NO_PERMISSION, str(err)) from None
         if seg.size < _int(size):
             seg.close()
-            raise TypeError(f"pinned block {name} is smaller than {size}")
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"pinned block {name} is smaller than {size}")
         client.pinned[host_addr] = seg
     return ()
 
@@ -123,7 +141,7 @@ def _unpin(worker: Worker, client: Client, host_addr: int) -> tuple:
 
 def _binary_load(worker: Worker, client: Client, source: str, filename: str) -> tuple:
     if not isinstance(source, str) or not isinstance(filename, str):
-        raise TypeError("binary source and file name must be strings")
+        raise BadFrame("binary source and file name must be strings")
     return kernels.load(client, source, filename)
 
 
@@ -140,18 +158,23 @@ def _callback_done(worker: Worker, client: Client, slot: int, seq: int) -> tuple
 
 def _inject(worker: Worker, client: Client, kind: str, params: dict) -> tuple:
     if not isinstance(kind, str) or not isinstance(params, dict):
-        raise TypeError("inject takes a fault name and a parameter map")
+        raise BadFrame("inject takes a fault name and a parameter map")
+    if not all(isinstance(k, str) for k in params):
+        raise BadFrame("fault parameter names must be strings")
     try:
         worker.faults.inject(kind, params)
-    except TypeError as err:  # wrong parameter names for that fault
+    except TypeError as err:  # wrong parameter names or types for that fault
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"fault {kind}: {err}") from None
     return ()
 
 
-def _int(value: object) -> int:
-    if type(value) is not int or value < 0:
-        raise TypeError(f"expected a non-negative integer, got {value!r}")
-    return value
+def _set_timeout(worker: Worker, client: Client, timeout_us: int) -> tuple:
+    """``aclrtSetOpExecuteTimeOut*``: this client's task execution timeout (0 = defaults)."""
+    worker.scheduler.set_timeout(client, _int(timeout_us))
+    return ()
+
+
+_int = u64
 
 
 HANDLERS: dict[int, Callable[..., tuple]] = {
@@ -160,16 +183,32 @@ HANDLERS: dict[int, Callable[..., tuple]] = {
     Op.STREAM_CREATE: _stream_create, Op.STREAM_DESTROY: _stream_destroy,
     Op.STREAM_MODE: _stream_mode, Op.STREAM_ABORT: _stream_abort, Op.PIN: _pin,
     Op.UNPIN: _unpin, Op.BINARY_LOAD: _binary_load, Op.BINARY_UNLOAD: _binary_unload,
-    Op.CALLBACK_DONE: _callback_done, Op.INJECT: _inject,
+    Op.CALLBACK_DONE: _callback_done, Op.INJECT: _inject, Op.SET_TIMEOUT: _set_timeout,
 }
+_ARITY = {op: len(inspect.signature(fn).parameters) - 2 for op, fn in HANDLERS.items()}
+
+
+def _os_code(err: OSError) -> int:
+    """ACL code of an OSError met on shared memory a request named."""
+    if err.errno in (errno.ENOSPC, errno.ENOMEM):
+        return errors.ACL_ERROR_RT_MEMORY_ALLOCATION
+    if isinstance(err, FileNotFoundError | PermissionError | FileExistsError) or err.errno in (
+            errno.ENOENT, errno.EACCES, errno.EPERM, errno.EINVAL, errno.ENAMETOOLONG):
+        return errors.ACL_ERROR_RT_PARAM_INVALID
+    return errors.ACL_ERROR_RT_DRV_INTERNAL_ERROR
 
 
 def handle(worker: Worker, client: Client, payload: bytes) -> None:
-    """Decode, run and (if asked) answer one frame."""
+    """Decode, run and (if asked) answer one frame; see the module docstring for how each
+    exception is answered."""
     seq = 0
     try:
         frame = protocol.unpack(payload)
-        op, seq = frame[0], frame[1] if len(frame) > 1 else 0
+        op = frame[0]
+        if len(frame) > 1 and type(frame[1]) is int and 0 < frame[1] < protocol.U64_LIMIT:
+            seq = frame[1]
+        if type(op) is not int:
+            raise BadFrame(f"op {op!r:.40} is not an integer")
         if op in TASK_OPS:
             worker.scheduler.enqueue(client, frame)
             if worker.debug:
@@ -178,18 +217,31 @@ def handle(worker: Worker, client: Client, payload: bytes) -> None:
             return
         handler = HANDLERS.get(op)
         if handler is None:
-            raise NotImplementedError(f"op={op!r} is not implemented by this worker")
+            raise BadFrame(f"op {op} is not implemented by this worker")
+        if len(frame) != 2 + _ARITY[op]:
+            raise BadFrame(f"op {op} takes {_ARITY[op]} arguments, got {len(frame) - 2}")
+        u64(frame[1])
         result = handler(worker, client, *frame[2:])
         if seq:
             client.reply((seq, 0, *result))
-    except errors.AclError as err:
-        if seq:
-            client.reply((seq, err.code, err.detail or str(err)))
-        else:
-            worker.log("WARNING", f"async request failed: {err}")
-    except (TypeError, ValueError, IndexError, NotImplementedError) as err:
+    except BadFrame as err:
         worker.ctl[DEVICE_CTL.BAD_FRAMES] += 1
         worker.log("WARNING", f"malformed frame dropped: {err}")
-        if type(seq) is int and seq > 0:
+        if seq:
             client.reply((seq, errors.ACL_ERROR_RT_PARAM_INVALID, f"malformed request: {err}"))
+    except errors.AclError as err:
+        _answer(worker, client, seq, err.code, err.detail or str(err))
+    except OSError as err:
+        _answer(worker, client, seq, _os_code(err), f"shared memory: {err}")
+    except Exception as err:
+        worker.internal_error(f"request {payload[:40]!r}")
+        _answer(worker, client, seq, errors.ACL_ERROR_RT_INTERNAL_ERROR,
+                f"internal error of device {worker.dev}: {err!r}")
+
+
+def _answer(worker: Worker, client: Client, seq: int, code: int, detail: str) -> None:
+    if seq:
+        client.reply((seq, code, detail))
+    else:
+        worker.log("WARNING", f"async request failed, ret={code}: {detail}")
 

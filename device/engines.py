@@ -5,6 +5,13 @@ the engine runs it (numpy and ``ctypes.memmove`` release the GIL, so engines ove
 reports ``(task, code)`` back through ``done`` (a deque: appends are atomic), waking the
 worker loop if it sleeps. Busy time per engine is accumulated in nanoseconds and published
 in the control block (``aclrtGetDeviceUtilizationRate`` reads it).
+
+Threading model: one thread per engine runs ``_loop``; it owns nothing but its task while
+running it. ``submit`` (loop thread) feeds a ``SimpleQueue``; results go back through the
+``done`` deque (atomic appends, popped by the loop thread only). ``busy_ns`` is written by
+the engine thread only and read (a single int load) by the loop's housekeeping; ``running``
+is touched by the loop thread only. An exception a task body raises fails that task with
+the engine's code; it never ends the thread.
 """
 
 from __future__ import annotations

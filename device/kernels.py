@@ -3,7 +3,14 @@
 A binary is Python source (see ``shared/kernel.py`` for how kernels are declared); loading
 executes it in a fresh module namespace of the worker, once per load. A launch runs the
 kernel once per block on its engine's thread with a ``KernelContext`` whose ``tensor``
-views are bounds-checked against the launching client's live allocations.
+views are bounds-checked against the launching client's live allocations. Between blocks the
+run checks ``task.cancelled`` (stream abort or destroy, execution timeout, client gone), so a
+long launch stops at the next block boundary (one block that never returns cannot be stopped).
+
+Threading model: ``load`` and ``launch`` run in the worker's loop thread; ``run`` and
+``KernelContext`` run on an engine thread and reach shared state only through
+``DeviceMemory.resolve`` (which takes the memory lock), ``Faults.check_ranges`` (reads of the
+control block) and ``Worker.log`` (which takes the log lock).
 """
 
 from __future__ import annotations
@@ -36,16 +43,23 @@ class KernelContext:
         return n * self.block_idx // self.block_num, n * (self.block_idx + 1) // self.block_num
 
     def tensor(self, ptr: int, dtype: Any, count: int) -> Any:
-        """``count`` elements of ``dtype`` at device pointer ``ptr`` as a writable numpy view."""
+        """``count`` elements of ``dtype`` at device pointer ``ptr`` as a writable numpy view.
+        ``ptr`` and ``count`` must be non-negative ints and the whole range must lie in one
+        live allocation of the launching process (MemoryFault otherwise, before any view)."""
         import numpy as np
 
         dt = np.dtype(dtype)
+        if type(ptr) is not int or type(count) is not int or ptr < 0 or count < 0:
+            raise MemoryFault(f"tensor({ptr!r}, {dtype}, count={count!r}): pointer and count "
+                              "must be non-negative integers")
+        nbytes = count * dt.itemsize
+        if not nbytes:  # an empty view touches nothing
+            return np.empty(0, dt)
         try:
-            arena, offset = self._worker.memory.resolve(self._client.slot, ptr,
-                                                         count * dt.itemsize)
+            arena, offset = self._worker.memory.resolve(self._client.slot, ptr, nbytes)
         except errors.AclError as err:
             raise MemoryFault(err.detail) from None
-        self._worker.faults.check_ranges((ptr, count * dt.itemsize))  # 507054 if poisoned
+        self._worker.faults.check_ranges((ptr, nbytes))  # 507054 if poisoned
         return np.frombuffer(arena.seg.buf, dt, count, offset)
 
 
@@ -85,6 +99,8 @@ def launch(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
     def run(task: Task) -> int:
         try:
             for block in range(num_blocks):
+                if task.cancelled:  # aborted, timed out, stream destroyed or client gone
+                    return errors.ACL_ERROR_RT_TASK_ABORT_STOP
                 fn(KernelContext(worker, client, block, num_blocks), *args)
         except errors.AclError as err:  # an isolated page was touched
             worker.log("ERROR", f"kernel {name}: {err}")

@@ -9,20 +9,34 @@ the device stops (a real driver also keeps its page pool).
 
 Every block is tagged with the client slot that allocated it, so a dead host's memory can be
 reclaimed and one host cannot free or copy another host's memory (the real runtime needs IPC
-handles for that).
+handles for that). Every count and offset is checked (non-negative, inside one live block)
+before an address is handed out.
+
+Threading model: the loop thread mallocs, frees and resolves; kernels on engine threads
+resolve (``KernelContext.tensor``). ``DeviceMemory.lock`` guards the allocators and the
+committed-chunk maps: every public method takes it, so an engine never sees a block half
+freed. ``on_change`` runs under it (it only updates control-block counters).
 """
 
 from __future__ import annotations
 
 import errno
+import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
 from npuemu.device.allocator import HUGE1G_PAGE, HUGE_PAGE, Allocator, PageClass, plan
 from npuemu.shared import address, errors, shm
+from npuemu.shared.config import PROFILES
 from npuemu.shared.enums import MemAttr, MemMallocModifier
 
 COMMIT_CHUNK = HUGE_PAGE
+FIRMWARE_RESERVED_HBM = {profile.hbm_bytes: 3 << 30 for profile in PROFILES.values()}
+"""HBM a real card keeps for its firmware and runtime (not allocatable, not in ``free`` of
+``aclrtGetMemInfo``), by HBM size of the SoC profiles (64 GiB: Ascend910B1-B3, 32 GiB:
+Ascend910B4): 3 GiB. UNVERIFIED: no documented figure was found; 3 GiB is close to the
+HBM usage ``npu-smi info`` commonly shows on an idle Atlas A2 card. A card given another
+HBM size (``NPUEMU_HBM``, as tests do) reserves nothing, so small test cards keep all of it."""
 _LOW_BAND_WIDTH = int(MemMallocModifier.ACL_MEM_TYPE_LOW_BAND_WIDTH)
 
 
@@ -43,6 +57,8 @@ class Arena:
         self.alloc = Allocator(seg.size, classify=_page_class)
         self._committed = bytearray(-(-seg.size // COMMIT_CHUNK))
         self.committed_bytes = 0
+        self.reserved = FIRMWARE_RESERVED_HBM.get(seg.size, 0) if kind == address.HBM else 0
+        self.limit = seg.size - self.reserved  # what user allocations may use in all
 
     def commit(self, offset: int, span: int) -> None:
         """Back ``[offset, offset+span)`` with pages; OSError(ENOSPC) when memory is out."""
@@ -100,16 +116,24 @@ class DeviceMemory:
         self.dev = dev
         self.arenas = arenas
         self.on_change = on_change
+        self.lock = threading.Lock()
 
     # aclrtMalloc / aclrtFree ---------------------------------------------------------------
     def malloc(self, client: int, size: int, policy: int) -> tuple[int, int, int]:
         """Allocate; returns ``(device pointer, span, page class)``. Raises AclError."""
+        with self.lock:
+            return self._malloc(client, size, policy)
+
+    def _malloc(self, client: int, size: int, policy: int) -> tuple[int, int, int]:
         if size <= 0:
             raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "size must be > 0")
         kind = _D if policy & _LOW_BAND_WIDTH else _H
         arena = self.arenas[kind]
         step = plan(size, policy)
         while step is not None:
+            if arena.alloc.used + step.span > arena.limit:  # the firmware's share stays
+                step = step.fallback
+                continue
             tag = Tag(client, step.page_class, step.p2p)
             offset = arena.alloc.alloc(step.span, step.align, tag)
             if offset is not None:
@@ -134,6 +158,10 @@ class DeviceMemory:
 
     def free(self, client: int, ptr: int) -> int:
         """Free the block starting at ``ptr``; returns its span. Raises AclError (107000)."""
+        with self.lock:
+            return self._free(client, ptr)
+
+    def _free(self, client: int, ptr: int) -> int:
         arena, offset = self._arena_of(ptr)
         tag = arena.alloc.tag_at(offset)
         if tag is None or tag.client != client:
@@ -147,17 +175,23 @@ class DeviceMemory:
     def reclaim(self, client: int) -> int:
         """Free every block of ``client`` (its host died or detached); returns bytes freed."""
         freed = 0
-        for arena in self.arenas:
-            for start, _span, tag in arena.alloc.snapshot():
-                if tag.client == client:
-                    freed += self.free(client, address.encode(self.dev, arena.kind, start))
+        with self.lock:
+            for arena in self.arenas:
+                for start, _span, tag in arena.alloc.snapshot():
+                    if tag.client == client:
+                        freed += self._free(client, address.encode(self.dev, arena.kind, start))
         return freed
 
     # validation for device-side copies -----------------------------------------------------
     def resolve(self, client: int, ptr: int, count: int) -> tuple[Arena, int]:
-        """Check that ``[ptr, ptr+count)`` lies inside one live block of ``client``."""
+        """Check that ``[ptr, ptr+count)`` lies inside one live block of ``client``; both
+        must be non-negative ints. Any thread."""
+        if type(ptr) is not int or type(count) is not int or ptr < 0 or count < 0:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"bad device range {ptr!r}+{count!r}")
         arena, offset = self._arena_of(ptr)
-        found = arena.alloc.find(offset)
+        with self.lock:
+            found = arena.alloc.find(offset)
         if found is None or found[2].client != client:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"0x{ptr:x} is not in a live allocation of this process")
@@ -186,9 +220,15 @@ class DeviceMemory:
             return 0, 0
         kind, page_class = MEM_ATTRS[attr]
         arena = self.arenas[kind]
-        return arena.free_at_granularity(_GRANULE[page_class]), arena.seg.size
+        with self.lock:
+            free = arena.free_at_granularity(_GRANULE[page_class]) - arena.reserved
+            return max(free, 0), arena.seg.size
 
     def snapshot(self) -> list[tuple[int, int, int, int]]:
         """Live blocks as ``(ptr, span, page class, client)``."""
+        with self.lock:
+            return self._snapshot()
+
+    def _snapshot(self) -> list[tuple[int, int, int, int]]:
         return [(address.encode(self.dev, a.kind, start), span, int(tag.page_class), tag.client)
                 for a in self.arenas for start, span, tag in a.alloc.snapshot()]

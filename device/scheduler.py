@@ -14,13 +14,31 @@ callbacks through the report ring, and in ``ACL_STOP_ON_FAILURE`` mode makes the
 drop the tasks queued behind it. An event recorded after a failure carries the failure,
 and a stream that waits on such an event fails its wait task with the same code, so work
 that depends on a failed task is never silently run.
+
+Execution timeout (``aclrtSetOpExecuteTimeOut`` family, per client): a task on an engine
+(or hanging by an injected fault) that runs past it fails with its engine's timeout code
+(``TIMEOUT_CODE``) and its stream goes on. A kernel stops at its next block boundary; a
+copy already inside its ``memmove`` finishes in the background (its result is dropped).
+
+Late completions: a task whose stream was destroyed, aborted or timed out, or whose client
+detached, is marked ``cancelled`` before its engine reports it; the report is then dropped,
+so it can never land in a reused stream slot or in a departed client's released tables.
+
+Validation: ``enqueue`` checks every field of a task frame (types, u64 ranges, slots,
+``num_blocks``) and raises ``protocol.BadFrame`` for a frame that breaks the protocol; a
+frame that is well-formed but names bad memory fails its task with 107000 when it starts.
+
+Threading model: everything here runs in the worker's loop thread, except ``Task.run``
+functions, which run on engine threads and touch only their task's ``args`` (addresses
+resolved in the loop thread) and, for kernels, the allocator through
+``DeviceMemory.resolve`` (locked there). Engines hand results back through the ``done``
+deque (atomic appends); ``Task.cancelled`` is written by the loop and read by engines.
 """
 
 from __future__ import annotations
 
 import collections
 import ctypes
-import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +46,16 @@ from npuemu.device import engines
 from npuemu.device.kernels import launch as run_kernel
 from npuemu.device.kernels import lookup as lookup_kernel
 from npuemu.shared import errors, layout, protocol
+from npuemu.shared.config import WorkerSettings
 from npuemu.shared.enums import StreamFailureMode
+from npuemu.shared.kernel import (
+    AICPU_DEFAULT_TIMEOUT_US,
+    MAX_BLOCKS,
+    MAX_TIMEOUT_US,
+    actual_timeout_us,
+)
 from npuemu.shared.layout import EVENT_ENTRY, STREAM_ENTRY
-from npuemu.shared.protocol import Op
+from npuemu.shared.protocol import BadFrame, Op, u64
 
 if TYPE_CHECKING:
     from npuemu.device.worker import Client, Worker
@@ -38,14 +63,25 @@ if TYPE_CHECKING:
 INLINE_BYTES = 64 * 1024
 DEFAULT_MAX_STREAMS = 1024
 _SE, _EE = STREAM_ENTRY, EVENT_ENTRY
+DEFAULT_TIMEOUT_US = {engines.AICPU: AICPU_DEFAULT_TIMEOUT_US}
+"""Defaults without ``aclrtSetOpExecuteTimeOut`` (Atlas A2): AI CPU 28 s; AI Core, AI Vector,
+DMA and every other task: ``MAX_TIMEOUT_US`` (about 1091 s). See ``shared/kernel.py``."""
+TIMEOUT_CODE = {engines.AICORE: errors.ACL_ERROR_RT_AICORE_TIMEOUT,
+                engines.AIVECTOR: errors.ACL_ERROR_RT_VECTOR_CORE_TIMEOUT,
+                engines.AICPU: errors.ACL_ERROR_RT_AICPU_TIMEOUT}
+"""Code of a task that ran past the timeout, by engine. Copies, memsets and other tasks get
+``ACL_ERROR_RT_TASK_TIMEOUT`` (107020; UNVERIFIED which code real SDMA timeouts give)."""
+_NO_DEADLINE = float("inf")
 
 
 class Task:
-    __slots__ = ("args", "engine", "op", "seq", "stream")
+    __slots__ = ("args", "cancelled", "deadline", "engine", "op", "seq", "stream")
 
     def __init__(self, op: int, seq: int, args: tuple, stream: Stream) -> None:
         self.op, self.seq, self.args, self.stream = op, seq, args, stream
         self.engine = ""
+        self.deadline = 0.0  # monotonic seconds; 0 = not running on an engine / not hung
+        self.cancelled = False  # its completion is decided elsewhere: drop the engine's report
 
 
 class Stream:
@@ -71,10 +107,11 @@ class Scheduler:
         self.engines = {name: engines.Engine(name, self.done, worker.wake)
                         for name in engines.ENGINES}
         self.streams: dict[tuple[int, int], Stream] = {}
-        self.max_streams = int(os.environ.get("NPUEMU_MAX_STREAMS") or DEFAULT_MAX_STREAMS)
+        self.max_streams = WorkerSettings.from_env().max_streams
         self._next_sid = 0
         self._touched: set[Client] = set()
         self.progressed = False
+        self.next_deadline = _NO_DEADLINE  # no running task's deadline is earlier
 
     # stream management (synchronous requests) ----------------------------------------------
     def create(self, client: Client, slot: int, priority: int, flags: int) -> int:
@@ -94,6 +131,7 @@ class Scheduler:
         """Forget the stream; tasks still queued are dropped (the host waited first unless it
         asked for ``destroy_stream_force``)."""
         stream = self._stream(client, slot)
+        _cancel_running(stream)
         stream.queue.clear()
         del self.streams[(client.slot, slot)]
 
@@ -101,22 +139,27 @@ class Scheduler:
         self._stream(client, slot).mode = StreamFailureMode(mode)
 
     def abort(self, client: Client, slot: int) -> None:
-        """``aclrtStreamAbort``: drop every queued task; they count as completed."""
+        """``aclrtStreamAbort``: drop every queued task; they count as completed. A kernel
+        running on an engine stops at its next block boundary; a running copy finishes in
+        the background. Neither reports afterwards."""
         stream = self._stream(client, slot)
-        running = 1 if stream.busy and not stream.hung else 0
-        while len(stream.queue) > running:
+        _cancel_running(stream)
+        while stream.queue:
             task = stream.queue.pop()
             client.streams[stream.base + _SE.COMPLETED] = max(
                 client.streams[stream.base + _SE.COMPLETED], task.seq)
-        if stream.hung:
-            stream.busy = stream.hung = False
-            client.streams[stream.base + _SE.HUNG] = 0
+        stream.busy = stream.hung = False
+        stream.deadline = 0.0
+        client.streams[stream.base + _SE.HUNG] = 0
         self._touched.add(client)
 
     def drop_client(self, client: Client) -> None:
+        """Forget a detached client's streams; its running tasks are cancelled."""
         for key in [k for k in self.streams if k[0] == client.slot]:
+            _cancel_running(self.streams[key])
             self.streams[key].queue.clear()
             del self.streams[key]
+        self._touched.discard(client)
 
     def _stream(self, client: Client, slot: object) -> Stream:
         stream = self.streams.get((client.slot, slot))  # type: ignore[arg-type]
@@ -127,17 +170,69 @@ class Scheduler:
 
     # submission (asynchronous frames) ------------------------------------------------------
     def enqueue(self, client: Client, frame: tuple) -> None:
-        """Frame ``[op, 0, stream_slot, task_seq, *args]`` from the submission ring."""
-        stream = self._stream(client, frame[2])
+        """Frame ``[op, 0, stream_slot, task_seq, *args]`` from the submission ring. Raises
+        BadFrame (nothing queued) for a frame that breaks the protocol table."""
+        op = frame[0]
+        check = _TASK_ARGS[op]
+        if len(frame) != 4 + len(check):
+            raise BadFrame(f"task op {op} takes {len(check)} arguments, got {len(frame) - 4}")
+        u64(frame[1])
+        stream = self._stream(client, u64(frame[2]))
+        seq = u64(frame[3])
         args = frame[4:]
-        if frame[0] == Op.LAUNCH:  # bind the kernel now: an unload must not break queued work
+        for value, kind in zip(args, check, strict=True):
+            kind(value)
+        if op == Op.LAUNCH:  # bind the kernel now: an unload must not break queued work
             args = (*args, lookup_kernel(client, args[0], args[1]))
-        stream.queue.append(Task(frame[0], frame[3], args, stream))
+        stream.queue.append(Task(op, seq, args, stream))
 
     def callback_done(self, client: Client, slot: int, seq: int) -> None:
         stream = self._stream(client, slot)
-        if stream.busy and stream.queue and stream.queue[0].seq == seq:
-            self._complete(stream.queue[0], 0)
+        head = stream.queue[0] if stream.busy and stream.queue else None
+        if head is not None and head.op == Op.CALLBACK and head.seq == seq:
+            self._complete(head, 0)
+
+    def set_timeout(self, client: Client, timeout_us: int) -> None:
+        """``aclrtSetOpExecuteTimeOut*`` of one client (0: the defaults)."""
+        client.op_timeout_s = actual_timeout_us(timeout_us) / 1e6 if timeout_us else 0.0
+
+    def _deadline(self, task: Task, engine: str, now: float) -> None:
+        timeout_s = task.stream.client.op_timeout_s
+        if not timeout_s:
+            timeout_s = DEFAULT_TIMEOUT_US.get(engine, MAX_TIMEOUT_US) / 1e6
+        task.deadline = deadline = now + timeout_s
+        if deadline < self.next_deadline:
+            self.next_deadline = deadline
+
+    def expire(self, now: float) -> None:
+        """Fail every running task past its deadline with its timeout code."""
+        if now < self.next_deadline:
+            return
+        nearest = _NO_DEADLINE
+        for stream in list(self.streams.values()):
+            if not (stream.busy and stream.queue):
+                continue
+            task = stream.queue[0]
+            if not task.deadline:
+                continue
+            if now >= task.deadline:
+                self._time_out(stream, task)
+            elif task.deadline < nearest:
+                nearest = task.deadline
+        self.next_deadline = nearest
+
+    def _time_out(self, stream: Stream, task: Task) -> None:
+        engine = task.engine
+        if not engine and task.op == Op.LAUNCH and task.args[4] is not None:
+            engine = task.args[4].__npu_kernel__
+        code = TIMEOUT_CODE.get(engine, errors.ACL_ERROR_RT_TASK_TIMEOUT)
+        self.worker.log("ERROR", f"task {task.seq} of stream {stream.sid} ran past its "
+                                 f"execution timeout on {engine or 'the scheduler'}, ret={code}")
+        task.cancelled = True
+        if stream.hung:
+            stream.hung = False
+            stream.client.streams[stream.base + _SE.HUNG] = 0
+        self._complete(task, code)
 
     # the pass ------------------------------------------------------------------------------
     def pump(self) -> float:
@@ -148,12 +243,22 @@ class Scheduler:
         while done:
             task, code = done.popleft()
             self.engines[task.engine].running -= 1
-            self._complete(task, code)
-        nearest = 1.0
+            task.stream.client.inflight -= 1
+            if not task.cancelled:
+                self._complete(task, code)
         now = time.monotonic()
+        if now >= self.next_deadline:
+            self.expire(now)
+        nearest = min(1.0, self.next_deadline - now)
         for stream in list(self.streams.values()):
             while stream.queue and not stream.busy:
-                if not self._start(stream.queue[0], now):
+                try:
+                    started = self._start(stream.queue[0], now)
+                except Exception:  # a bug of ours: fail this task, keep the stream going
+                    self.worker.internal_error(f"task of stream {stream.sid}")
+                    self._complete(stream.queue[0], errors.ACL_ERROR_RT_INTERNAL_ERROR)
+                    started = True
+                if not started:
                     if stream.deadline:
                         nearest = min(nearest, stream.deadline - now)
                     break
@@ -161,7 +266,8 @@ class Scheduler:
         self.progressed = progressed
         if self._touched:
             for client in self._touched:
-                client.notify_sync()
+                if not client.departed:
+                    client.notify_sync()
             self._touched.clear()
         return max(nearest, 0.0)
 
@@ -183,6 +289,7 @@ class Scheduler:
         if self.worker.faults.take_hang():
             stream.busy = stream.hung = True
             stream.client.streams[stream.base + _SE.HUNG] = 1
+            self._deadline(task, "", now)
             self.worker.log("EVENT", f"task {task.seq} of stream {stream.sid} hangs (injected)")
             return True
         handler = _INLINE.get(task.op)
@@ -206,6 +313,8 @@ class Scheduler:
         else:
             stream.busy = True
             task.engine = engine
+            self._deadline(task, engine, now)
+            stream.client.inflight += 1
             self.engines[engine].submit(task, run)
         return True
 
@@ -231,6 +340,7 @@ class Scheduler:
         if task.op == Op.LAUNCH:
             return run_kernel(self.worker, client, task)
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"unknown task op {task.op}")
+
 
     # completion ----------------------------------------------------------------------------
     def _complete(self, task: Task, code: int, report: bool = True) -> None:
@@ -321,6 +431,45 @@ _INLINE = {Op.RECORD: _record, Op.RESET_EVENT: _reset, Op.WAIT_EVENT: _wait,
            Op.CALLBACK: _callback}
 
 
+def _event_slot(value: object) -> None:
+    if not 0 <= u64(value) < layout.MAX_EVENTS:
+        raise BadFrame(f"event slot {value} not in [0, {layout.MAX_EVENTS})")
+
+
+def _count(value: object) -> None:
+    if u64(value) >= 1 << 63:  # a count must also fit a signed size_t (ctypes)
+        raise BadFrame(f"count {value} too large")
+
+
+def _flag(value: object) -> None:
+    if value not in (0, 1) or type(value) is not int:
+        raise BadFrame(f"expected 0 or 1, got {value!r}")
+
+
+def _name(value: object) -> None:
+    if type(value) is not str:
+        raise BadFrame(f"expected a kernel name, got {value!r:.60}")
+
+
+def _blocks(value: object) -> None:
+    if not 1 <= u64(value) <= MAX_BLOCKS:
+        raise BadFrame(f"num_blocks {value} not in [1, {MAX_BLOCKS}]")
+
+
+def _kernel_args(value: object) -> None:
+    if type(value) not in (tuple, list) or not all(
+            type(v) in (int, float, bool, str) for v in value):
+        raise BadFrame("kernel arguments must be an array of ints, floats, bools or strings")
+
+
+_TASK_ARGS = {
+    Op.COPY_ASYNC: (u64, u64, _count), Op.MEMSET_ASYNC: (u64, u64, _count),
+    Op.RECORD: (_event_slot, u64), Op.RESET_EVENT: (_event_slot,),
+    Op.WAIT_EVENT: (_event_slot, u64, u64), Op.LAUNCH: (u64, _name, _blocks, _kernel_args),
+    Op.CALLBACK: (u64, _flag),
+}
+
+
 def _run_copy(task: Task) -> int:
     dst, src, count, peers = task.args
     ctypes.memmove(dst, src, count)
@@ -333,3 +482,10 @@ def _run_memset(task: Task) -> int:
     ptr, value, count = task.args
     ctypes.memset(ptr, value & 0xFF, count)
     return 0
+
+
+def _cancel_running(stream: Stream) -> None:
+    """The stream's running task (on an engine, hung, or a blocking callback) will not
+    complete through its engine: a kernel stops at its next block, the report is dropped."""
+    if stream.busy and stream.queue:
+        stream.queue[0].cancelled = True

@@ -15,7 +15,18 @@ Main loop, one pass:
   3. housekeeping (at most every few ms): heartbeat, new or closing client slots, supervisor
      liveness, a stop request.
 A malformed frame is counted in ``bad_frames`` and answered with an error when it carries a
-sequence number; it never stops the loop.
+sequence number; it never stops the loop (``dispatch.py`` classifies every exception). A
+client whose ring is corrupt (head behind tail, a length beyond the maximum frame) is
+detached. A client that detaches while one of its tasks still runs on an engine is
+*retired*: its slot, memory and mappings are released only once the engine has reported
+(``Client.inflight`` back to 0), so no engine writes into unmapped memory and no completion
+lands in a reused slot.
+
+Threading model: one loop thread owns everything here (clients, slots, peers, the control
+block's counters) except: engine threads (``engines.py``) run task bodies and append to the
+scheduler's ``done`` deque, call ``wake`` (a semaphore post) and ``log``; kernels on engine
+threads reach the allocator through ``DeviceMemory.resolve`` (``memory.lock``). ``log`` is
+called from every thread: ``_log_lock`` serialises writes to the log ring (and stdout).
 """
 
 from __future__ import annotations
@@ -24,7 +35,9 @@ import argparse
 import os
 import select
 import sys
+import threading
 import time
+import traceback
 
 import psutil
 
@@ -33,7 +46,7 @@ from npuemu.device.faults import Faults
 from npuemu.device.memory import Arena, DeviceMemory, Tag
 from npuemu.device.scheduler import Scheduler
 from npuemu.shared import address, errors, layout, logring, protocol, shm
-from npuemu.shared.config import HEARTBEAT_S
+from npuemu.shared.config import HEARTBEAT_S, WorkerSettings
 from npuemu.shared.layout import (
     CLIENT_ENTRY,
     CLIENT_HEADER,
@@ -42,7 +55,7 @@ from npuemu.shared.layout import (
     ClientState,
     DeviceState,
 )
-from npuemu.shared.ring import Ring, RingFull
+from npuemu.shared.ring import Ring, RingCorrupt, RingFull
 
 SPIN_S = 1e-3
 RECENT_S = 1.0
@@ -80,6 +93,10 @@ class Client:
         self.unpinned: list[shm.Segment] = []
         self.binaries: dict[int, object] = {}
         self.next_binary = 0
+        self.inflight = 0  # tasks handed to engines and not yet reaped (loop thread only)
+        self.departed = False  # detached: nothing may be written into its tables any more
+        self.peers_ok: set[int] = set()  # peer cards this client's process has open
+        self.op_timeout_s = 0.0  # aclrtSetOpExecuteTimeOut of this process; 0 = defaults
 
     def reply(self, frame: tuple | list) -> None:
         try:
@@ -130,6 +147,17 @@ class Peer:
     def alive(self) -> bool:
         return self.ctl[_C.STATE] == DeviceState.READY
 
+    def serves(self, pid: int, ctime: int) -> bool:
+        """True if the host process ``(pid, ctime)`` is an ACTIVE client of this card."""
+        ctl = self.ctl
+        for slot in range(layout.MAX_CLIENTS):
+            base = CTL_CLIENTS + slot * CLIENT_ENTRY.words
+            if (ctl[base + CLIENT_ENTRY.STATE] == ClientState.ACTIVE
+                    and ctl[base + CLIENT_ENTRY.PID] == pid
+                    and ctl[base + CLIENT_ENTRY.CTIME] == ctime):
+                return True
+        return False
+
     def close(self) -> None:
         self.ctl.release()
         for seg in (self.ctl_seg, *self.arenas):
@@ -161,6 +189,7 @@ class Worker:
         self.peers: dict[int, Peer] = {}
         self.dead_peers: list[Peer] = []
         self.links = self.ctl[layout.CTL_LINKS :]
+        self.retired: list[Client] = []  # detached while an engine still runs their task
         self.supervisor_fd = os.pidfd_open(supervisor)
         self.running = True
         self._write_identity(hbm, ddr)
@@ -233,11 +262,32 @@ class Worker:
         client.wake.release()
 
     def _detach(self, slot: int) -> None:
-        """Reclaim everything of a client that detached or died, then free the slot."""
-        self.memory.reclaim(slot)
+        """Stop serving a client that detached or died; its running tasks are cancelled.
+        Its memory, mappings and slot are released now, or once its engine tasks have
+        reported (``retire``)."""
         client = self.clients.pop(slot, None)
+        if client is None:
+            if not any(c.slot == slot for c in self.retired):
+                self._release(slot, None)
+            return
+        self.active = list(self.clients.values())
+        client.departed = True
+        self.scheduler.drop_client(client)
+        if client.inflight:
+            self.retired.append(client)
+            self._set_slot(slot, CLIENT_ENTRY.STATE, ClientState.CLOSING)
+        else:
+            self._release(slot, client)
+
+    def retire(self) -> None:
+        """Release the retired clients whose engine tasks have all reported."""
+        for client in [c for c in self.retired if not c.inflight]:
+            self.retired.remove(client)
+            self._release(client.slot, client)
+
+    def _release(self, slot: int, client: Client | None) -> None:
+        self.memory.reclaim(slot)
         if client is not None:
-            self.scheduler.drop_client(client)
             client.close()
         shm.unlink_all(self.node, f"d{self.dev}.c{slot}.")
         shm.unlink_segment(shm.name(self.node, f"d{self.dev}", f"c{slot}"))
@@ -252,9 +302,14 @@ class Worker:
         handled = 0
         for client in self.active:
             sub = client.sub
-            while (payload := sub.pop()) is not None:
-                handled += 1
-                dispatch.handle(self, client, payload)
+            try:
+                while (payload := sub.pop()) is not None:
+                    handled += 1
+                    dispatch.handle(self, client, payload)
+            except RingCorrupt as err:
+                self.ctl[_C.BAD_FRAMES] += 1
+                self.log("ERROR", f"client slot {client.slot} detached: {err}")
+                self._detach(client.slot)
         if handled:
             self.ctl[_C.REQUESTS] += handled
         return handled
@@ -264,8 +319,12 @@ class Worker:
         scheduler = self.scheduler
         while self.running:
             now = time.monotonic()
-            served = self.serve()
-            until = scheduler.pump()
+            try:
+                served = self.serve()
+                until = scheduler.pump()
+            except Exception:  # a bug of ours: keep the card up, say where
+                self.internal_error("main loop")
+                served, until = 0, 0.01
             if served:
                 last_work = now
             elif now - last_work < SPIN_S:
@@ -294,9 +353,15 @@ class Worker:
 
     def resolve(self, client: Client, addr: int, count: int) -> int:
         """Address in this process of ``[addr, addr+count)``: a device pointer of the client
-        (on this card, or on a peer card: the host checked the peer allocation and the peer
-        access), or an address inside one of the client's pinned host blocks. Raises
-        AclError: 107000 for a bad range, 507057 if the peer card is gone."""
+        (on this card: inside one of its live blocks; on a peer card: inside that card's
+        arena, and only if the client's process is itself attached to the peer card), or an
+        address inside one of the client's pinned host blocks. Raises AclError: 107000 for a
+        bad range, 507057 if the peer card is gone.
+
+        Partial: on a peer card the worker cannot see which process owns a block (the peer's
+        allocator lives in the peer worker), so a raw frame of a process attached to both
+        cards can still name another process's block there; the host runtime refuses such
+        pointers before any frame is sent."""
         if not address.is_device_ptr(addr):
             for base, seg in client.pinned.items():
                 if base <= addr and addr + count <= base + seg.size:
@@ -308,7 +373,14 @@ class Worker:
         if dev == self.dev:
             arena, offset = self.memory.resolve(client.slot, addr, count)
             return arena.seg.address + offset
-        seg = self.peer(dev).arenas[kind]
+        peer = self.peer(dev)
+        if dev not in client.peers_ok:  # the frame may not come from the host runtime
+            if not peer.serves(self._slot(client.slot, CLIENT_ENTRY.PID),
+                               self._slot(client.slot, CLIENT_ENTRY.CTIME)):
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"0x{addr:x}: this process has not opened device {dev}")
+            client.peers_ok.add(dev)
+        seg = peer.arenas[kind]
         if offset + count > seg.size:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"0x{addr:x}+{count} is outside device {dev}'s memory")
@@ -347,6 +419,7 @@ class Worker:
 
     # device log ----------------------------------------------------------------------------
     def _init_log_levels(self) -> None:
+        self._log_lock = threading.Lock()
         ctl = self.ctl
         ctl[_C.LOG_LEVEL] = logring.parse_global_level()
         ctl[_C.EVENT_ENABLE] = int(logring.parse_event_enable())
@@ -355,7 +428,7 @@ class Worker:
             ctl[layout.CTL_MODULE_LEVELS + i] = modules.get(module, 0xFF)
         self.debug = self._any_debug()
         self.proc = f"npuemu-dev{self.dev}"
-        self.to_stdout = os.environ.get("ASCEND_LOG_PRINT_TO_STDOUT") == "1"
+        self.to_stdout = WorkerSettings.from_env().log_to_stdout
 
     def _any_debug(self) -> bool:
         """True if some module logs at DEBUG (callers test it before formatting a line)."""
@@ -370,15 +443,23 @@ class Worker:
 
     def log(self, level: str, message: str, module: str = "TS") -> None:
         """Write one line to this device's log ring (``shared/logring.py``) if its level is
-        enabled for ``module``."""
+        enabled for ``module``. Any thread; writes are serialised by ``_log_lock``."""
         number = logring.EVENT if level == "EVENT" else logring.LEVELS.index(level)
         if not self._enabled(number, module):
             return
         line = logring.format_line(number, module, os.getpid(), self.proc, message)
-        self.log_ring.write(line)
-        if self.to_stdout:
-            sys.stdout.write(line)
-            sys.stdout.flush()
+        with self._log_lock:
+            self.log_ring.write(line)
+            if self.to_stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+
+    def internal_error(self, where: str) -> None:
+        """Log the exception being handled, with its traceback, as an internal error (the
+        ERROR level is on by default) and count it in ``LAST_ERROR``."""
+        self.ctl[_C.LAST_ERROR] = errors.ACL_ERROR_RT_INTERNAL_ERROR
+        self.log("ERROR", f"internal error in {where}, ret={errors.ACL_ERROR_RT_INTERNAL_ERROR}"
+                          f":\n{traceback.format_exc(limit=-6)}")
 
     def housekeeping(self) -> None:
         ctl = self.ctl
@@ -388,6 +469,8 @@ class Worker:
         ctl[_C.COMMITTED] = sum(a.committed_bytes for a in self.memory.arenas)
         self.debug = self._any_debug()
         self.scan_slots()
+        if self.retired:
+            self.retire()
         if ctl[_C.STATE] == DeviceState.STOPPING:
             self.running = False
         elif select.select([self.supervisor_fd], [], [], 0)[0]:
@@ -400,6 +483,8 @@ class Worker:
             self._detach(slot)
         for engine in self.scheduler.engines.values():
             engine.stop()
+        self.scheduler.pump()  # reap what the engines reported while stopping
+        self.retire()  # a client still retired keeps its mappings until the process exits
         for peer in [*self.peers.values(), *self.dead_peers]:
             peer.close()
         self.links.release()

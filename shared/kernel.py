@@ -25,6 +25,31 @@ from collections.abc import Callable
 from typing import Any
 
 ENGINES = ("aicore", "aivector", "aicpu")
+MAX_BLOCKS = 65535
+"""Largest ``numBlocks`` of one launch. ``aclrtLaunchKernel`` takes it as a ``uint32_t``; the
+Ascend C kernel-launch documentation gives blockDim the range [1, 65535]. UNVERIFIED: the
+check itself was not found in the stored runtime source; 0 and larger values are refused
+with ``ACL_ERROR_INVALID_PARAM`` (100000) by the host and as a bad frame by the worker."""
+
+TIMEOUT_INTERVAL_US = 4_294_967
+"""``aclrtGetOpTimeOutInterval`` of the emulated cards, in us. The CANN documentation of
+``aclrtSetOpExecuteTimeOut`` (Atlas A2/A3) gives the AI Core default, 1091 s, and the largest
+settable timeout, ``interval * 254`` us; 1091 s / 254 gives this interval (about 2**32 ns).
+UNVERIFIED: the interval itself is not documented; it is derived from those two figures."""
+MAX_TIMEOUT_US = TIMEOUT_INTERVAL_US * 254
+"""Largest settable execution timeout (about 1091 s), also what a timeout of 0 means, and
+the default of AI Core, AI Vector and every non-kernel task."""
+AICPU_DEFAULT_TIMEOUT_US = 28_000_000
+"""Default execution timeout of AI CPU kernels (Atlas A2: 28 s)."""
+
+
+def actual_timeout_us(timeout_us: int) -> int:
+    """The execution timeout a card applies for a requested one (``aclrtSetOpExecuteTimeOutV2``
+    semantics): 0 = the maximum; otherwise rounded up to a multiple of the interval, at most
+    ``MAX_TIMEOUT_US``."""
+    if timeout_us <= 0:
+        return MAX_TIMEOUT_US
+    return min(-(-timeout_us // TIMEOUT_INTERVAL_US) * TIMEOUT_INTERVAL_US, MAX_TIMEOUT_US)
 
 
 def kernel(engine: str = "aicore") -> Callable[[Callable[..., Any]], Callable[..., Any]]:

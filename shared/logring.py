@@ -67,7 +67,11 @@ def parse_event_enable(env: Mapping[str, str] = os.environ) -> bool:
 
 
 class LogRing:
-    """Writer/reader of a log ring over ``buf`` (a memoryview of the whole segment)."""
+    """Writer/reader of a log ring over ``buf`` (a memoryview of the whole segment).
+
+    ``write`` is not thread-safe (it reads, then advances ``head``): a process with several
+    writer threads serialises them (the device worker holds its ``_log_lock``). Readers in
+    other processes need no lock: they copy the text and drop the first, partial line."""
 
     def __init__(self, buf: memoryview) -> None:
         self._head = buf[:8].cast("Q")

@@ -27,6 +27,7 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | BINARY_UNLOAD | bin id                      |                         |                   |
 | CALLBACK_DONE | slot, task seq              |                         | (no reply) releases a BLOCK callback |
 | INJECT      | fault name, {parameters}      |                         | ``device/faults.py`` |
+| SET_TIMEOUT | task execution timeout in us  |                         | (no reply) ``aclrtSetOpExecuteTimeOut*``, per client; 0 = default |
 
 Stream tasks are fire-and-forget frames ``[op, 0, stream slot, task seq, args...]``; their
 completion is published in the client's stream/event tables (``layout.py``):
@@ -43,6 +44,9 @@ completion is published in the client's stream/event tables (``layout.py``):
 
 Reports (device -> host, report ring): ``[EXCEPTION, stream slot, task seq, code, stream
 id, device]`` and ``[CALLBACK, stream slot, task seq, callback id, block]``.
+
+Every integer of a frame is a u64 (``0 <= v < 2**64``) unless the table says otherwise; a
+frame that breaks the table is a ``BadFrame`` (answered with 107000 when it carries a ``seq``).
 
 ``PROTOCOL_VERSION`` is written in every region header; a worker rejects a client whose
 version differs (client slot state REJECTED), so mixed installs fail at attach, not later.
@@ -75,6 +79,7 @@ class Op(enum.IntEnum):
     BINARY_UNLOAD = 15
     CALLBACK_DONE = 16
     INJECT = 17
+    SET_TIMEOUT = 18
     # stream tasks
     COPY_ASYNC = 32
     MEMSET_ASYNC = 33
@@ -86,6 +91,20 @@ class Op(enum.IntEnum):
 
 
 TASK_OPS = frozenset(op for op in Op if op >= Op.COPY_ASYNC)
+
+
+U64_LIMIT = 1 << 64
+
+
+class BadFrame(ValueError):
+    """A frame that does not follow this protocol (wrong shape, types or ranges)."""
+
+
+def u64(value: object) -> int:
+    """``value`` if it is a plain int in ``[0, 2**64)``; BadFrame otherwise."""
+    if type(value) is not int or not 0 <= value < U64_LIMIT:
+        raise BadFrame(f"expected an integer in [0, 2**64), got {value!r}")
+    return value
 
 
 class Report(enum.IntEnum):
@@ -102,11 +121,11 @@ def pack(frame: list | tuple) -> bytes:
 
 
 def unpack(payload: bytes) -> tuple:
-    """Decode one frame; raises ValueError for anything that is not a non-empty array."""
+    """Decode one frame; raises BadFrame for anything that is not a non-empty array."""
     try:
-        frame = msgpack.unpackb(payload, use_list=False, raw=False)
+        frame = msgpack.unpackb(payload, use_list=False, raw=False, strict_map_key=False)
     except Exception as err:  # msgpack raises several unrelated types
-        raise ValueError(f"undecodable frame: {err}") from err
+        raise BadFrame(f"undecodable frame: {err}") from err
     if not isinstance(frame, tuple) or not frame:
-        raise ValueError(f"frame is not a non-empty array: {frame!r}")
+        raise BadFrame(f"frame is not a non-empty array: {frame!r:.80}")
     return frame

@@ -40,6 +40,11 @@ class RingFull(Exception):
     """The frame does not fit now; the consumer has not caught up."""
 
 
+class RingCorrupt(ValueError):
+    """The ring's header or a frame length cannot be right (the producer broke the ring):
+    the consumer must stop reading this ring."""
+
+
 def region_size(capacity: int) -> int:
     """Bytes a ring of ``capacity`` data bytes occupies (header included)."""
     return HEADER_BYTES + capacity
@@ -94,11 +99,16 @@ class Ring:
 
     # consumer ------------------------------------------------------------------------------
     def pop(self) -> bytes | None:
-        """Take the oldest frame's payload (a copy), or None if the ring is empty."""
+        """Take the oldest frame's payload (a copy), or None if the ring is empty. Raises
+        RingCorrupt if the header says more than ``capacity`` bytes are queued (head behind
+        tail, or a lost write) or a length field is beyond ``max_frame``."""
         ctl = self._ctl
         tail = ctl[_TAIL]
-        if tail == ctl[_HEAD]:
+        used = ctl[_HEAD] - tail
+        if not used:
             return None
+        if not 0 < used <= self.capacity:
+            raise RingCorrupt(f"corrupt ring header: head {ctl[_HEAD]}, tail {tail}")
         pos = tail & self._mask
         if self.capacity - pos < 4:
             tail += self.capacity - pos
@@ -109,8 +119,8 @@ class Ring:
             tail += self.capacity - pos
             pos = 0
             n = _LEN.unpack_from(data, 0)[0]
-        if n > self.max_frame:
-            raise ValueError(f"corrupt frame length {n} at ring position {pos}")
+        if n > self.max_frame or (n + 11) & ~7 > used:
+            raise RingCorrupt(f"corrupt frame length {n} at ring position {pos}")
         payload = bytes(data[pos + 4 : pos + 4 + n])
         ctl[_TAIL] = tail + ((n + 11) & ~7)
         return payload

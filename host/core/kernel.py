@@ -19,6 +19,12 @@ from npuemu.host.core import runtime
 from npuemu.host.core.stream import resolve, submit
 from npuemu.host.driver.link import DeviceLink
 from npuemu.shared import errors
+from npuemu.shared.kernel import (
+    MAX_BLOCKS,
+    MAX_TIMEOUT_US,
+    TIMEOUT_INTERVAL_US,
+    actual_timeout_us,
+)
 from npuemu.shared.protocol import Op
 
 LIBRARY = npuemu.shared.kernel_library.__file__
@@ -101,8 +107,9 @@ def launch_kernel(func: object, num_blocks: int, args: object, stream_handle: ob
     if not isinstance(found, Function) or found.binary.destroyed:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"{func!r} is not a function")
     blocks = runtime.index(num_blocks, errors.ACL_ERROR_INVALID_PARAM, "num_blocks")
-    if blocks <= 0:
-        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"num_blocks {blocks}")
+    if not 1 <= blocks <= MAX_BLOCKS:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM,
+                               f"num_blocks {blocks} not in [1, {MAX_BLOCKS}]")
     values = list(args or ())
     if not all(isinstance(v, _ARG_TYPES) for v in values):
         raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM,
@@ -112,3 +119,45 @@ def launch_kernel(func: object, num_blocks: int, args: object, stream_handle: ob
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_CONTEXT,
                                "the binary was loaded on another device")
     submit(stream, Op.LAUNCH, found.binary.bin_id, found.name, blocks, values)
+
+
+# task execution timeout (process-wide; sent to every card this process has open) ---------------
+def set_op_execute_timeout(seconds: int) -> None:
+    """Mirrors ``aclrtSetOpExecuteTimeOut`` (seconds, a ``uint32_t``; 0 = the maximum).
+    Does not block. The last call of the process wins, for every card."""
+    value = runtime.index(seconds, errors.ACL_ERROR_INVALID_PARAM, "timeout")
+    if not 0 <= value < 1 << 32:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"timeout {value} s")
+    _apply_timeout(actual_timeout_us(value * 1_000_000))
+
+
+def set_op_execute_timeout_v2(timeout_us: int) -> int:
+    """Mirrors ``aclrtSetOpExecuteTimeOutV2`` (microseconds, a ``uint64_t``; 0 = the
+    maximum); returns the timeout in effect: a multiple of the interval, at most
+    ``interval * 254``. Does not block."""
+    value = runtime.index(timeout_us, errors.ACL_ERROR_INVALID_PARAM, "timeout")
+    if not 0 <= value < 1 << 64:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"timeout {value} us")
+    actual = actual_timeout_us(value)
+    _apply_timeout(actual)
+    return actual
+
+
+def get_op_timeout_interval() -> int:
+    """Mirrors ``aclrtGetOpTimeOutInterval``: the timeout granularity in microseconds."""
+    return TIMEOUT_INTERVAL_US
+
+
+def get_op_execute_timeout() -> int:
+    """Mirrors ``aclrtGetOpExecuteTimeout``: the AI Core timeout in effect, in milliseconds
+    (the set one, else the default)."""
+    return (runtime.get().op_timeout_us or MAX_TIMEOUT_US) // 1000
+
+
+def _apply_timeout(timeout_us: int) -> None:
+    rt = runtime.get()
+    with rt.lock:
+        rt.op_timeout_us = timeout_us
+        for od in list(rt.devices.values()):
+            if od.link.alive():
+                od.link.post(Op.SET_TIMEOUT, timeout_us)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-import os
 import traceback
 
 from npuemu.host.core import p2p, plog, runtime
@@ -31,8 +30,8 @@ from npuemu.shared.enums import MemcpyKind, MemLocationType
 from npuemu.shared.layout import DEVICE_CTL
 from npuemu.shared.protocol import Op
 
-TRACK_STACKS = os.environ.get("NPUEMU_TRACK_ALLOC") == "1"
-"""Record the Python stack of every allocation (for leak reports); costs ~20 us a malloc."""
+_HOST_LIMIT = 1 << 47
+"""No host can pin more than its user address space (47 bits on x86-64 and arm64)."""
 _K = MemcpyKind
 # kind -> (source is device, destination is device)
 _DIRECTIONS = {
@@ -73,7 +72,8 @@ def malloc(size: int, policy: int = 0) -> int:
     rt = runtime.get()
     link = rt.current_link()
     ptr, span, page_class = link.call(Op.MALLOC, size, policy)
-    stack = "".join(traceback.format_stack(limit=8)[:-1]) if TRACK_STACKS else ""
+    # NPUEMU_TRACK_ALLOC=1: record the Python stack (for leak reports; ~20 us a malloc)
+    stack = "".join(traceback.format_stack(limit=8)[:-1]) if rt.config.track_alloc else ""
     with rt.lock:
         rt.allocations[ptr] = Allocation(ptr, size, span, page_class, policy, link, stack)
         bisect.insort(rt.starts, ptr)
@@ -150,8 +150,11 @@ def _device_address(ptr: int, count: int) -> tuple[Allocation, int]:
 
 
 def malloc_host(size: int) -> int:
-    """Mirrors ``aclrtMallocHost``: pinned host memory (shared memory the devices can map)."""
-    _check_size(size, "size")
+    """Mirrors ``aclrtMallocHost``: pinned host memory (shared memory the devices can map).
+    100000 for size 0; 200000 (ACL_ERROR_BAD_ALLOC) when it cannot be had."""
+    size = _check_size(size, "size")
+    if size > _HOST_LIMIT:
+        raise errors.error_for(errors.ACL_ERROR_BAD_ALLOC, f"pinned host memory of {size} bytes")
     rt = runtime.get()
     rt.ensure_node()
     assert rt.pinned is not None
@@ -159,8 +162,10 @@ def malloc_host(size: int) -> int:
 
 
 def free_host(ptr: int) -> None:
-    """Mirrors ``aclrtFreeHost``."""
+    """Mirrors ``aclrtFreeHost``. 107000 for anything but a live ``malloc_host`` block."""
     rt = runtime.get()
+    if type(ptr) is not int:
+        ptr = index(ptr, errors.ACL_ERROR_RT_PARAM_INVALID, "pointer")
     if rt.pinned is None:
         raise _param(f"{ptr!r} is not a block from malloc_host")
     rt.pinned.free(ptr)
@@ -173,14 +178,18 @@ def free_host(ptr: int) -> None:
 
 # aclrtMemcpy / aclrtMemset ------------------------------------------------------------------
 def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
-    """Mirrors ``aclrtMemcpy`` (synchronous; no implicit stream sync). ``kind`` must match
-    the addresses (``ACL_MEMCPY_DEFAULT`` infers it). ``count > dst_max`` gives 107000, as
-    the rt layer's parameter check does (``RT_ERROR_INVALID_VALUE``)."""
-    dst, src, count, direction = _copy_args(dst, dst_max, src, count, kind, allow_zero=True)
+    """Mirrors ``aclrtMemcpy`` (synchronous; no implicit stream sync). The direction comes
+    from the addresses, as the real driver does: ``kind`` must be an aclrtMemcpyKind but is
+    not checked against them (except ``INNER_DEVICE_TO_DEVICE`` between two cards, refused:
+    UNVERIFIED). ``count > dst_max`` gives 107000, as the rt layer's parameter
+    check does (``RT_ERROR_INVALID_VALUE``)."""
+    _kind(kind)
+    dst, src, count, direction = _copy_args(dst, dst_max, src, count, _K.ACL_MEMCPY_DEFAULT,
+                                            allow_zero=True)
     if count == 0:
         return
     runtime.get().current()
-    if direction == (True, True):
+    if direction == (True, True):  # INNER_DEVICE_TO_DEVICE across two cards is refused
         _d2d(dst, src, count, kind)
     elif direction == (False, True):
         _h2d(dst, src, count)
@@ -283,6 +292,7 @@ def pointer_get_attributes(ptr: int) -> dict:
     HOST; other host addresses UNREGISTERED. (The pyACL return shape is our choice.)
     """
     rt = runtime.get()
+    ptr = index(ptr, errors.ACL_ERROR_INVALID_PARAM, "pointer")
     if address.is_device_ptr(ptr):
         alloc = find(ptr, 1)
         logical = next(d for d, od in rt.devices.items() if od.link is alloc.link)
@@ -335,7 +345,8 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
 
 def memset_async(ptr: int, max_count: int, value: int, count: int,
                  stream_handle: object) -> None:
-    """Mirrors ``aclrtMemsetAsync`` on device memory: queued on the stream."""
+    """Mirrors ``aclrtMemsetAsync`` on device memory of the stream's card or on pinned host
+    memory (``malloc_host``): queued on the stream."""
     from npuemu.host.core import stream as streams
 
     max_count = _check_size(max_count, "max_count", allow_zero=True)
@@ -345,12 +356,24 @@ def memset_async(ptr: int, max_count: int, value: int, count: int,
     ptr = _check_ptr(ptr)
     value = index(value, errors.ACL_ERROR_INVALID_PARAM, "value")
     stream = streams.resolve(stream_handle, for_submit=True)
-    if not address.is_device_ptr(ptr) or find(ptr, count).link is not stream.link:
-        raise _param(f"0x{ptr:x} is not memory of the stream's device")
+    if address.is_device_ptr(ptr):
+        if find(ptr, count).link is not stream.link:
+            raise _param(f"0x{ptr:x} is not memory of the stream's device")
+    elif not _pinned(stream.link, ptr, count):
+        raise _param(f"0x{ptr:x}+{count} is neither device memory nor pinned host memory")
     streams.submit(stream, Op.MEMSET_ASYNC, ptr, value & 0xFF, count)
 
 
+def _kind(kind: object) -> int:
+    """``kind`` as an int; 107000 unless it is an aclrtMemcpyKind value."""
+    kind = index(kind, errors.ACL_ERROR_RT_PARAM_INVALID, "memcpy kind")
+    if kind != _K.ACL_MEMCPY_DEFAULT and kind not in _DIRECTIONS:
+        raise _param(f"memcpy kind {kind!r} is not an aclrtMemcpyKind")
+    return kind
+
+
 def _direction(dst: int, src: int, kind: int) -> tuple[bool, bool]:
+    kind = _kind(kind)
     src_dev, dst_dev = address.is_device_ptr(src), address.is_device_ptr(dst)
     expected = (src_dev, dst_dev) if kind == _K.ACL_MEMCPY_DEFAULT else _DIRECTIONS.get(kind)
     if expected is None:

@@ -17,6 +17,7 @@ import contextlib
 import operator
 import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from npuemu.host.driver.link import DeviceLink
 from npuemu.host.driver.node import Node
 from npuemu.shared import errors, logring
 from npuemu.shared.config import NodeConfig, parse_visible_devices
+from npuemu.shared.protocol import Op
 
 
 @dataclass
@@ -71,7 +73,13 @@ class Runtime:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.pid = os.getpid()
-        self.config = NodeConfig.from_env()
+        try:
+            self.config = NodeConfig.from_env()
+            self.config_problem = ""
+        except (ValueError, TypeError) as err:  # reported by init / set_device, not here
+            self.config = NodeConfig()
+            self.config_problem = str(err).splitlines()[0]
+            print(f"npuemu: invalid configuration: {self.config_problem}", file=sys.stderr)
         self.node: Node | None = None
         self.devices: dict[int, OpenDevice] = {}
         self.contexts: dict[int, Context] = {}
@@ -84,6 +92,7 @@ class Runtime:
         self._next_handle = 0x5A000000
         self.handles: dict[int, Any] = {}  # stream and event handles -> objects
         self.peer_access: set[tuple[int, int]] = set()  # (device, peer), logical ids
+        self.op_timeout_us = 0  # aclrtSetOpExecuteTimeOut*, sent to every card opened (kernel.py)
         self.initialized = False
 
     # node and devices ----------------------------------------------------------------------
@@ -93,8 +102,16 @@ class Runtime:
                                    "npuemu cannot be used in a forked child of the process "
                                    "that started it; use multiprocessing's 'spawn' method")
 
+    def check_config(self) -> None:
+        """207004 (no usable device) with one line naming the bad ``NPUEMU_*`` variable,
+        if the environment was invalid: no node is started with it."""
+        if self.config_problem:
+            raise errors.error_for(errors.ACL_ERROR_RT_NO_DEVICE,
+                                   f"invalid configuration: {self.config_problem}")
+
     def ensure_node(self) -> Node:
         self.check_fork()
+        self.check_config()
         if self.node is None:
             with self.lock:
                 if self.node is None:
@@ -107,6 +124,7 @@ class Runtime:
 
     def visible(self) -> list[int]:
         """Node device ids visible to this process, indexed by logical id."""
+        self.check_config()
         if self.config.name:  # a shared node: its size is only known once attached
             self.ensure_node()
         total = self.node.devices if self.node else self.config.devices
@@ -127,6 +145,8 @@ class Runtime:
             if od is None:
                 link = self.ensure_node().open_link(self.visible()[dev])
                 link.logical = dev
+                if self.op_timeout_us:
+                    link.post(Op.SET_TIMEOUT, self.op_timeout_us)
                 od = OpenDevice(dev, link, self._new_context(dev, primary=True))
                 self.devices[dev] = od
             return od
@@ -144,6 +164,9 @@ class Runtime:
             for handle in [h for h, obj in self.handles.items() if obj.link is od.link]:
                 self.handles.pop(handle).destroyed = True
             del self.devices[od.logical]
+            # peer access enabled from this device goes with its context (re-enable it after
+            # set_device); access other devices enabled towards it stays (UNVERIFIED)
+            self.peer_access = {pair for pair in self.peer_access if pair[0] != od.logical}
             assert self.node is not None
             self.node.close_link(od.link)
 

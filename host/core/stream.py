@@ -18,6 +18,7 @@ timestamp 107006, and end before start 107007.
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 from npuemu.host.core import plog, runtime
@@ -42,6 +43,12 @@ FAST_SYNC_SPIN_S = 2e-3
 _RETURN_AT_ONCE = (StreamFlag.ACL_STREAM_PERSISTENT | StreamFlag.ACL_STREAM_DEVICE_USE_ONLY
                    | StreamFlag.ACL_STREAM_CPU_SCHEDULE)
 """Streams whose synchronize returns at once, as the reference says."""
+PERSISTENT_CACHE = 64
+"""Most destroyed ``ACL_STREAM_PERSISTENT`` streams kept per device for reuse (seed §4.1)."""
+_cache: weakref.WeakKeyDictionary[DeviceLink, list[tuple[int, int, int, int]]] = (
+    weakref.WeakKeyDictionary())
+"""Per link: (slot, sid, submitted, seen_errors) of destroyed persistent streams whose
+worker-side stream is kept alive for the next ``create_stream``; guarded by the link's lock."""
 
 
 @dataclass(eq=False)
@@ -59,6 +66,7 @@ class Stream:
     seen_errors: int = 0
     destroyed: bool = False
     creator_tid: int = field(default_factory=threading.get_native_id)
+    mode_set: bool = False  # set_failure_mode was called (then it is not cached for reuse)
 
     def completed(self) -> int:
         return self.link.streams[self.slot * _SE.words + _SE.COMPLETED]
@@ -97,12 +105,21 @@ def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     FAST_SYNC makes synchronize poll ~2 ms before sleeping; PERSISTENT, DEVICE_USE_ONLY and
     CPU_SCHEDULE make synchronize return at once (as the reference says; their tasks still
     run in order); FAST_LAUNCH and HUGE are accepted with no effect; unknown bits are kept.
-    207008 when the device's stream limit (``NPUEMU_MAX_STREAMS``, default 1024) is reached."""
+    207008 when the device's stream limit (``NPUEMU_MAX_STREAMS``, default 1024) is reached.
+    A stream left in the cache by a destroyed PERSISTENT stream is reused without a round
+    trip (seed §4.1; the worker records but does not use priority and flags)."""
     rt = runtime.get()
     ctx = rt.current()
     link = rt.devices[ctx.device].link
     priority = min(max(index(priority, errors.ACL_ERROR_INVALID_PARAM, "priority"), 0), 7)
     flags = index(flags, errors.ACL_ERROR_INVALID_PARAM, "flag")
+    with link.lock:
+        cached = _cache.get(link)
+        reuse = cached.pop() if cached else None
+    if reuse is not None:
+        slot, sid, submitted, seen = reuse
+        return rt.register(Stream(0, ctx.device, link, slot, sid, priority, flags,
+                                  submitted, seen))
     pool = link.stream_slots
     slot = pool.take(errors.ACL_ERROR_RT_NO_STREAM_RESOURCE)
     try:
@@ -210,15 +227,36 @@ def destroy_stream(handle: object, force: bool = False) -> None:
     if not force:
         target = stream.submitted
         stream.link.wait_until(lambda: stream.done(target), None)
-    close_stream(stream)
+    close_stream(stream, force)
 
 
-def close_stream(stream: Stream) -> None:
+def _keep(stream: Stream) -> bool:
+    """Put a destroyed PERSISTENT stream (idle, default failure mode) in its link's cache."""
+    if not stream.flags & StreamFlag.ACL_STREAM_PERSISTENT or stream.mode_set:
+        return False
+    link = stream.link
+    if not link.alive() or not stream.done(stream.submitted):
+        return False
+    table, base = link.streams, stream.slot * _SE.words
+    with link.lock:
+        cached = _cache.setdefault(link, [])
+        if len(cached) >= PERSISTENT_CACHE:
+            return False
+        cached.append((stream.slot, stream.sid, stream.submitted, table[base + _SE.ERR_COUNT]))
+    return True
+
+
+def close_stream(stream: Stream, force: bool = False) -> None:
     rt = runtime.get()
     stream.destroyed = True
     rt.handles.pop(stream.handle, None)
+    from npuemu.host.core import callbacks
+
+    callbacks.forget_stream(stream)
     if plog.debug:
         plog.log(logring.DEBUG, f"stream {stream.sid} destroyed")
+    if not force and _keep(stream):
+        return
     if stream.link.alive():
         stream.link.call(Op.STREAM_DESTROY, stream.slot)
         stream.link.stream_slots.give(stream.slot)
@@ -232,6 +270,7 @@ def set_failure_mode(handle: object, mode: int) -> None:
         raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"failure mode {mode}")
     stream = resolve(handle)
     stream.link.call(Op.STREAM_MODE, stream.slot, mode)
+    stream.mode_set = True
 
 
 def stream_abort(handle: object) -> None:

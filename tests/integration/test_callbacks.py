@@ -87,7 +87,7 @@ def test_launch_callback_served_by_a_subscribed_thread(run_py):
         s, s3 = stream(), stream()
         R["subscribe"] = [acl.rt.subscribe_report(tid, s), acl.rt.subscribe_report(tid, s3)]
         R["resubscribe"] = [acl.rt.subscribe_report(tid, s),
-                            acl.rt.subscribe_report(threading.get_native_id(), s)]
+                            acl.rt.subscribe_report(threading.get_ident(), s)]
         subscribed.set()
 
         # callbacks run in stream order with their args, blocking or not
@@ -166,7 +166,7 @@ def test_process_report_and_launch_callback_errors(run_py):
         R["bad_timeouts"] = [acl.rt.process_report(0), acl.rt.process_report(-2)]
         R["no_subscriber"] = acl.rt.launch_callback(lambda _: None, None, 0, s)
         R["default_no_subscriber"] = acl.rt.launch_callback(lambda _: None, None, 1, 0)
-        me = threading.get_native_id()
+        me = threading.get_ident()
         R["subscribe_me"] = acl.rt.subscribe_report(me, s)
         t = time.monotonic()
         R["timeout"] = acl.rt.process_report(50)
