@@ -39,7 +39,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from npuemu.host.core import runtime
-from npuemu.host.core.stream import Stream, resolve, streams_of, submit
+from npuemu.host.core.stream import (
+    Stream,
+    on_stream_closed,
+    on_stream_created,
+    resolve,
+    streams_of,
+    submit,
+)
 from npuemu.host.driver.link import DeviceLink
 from npuemu.shared import errors
 from npuemu.shared.enums import CallbackBlockType
@@ -79,6 +86,9 @@ def ensure_reporter(link: DeviceLink) -> None:
             link.reporter = threading.Thread(target=_serve, args=(link,), daemon=True,
                                              name=f"npuemu-reports-d{link.dev}")
             link.reporter.start()
+
+
+on_stream_created(ensure_reporter)  # every link with a stream drains its report ring
 
 
 def _serve(link: DeviceLink) -> None:
@@ -348,3 +358,6 @@ def forget_stream(stream: Stream) -> None:
         q = _queues.get(tid) if tid is not None else None
     if q is not None:
         q.put(_WAKE)
+
+
+on_stream_closed(forget_stream)  # a destroyed stream ends its subscriptions

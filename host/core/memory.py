@@ -14,6 +14,11 @@ Device pointers are checked against this process's live allocations before any b
 unknown, freed, foreign (another process's) and out-of-range pointers give
 ``ACL_ERROR_RT_PARAM_INVALID`` (107000; the reference leaves the exact code unverified).
 Host pointers are checked against this process's mappings (``hostmem.HostMaps``).
+
+Threading model: any thread may call in. ``Runtime.lock`` guards ``allocations`` and
+``starts`` together (malloc, free, reset); ``find`` reads them without it and tolerates a
+concurrent change (a block freed meanwhile is simply not found: 107000). The pinned and
+staging pools, host maps and links have their own locks (``host/driver/``).
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ import ctypes
 import traceback
 
 from npuemu.host.core import p2p, plog, runtime
+from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Allocation, index
-from npuemu.host.driver.link import DeviceLink
-from npuemu.shared import address, errors, layout, logring, shm
+from npuemu.host.driver.interface import Link
+from npuemu.shared import address, errors, logring, shm
 from npuemu.shared.enums import MemcpyKind, MemLocationType
-from npuemu.shared.layout import DEVICE_CTL
 from npuemu.shared.protocol import Op
 
 _HOST_LIMIT = 1 << 47
@@ -112,28 +117,40 @@ def get_mem_usage_info(dev: int) -> list[dict]:
     device's per-client accounting) plus ``"total"``; names are our choice."""
     link = runtime.get().open_device(dev).link
     link.call(Op.PING)  # frees queued before are counted
-    ctl = link.ctl
-    entries = [{"name": "total", "curMemSize": ctl[DEVICE_CTL.HBM_USED] + ctl[DEVICE_CTL.DDR_USED],
-                "memPeakSize": ctl[DEVICE_CTL.HBM_PEAK] + ctl[DEVICE_CTL.DDR_PEAK]}]
-    for slot in range(layout.MAX_CLIENTS):
-        base = layout.CTL_CLIENTS + slot * layout.CLIENT_ENTRY.words
-        if ctl[base + layout.CLIENT_ENTRY.STATE] == layout.ClientState.ACTIVE:
-            entries.append({"name": f"pid {ctl[base + layout.CLIENT_ENTRY.PID]}",
-                            "curMemSize": ctl[base + layout.CLIENT_ENTRY.USED],
-                            "memPeakSize": ctl[base + layout.CLIENT_ENTRY.PEAK]})
+    mem = link.memory_usage()
+    entries = [{"name": "total", "curMemSize": mem.hbm_used + mem.ddr_used,
+                "memPeakSize": mem.hbm_peak + mem.ddr_peak}]
+    entries += [{"name": f"pid {c.pid}", "curMemSize": c.used, "memPeakSize": c.peak}
+                for c in link.client_usage()]
     return sorted(entries, key=lambda e: -e["curMemSize"])
 
 
 def find(ptr: int, count: int) -> Allocation:
-    """The live allocation holding ``[ptr, ptr+count)``; 107000 otherwise."""
+    """The live allocation holding ``[ptr, ptr+count)``; 107000 otherwise. Lock-free when
+    found; a miss is confirmed under ``Runtime.lock`` (another thread may be changing the
+    tables)."""
     rt = runtime.get()
-    i = bisect.bisect_right(rt.starts, ptr) - 1
-    alloc = rt.allocations.get(rt.starts[i]) if i >= 0 else None
+    alloc = _containing(rt, ptr)
     if alloc is None or ptr + count > alloc.ptr + alloc.size:
-        if alloc is not None and ptr < alloc.ptr + alloc.size:
+        with rt.lock:
+            alloc = _containing(rt, ptr)
+        if alloc is None:
+            raise _param(f"0x{ptr:x} is not in a live device allocation of this process")
+        if ptr + count > alloc.ptr + alloc.size:
             raise _param(f"0x{ptr:x}+{count} runs past its allocation (0x{alloc.ptr:x}, "
                          f"{alloc.size} bytes)")
-        raise _param(f"0x{ptr:x} is not in a live device allocation of this process")
+    return alloc
+
+
+def _containing(rt: runtime.Runtime, ptr: int) -> Allocation | None:
+    starts = rt.starts
+    i = bisect.bisect_right(starts, ptr) - 1
+    try:
+        alloc = rt.allocations.get(starts[i]) if i >= 0 else None
+    except IndexError:  # the list shrank meanwhile (a free in another thread)
+        return None
+    if alloc is None or not alloc.ptr <= ptr < alloc.ptr + alloc.size:
+        return None
     return alloc
 
 
@@ -141,8 +158,7 @@ def _device_address(ptr: int, count: int) -> tuple[Allocation, int]:
     """Validated allocation and the address of ``ptr`` in this process's arena mapping.
     (The mapping outlives the worker, so the caller checks liveness after the copy.)"""
     alloc = find(ptr, count)
-    ctl = alloc.link.ctl
-    if ctl[DEVICE_CTL.POISONED] and layout.poisoned_overlap(ctl, ptr, count):
+    if alloc.link.poisoned(ptr, count):
         raise errors.error_for(errors.ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR,
                                f"0x{ptr:x}+{count} touches an isolated HBM page")
     _dev, arena, offset = address.decode(ptr)
@@ -313,8 +329,6 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
     truly async. Pageable host memory is staged through a pinned buffer, as the runtime
     does: an H2D call returns once the source is staged, a D2H call returns after the copy.
     Async H2H is 207000 (as in EP mode)."""
-    from npuemu.host.core import stream as streams
-
     dst, src, count, direction = _copy_args(dst, dst_max, src, count, kind, allow_zero=False)
     if direction == (False, False):
         raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "async host-to-host copy")
@@ -347,8 +361,6 @@ def memset_async(ptr: int, max_count: int, value: int, count: int,
                  stream_handle: object) -> None:
     """Mirrors ``aclrtMemsetAsync`` on device memory of the stream's card or on pinned host
     memory (``malloc_host``): queued on the stream."""
-    from npuemu.host.core import stream as streams
-
     max_count = _check_size(max_count, "max_count", allow_zero=True)
     count = _check_size(count, "count")
     if count > max_count:
@@ -385,7 +397,7 @@ def _direction(dst: int, src: int, kind: int) -> tuple[bool, bool]:
     return expected
 
 
-def _pinned(link: DeviceLink, ptr: int, count: int) -> bool:
+def _pinned(link: Link, ptr: int, count: int) -> bool:
     """True (after making sure the device has mapped it) if ``[ptr, ptr+count)`` is inside a
     pinned block."""
     rt = runtime.get()
@@ -396,14 +408,14 @@ def _pinned(link: DeviceLink, ptr: int, count: int) -> bool:
     return True
 
 
-def pin(link: DeviceLink, base: int, seg: shm.Segment) -> None:
+def pin(link: Link, base: int, seg: shm.Segment) -> None:
     """Let ``link``'s worker map a pinned block (one round trip, once per block and link)."""
     if base not in link.pinned:
         link.call(Op.PIN, base, seg.size, seg.name)
         link.pinned.add(base)
 
 
-def _stage(link: DeviceLink, count: int) -> int:
+def _stage(link: Link, count: int) -> int:
     rt = runtime.get()
     addr = rt.staging.take(count)
     seg = rt.pinned.find(addr)
