@@ -123,6 +123,9 @@ def install_acl() -> None:
     from npuemu.host.acl import toplevel
 
     toplevel.install()
+    from npuemu.host.acl import hccl  # pyhccl's names (collectives)
+
+    sys.modules["pyhccl"] = hccl
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -164,14 +167,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 _DELEGATED = {"inject": "inject a hardware fault into a card of a running node",
               "smi": "npu-smi: NPU table, health, ECC and memory information",
               "msnpureport": "msnpureport: export device logs, query and set log levels",
-              "atc": "ATC: compile single-op descriptions (--singleop) into .om files"}
+              "atc": "ATC: ONNX models (--model) or single-op descriptions (--singleop) "
+                     "into .om files",
+              "hccl-test": "hccl_test: collective benchmarks (all_reduce, ...) on the cards"}
 """Subcommands handled by ``npuemu.tools.<name>.main(argv) -> int`` (their own parsers)."""
 
 
 def _delegate(name: str, argv: list[str]) -> int:
     import importlib
 
-    return importlib.import_module(f"npuemu.tools.{name}").main(argv)
+    return importlib.import_module(f"npuemu.tools.{name.replace('-', '_')}").main(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
