@@ -29,7 +29,9 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | INJECT      | fault name, {parameters}      |                         | ``device/faults.py`` |
 | SET_TIMEOUT | task execution timeout in us  |                         | (no reply) ``aclrtSetOpExecuteTimeOut*``, per client; 0 = default |
 
-Stream tasks are fire-and-forget frames ``[op, 0, stream slot, task seq, args...]``; their
+Stream tasks are fire-and-forget frames ``[op, submit, stream slot, task seq, args...]``;
+``submit`` is 0, or the host's submit time (``time.monotonic_ns()``) when the host profiles:
+such a task is recorded in the card's trace ring (``trace.py``). Their
 completion is published in the client's stream/event tables (``layout.py``):
 
 | task op      | args                                   |

@@ -125,6 +125,7 @@ def install_acl() -> None:
     sys.modules["acl"] = acl
     sys.modules["acl.rt"] = acl.rt
     sys.modules["acl.util"] = acl.util
+    sys.modules["acl.prof"] = acl.prof
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -154,7 +155,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 _DELEGATED = {"inject": "inject a hardware fault into a card of a running node",
               "smi": "npu-smi: NPU table, health, ECC and memory information",
-              "msnpureport": "msnpureport: export device logs, query and set log levels"}
+              "msnpureport": "msnpureport: export device logs, query and set log levels",
+              "msprof": "msprof: profile a program, export, analyze and plot its timeline"}
 """Subcommands handled by ``npuemu.tools.<name>.main(argv) -> int`` (their own parsers)."""
 
 

@@ -1,13 +1,14 @@
 """npuemu's pyACL-compatible ``acl`` module: ``import acl`` resolves here under
 ``npuemu run script.py`` (nothing named ``acl`` is installed: PyPI has an unrelated one).
 
-Submodules as in pyACL: ``acl.rt`` (runtime), ``acl.util`` (pointer helpers). Calls return
+Submodules as in pyACL: ``acl.rt`` (runtime), ``acl.util`` (pointer helpers), ``acl.prof``
+(profiling). Calls return
 ``ret`` or a tuple ending in ``ret``; pointers and handles are ints.
 """
 
 from __future__ import annotations
 
-from npuemu.host.acl import rt, util
+from npuemu.host.acl import prof, rt, util
 from npuemu.host.acl._wrap import recent_message
 from npuemu.host.core import device
 from npuemu.host.core.runtime import get as _runtime
@@ -51,5 +52,5 @@ def get_recent_err_msg() -> str:
     return recent_message()
 
 
-__all__ = ["finalize", "get_recent_err_msg", "get_soc_name", "get_version", "init", "rt",
-           "util"]
+__all__ = ["finalize", "get_recent_err_msg", "get_soc_name", "get_version", "init", "prof",
+           "rt", "util"]

@@ -55,6 +55,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from npuemu.host.api.prof import Profile, profile
 from npuemu.host.core import device as _device
 from npuemu.host.core import kernel as _kernel
 from npuemu.host.core import memory as _memory
@@ -90,11 +91,13 @@ __all__ = [
     "MemInfo",
     "OutOfMemoryError",
     "ParamError",
+    "Profile",
     "ResourceError",
     "StorageError",
     "SyncTimeoutError",
     "current_device",
     "device_count",
+    "profile",
     "retained_devices",
 ]
 

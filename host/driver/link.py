@@ -104,6 +104,7 @@ class DeviceLink:
         self.reporter: threading.Thread | None = None  # started by host/core/callbacks.py
         self.host_func_queues: dict[int, Any] = {}  # stream slot -> its host-func queue
         self.logical = dev  # the id this process knows the device by (set by the runtime)
+        self.tracer: Any = None  # while profiling: stamps task frames (host/driver/trace.py)
         self._open_device()
         self._create_client()
         self._handshake()
@@ -243,6 +244,8 @@ class DeviceLink:
         ``lock``, so task numbers and ring order agree."""
         if self.lost_detail or self.ctl[DEVICE_CTL.STATE] != DeviceState.READY:
             self.check_alive()
+        if self.tracer is not None:  # profiled: the card records frames with a submit stamp
+            frame = self.tracer.stamp(frame)
         self._push(protocol.pack(frame))
 
     def wait_until(self, done: Callable[[], bool], timeout_s: float | None,
