@@ -16,6 +16,7 @@ runs under the link's lock (so ``submitters`` is guarded by it).
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import threading
 import time
@@ -32,6 +33,8 @@ _H, _R = tl.TRACE_HEADER, tl.TRACE_RECORD
 RECORD_DTYPE = np.dtype([(f.name, "<u8") for f in _R.fields])
 """One trace record as a numpy structured type (field names of TRACE_RECORD)."""
 ENGINE_NAMES = tl.ENGINE_NAMES
+_local = threading.local()
+_thread_numbers = itertools.count(1)
 
 
 class TraceReader:
@@ -63,7 +66,7 @@ class TraceReader:
         words[_H.READ] = words[_H.WRITE]  # older records are someone else's run
         self.dropped_at_start = words[_H.DROPPED]
         self.submitters: collections.Counter = collections.Counter()
-        """(stream slot, host thread ident) -> tasks submitted while stamping."""
+        """(stream slot, host thread label) -> tasks submitted while stamping."""
 
     def start(self) -> None:
         """Stamp this process's task frames from now on (the card records them)."""
@@ -76,7 +79,13 @@ class TraceReader:
     def stamp(self, frame: tuple) -> tuple:
         """``frame`` with its submit time; counts the submitting thread per stream slot.
         Called by ``DeviceLink.submit_locked`` under the link's lock."""
-        self.submitters[(frame[2], threading.get_ident())] += 1
+        try:
+            thread = _local.label
+        except AttributeError:  # first stamp of this thread: idents are reused, labels not
+            current = threading.current_thread()
+            thread = _local.label = (f"{current.name} (tid {threading.get_native_id()}, "
+                                     f"#{next(_thread_numbers)})")
+        self.submitters[(frame[2], thread)] += 1
         return (frame[0], time.monotonic_ns(), *frame[2:])
 
     def drain(self) -> np.ndarray:

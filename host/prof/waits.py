@@ -40,7 +40,7 @@ class StreamStats:
     tasks: int = 0
     waited_on: dict[int, int] = field(default_factory=dict)  # producer stream -> ns
     caused_ns: int = 0  # time other streams spent blocked on this one's records
-    threads: dict[int, int] = field(default_factory=dict)  # host thread -> tasks submitted
+    threads: dict[str, int] = field(default_factory=dict)  # host thread -> tasks submitted
 
     @property
     def idle_ns(self) -> int:
@@ -149,7 +149,7 @@ def _diagnose(report: Report) -> None:
     for s in report.streams:
         if len(s.threads) > 1:
             report.shared_streams.append((s.dev, s.stream))
-            counts = ", ".join(f"thread {tid}: {n}" for tid, n in sorted(s.threads.items()))
+            counts = ", ".join(f"{thread}: {n}" for thread, n in sorted(s.threads.items()))
             report.diagnoses.append(
                 f"device {s.dev} stream {s.stream} receives tasks from {len(s.threads)} host "
                 f"threads ({counts}): their submissions serialise on one stream; give each "
