@@ -4,7 +4,7 @@ Layout and protocol: ``shared/trace.py``. A task is recorded if its frame carrie
 submit stamp (``Task.submit_ns``; only a profiling host stamps): the scheduler tests that
 field when a task starts (to note its first start) and when it completes (to call
 ``write``), and that is all profiling costs a card when it is off. The record goes into a
-preallocated slot of the ring (a handful of word stores, no allocation); if the reader is
+preallocated slot of the ring (one ``struct.pack_into``, nothing kept); if the reader is
 behind by a whole ring the record is dropped and counted, never waited for.
 
 Threading model: ``write`` and ``name_id`` run in the worker's loop thread only (task
@@ -16,6 +16,7 @@ threads only set ``Task.start_ns``/``end_ns`` of the task they run. The host rea
 from __future__ import annotations
 
 import os
+import struct
 import time
 from typing import Any
 
@@ -26,7 +27,12 @@ from npuemu.shared.protocol import Op
 _H, _R = tl.TRACE_HEADER, tl.TRACE_RECORD
 _ENGINE = tl.ENGINE_IDS
 _WORDS = _R.words
-_BASE = tl.RECORDS_OFFSET // 8
+_RECORD = struct.Struct(f"<{_R.words}Q")  # one record, packed in one call
+_COPY, _MEMSET, _LAUNCH = int(Op.COPY_ASYNC), int(Op.MEMSET_ASYNC), int(Op.LAUNCH)
+_REC, _WAIT, _RESET = int(Op.RECORD), int(Op.WAIT_EVENT), int(Op.RESET_EVENT)
+_now = time.monotonic_ns
+_WRITE, _READ, _DROPPED = _H.WRITE, _H.READ, _H.DROPPED
+_OFFSET, _SIZE = tl.RECORDS_OFFSET, _R.size
 
 
 class TraceWriter:
@@ -42,7 +48,8 @@ class TraceWriter:
             shm.unlink_segment(name)
             self.seg = shm.Segment(name, size, create=True)
         self.name = name
-        words = self.words = self.seg.buf.cast("Q")
+        self.buf = self.seg.buf
+        words = self.words = self.buf.cast("Q")
         words[_H.CAPACITY], words[_H.RECORD_WORDS] = self.capacity, _WORDS
         words[_H.BOOT_NS], words[_H.DEV], words[_H.VERSION] = boot_ns, dev, tl.TRACE_VERSION
         words[_H.MAGIC] = tl.MAGIC_TRACE
@@ -51,46 +58,36 @@ class TraceWriter:
     def write(self, task: Any, code: int) -> None:
         """Record the completed ``task`` (a scheduler ``Task``). Never blocks."""
         words = self.words
-        written = words[_H.WRITE]
-        if written - words[_H.READ] >= self.capacity:
-            words[_H.DROPPED] += 1
+        written = words[_WRITE]
+        if written - words[_READ] >= self.capacity:
+            words[_DROPPED] += 1
             return
-        now = time.monotonic_ns()
         stream = task.stream
         op, args = task.op, task.args
-        b = _BASE + (written % self.capacity) * _WORDS
-        words[b + _R.OP] = op
-        words[b + _R.CLIENT] = stream.client.slot
-        words[b + _R.STREAM_SLOT] = stream.slot
-        words[b + _R.STREAM_ID] = stream.sid
-        words[b + _R.SEQ] = task.seq
-        words[b + _R.SUBMIT_NS] = task.submit_ns
-        start = task.start_ns or now
-        words[b + _R.START_NS] = start
-        end = task.end_ns
-        words[b + _R.END_NS] = end if end >= start else now
-        words[b + _R.CODE] = code
+        start, end = task.start_ns, task.end_ns
+        if not start or end < start:
+            now = _now()
+            start = start or now
+            end = end if end >= start else now
         engine, size, slot, gen, name, peers = task.engine, 0, 0, 0, 0, 0
-        if op == Op.COPY_ASYNC or op == Op.MEMSET_ASYNC:
+        if op in (_COPY, _MEMSET):
             size = args[2]
-            if op == Op.COPY_ASYNC and len(args) == 4:
+            if op == _COPY and len(args) == 4:
                 for peer in args[3]:
                     peers |= 1 << peer.dev
-        elif op == Op.LAUNCH:
+        elif op == _LAUNCH:
             size, name = args[2], self.name_id(args[1])
             if not engine and args[4] is not None:
                 engine = args[4].__npu_kernel__
-        elif op == Op.RECORD or op == Op.WAIT_EVENT:
+        elif op in (_REC, _WAIT):
             slot, gen = args[0], args[1]
-        elif op == Op.RESET_EVENT:
+        elif op == _RESET:
             slot = args[0]
-        words[b + _R.ENGINE] = _ENGINE.get(engine, 0)
-        words[b + _R.SIZE] = size
-        words[b + _R.EVENT_SLOT] = slot
-        words[b + _R.EVENT_GEN] = gen
-        words[b + _R.NAME] = name
-        words[b + _R.PEERS] = peers
-        words[_H.WRITE] = written + 1
+        _RECORD.pack_into(self.buf, _OFFSET + (written % self.capacity) * _SIZE,
+                          op, stream.client.slot, stream.slot, stream.sid, task.seq,
+                          _ENGINE.get(engine, 0), task.submit_ns, start, end, size, code,
+                          slot, gen, name, peers, 0)
+        words[_WRITE] = written + 1
 
     def name_id(self, name: str) -> int:
         """1 + the index of ``name`` in the name table (added on first use; 0 if full)."""
@@ -110,5 +107,6 @@ class TraceWriter:
     def close(self) -> None:
         """Release and unlink (worker shutdown; the host has drained what it needed)."""
         self.words.release()
+        self.buf = None  # type: ignore[assignment]
         self.seg.close()
         shm.unlink_segment(self.name)

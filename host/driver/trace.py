@@ -34,6 +34,7 @@ RECORD_DTYPE = np.dtype([(f.name, "<u8") for f in _R.fields])
 """One trace record as a numpy structured type (field names of TRACE_RECORD)."""
 ENGINE_NAMES = tl.ENGINE_NAMES
 _local = threading.local()
+_now = time.monotonic_ns
 _thread_numbers = itertools.count(1)
 
 
@@ -66,7 +67,8 @@ class TraceReader:
         words[_H.READ] = words[_H.WRITE]  # older records are someone else's run
         self.dropped_at_start = words[_H.DROPPED]
         self.submitters: collections.Counter = collections.Counter()
-        """(stream slot, host thread label) -> tasks submitted while stamping."""
+        """(stream slot, host thread label) -> turns that thread took submitting there."""
+        self.last_thread: dict[int, str] = {}  # stream slot -> label of its last submitter
 
     def start(self) -> None:
         """Stamp this process's task frames from now on (the card records them)."""
@@ -77,7 +79,8 @@ class TraceReader:
             self.link.tracer = None
 
     def stamp(self, frame: tuple) -> tuple:
-        """``frame`` with its submit time; counts the submitting thread per stream slot.
+        """``frame`` with its submit time; notes which host thread submits to which stream
+        slot (a turn is counted each time another thread than the last one submits there).
         Called by ``DeviceLink.submit_locked`` under the link's lock."""
         try:
             thread = _local.label
@@ -85,8 +88,11 @@ class TraceReader:
             current = threading.current_thread()
             thread = _local.label = (f"{current.name} (tid {threading.get_native_id()}, "
                                      f"#{next(_thread_numbers)})")
-        self.submitters[(frame[2], thread)] += 1
-        return (frame[0], time.monotonic_ns(), *frame[2:])
+        slot = frame[2]
+        if self.last_thread.get(slot) is not thread:
+            self.last_thread[slot] = thread
+            self.submitters[(slot, thread)] += 1
+        return (frame[0], _now(), *frame[2:])
 
     def drain(self) -> np.ndarray:
         """Copy out every record written since the last drain; returns this client's."""

@@ -13,7 +13,8 @@ Diagnoses:
    If it mixes copies and compute while an engine it uses idles, the advice is to move the
    copies to their own stream; if it is all compute, to split the work across streams.
 2. **Shared stream**: a stream that received tasks from several host threads during the run
-   (counted by the host as it stamped submissions): their submissions serialise on it; give
+   (the host notes each turn: a task submitted by another thread than the previous one):
+   their submissions serialise on it; give
    each thread its own stream, within the per-card limit of active streams (seed: 128).
 """
 
@@ -40,7 +41,7 @@ class StreamStats:
     tasks: int = 0
     waited_on: dict[int, int] = field(default_factory=dict)  # producer stream -> ns
     caused_ns: int = 0  # time other streams spent blocked on this one's records
-    threads: dict[str, int] = field(default_factory=dict)  # host thread -> tasks submitted
+    threads: dict[str, int] = field(default_factory=dict)  # host thread -> turns it took
 
     @property
     def idle_ns(self) -> int:
@@ -149,10 +150,12 @@ def _diagnose(report: Report) -> None:
     for s in report.streams:
         if len(s.threads) > 1:
             report.shared_streams.append((s.dev, s.stream))
-            counts = ", ".join(f"{thread}: {n}" for thread, n in sorted(s.threads.items()))
+            names = ", ".join(sorted(s.threads))
+            turns = sum(s.threads.values())
             report.diagnoses.append(
                 f"device {s.dev} stream {s.stream} receives tasks from {len(s.threads)} host "
-                f"threads ({counts}): their submissions serialise on one stream; give each "
+                f"threads ({names}; {turns} turns): their submissions serialise on one "
+                f"stream; give each "
                 f"thread its own stream (at most {STREAM_LIMIT} active streams per card, "
                 "seed §6.2).")
 
