@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from npuemu.shared import errors, shm
+from npuemu.shared import errors, logring, shm
 from npuemu.shared import trace as tl
 from npuemu.shared.layout import CTL_LINKS, DEVICE_CTL, LINK_ENTRY
 
@@ -127,6 +127,21 @@ class TraceReader:
             if moved:
                 links[peer] = moved
         return time.monotonic_ns(), ctl[DEVICE_CTL.HBM_USED], links
+
+    def device_log(self) -> str:
+        """The card's log ring text (``shared/logring.py``), oldest first; "" if it is gone."""
+        try:
+            seg = shm.Segment(shm.name(self.link.node, f"d{self.link.dev}", "log"))
+        except (FileNotFoundError, PermissionError):
+            return ""
+        try:
+            ring = logring.LogRing(seg.buf)
+            try:
+                return ring.read()
+            finally:
+                ring.release()
+        finally:
+            seg.close()
 
     def close(self) -> None:
         """Stop stamping and give the ring up."""

@@ -11,7 +11,10 @@ Files (``<ts>`` = ``%Y%m%d%H%M%S`` of the export):
   (sort_index << 5) | device_id`` with device id 31 for host processes, as msprof does.
   Deviation: ``ts``/``dur`` are JSON numbers in microseconds (msprof writes strings with three
   decimals; numbers are what every Chrome-trace reader accepts). Times are the host's wall
-  clock (monotonic time plus the offset taken when the session started).
+  clock (monotonic time plus the offset taken when the session started). Device log lines
+  (each card's log ring) and this process's plog lines of the session's window are instant
+  events on the card's process and on ``CANN`` (seed §6.3: run with
+  ``ASCEND_GLOBAL_LOG_LEVEL=0`` to see every malloc and submission beside its task).
 - ``op_summary_<ts>.csv`` (kernels), ``op_statistic_<ts>.csv``, ``task_time_<ts>.csv`` (every
   task), ``api_statistic_<ts>.csv`` (if the host API was recorded), ``msprof_tx_<ts>.csv`` (if
   msproftx was), with the reference's columns; values we do not model are ``N/A``.
@@ -19,7 +22,7 @@ Files (``<ts>`` = ``%Y%m%d%H%M%S`` of the export):
 
 ``Task Wait Time(us)`` is the gap between the end of the previous task of the same stream and
 the start of this one (0 for the first). Partial: no AI Core PMU columns, no model ids,
-no step trace; device and host log lines are not merged in yet.
+no step trace.
 """
 
 from __future__ import annotations
@@ -133,6 +136,7 @@ def timeline(run: Run) -> list[dict]:
                                "id": flow, "pid": pid, "tid": t.stream,
                                "ts": us(min(max(t.start_ns, r.start_ns), t.end_ns))})
         events += _counters(pid, dev, device.counters, us)
+        events += _log_events(pid, run.device_logs.get(dev, []), us)
     events += _host_api(run, us)
     events += _host_tx(run, us)
     return events
@@ -178,11 +182,19 @@ def _counters(pid: int, dev: int, counters: list[list], us) -> list[dict]:
     return events
 
 
+def _log_events(pid: int, lines: list, us) -> list[dict]:
+    """Log lines as process-wide instant events at their timestamps (seed §6.3)."""
+    return [{"name": f"[{line.level}] {line.text.split(' ', 2)[-1][:80]}", "ph": "i", "s": "p",
+             "pid": pid, "tid": 0, "ts": us(line.ns), "cat": "log",
+             "args": {"line": line.text}} for line in lines]
+
+
 def _host_api(run: Run, us) -> list[dict]:
-    if not run.api:
+    if not run.api and not run.host_log:
         return []
     pid = _pid(run, SORT_CANN, HOST_DEV)
     events = _process(pid, "CANN", "CPU", SORT_CANN)
+    events += _log_events(pid, run.host_log, us)
     for tid in sorted({row[1] for row in run.api}):
         events += _thread(pid, tid, f"Thread {tid}", 0)
     for name, tid, start, end in run.api:

@@ -1,16 +1,19 @@
 """The recorded run as plain objects: load a ``PROF_*`` directory's raw data.
 
 ``load(prof_dir)`` reads what ``session.py`` wrote (task records, counters, host API calls,
-msproftx records) and returns a ``Run``: tasks per card with their names and kinds resolved,
-and each event wait linked to the record that released it. Exporters (``export.py``), the
+msproftx records, host and device log lines of the session's window) and returns a ``Run``:
+tasks per card with their names and kinds resolved, and each event wait linked to the record
+that released it. Exporters (``export.py``), the
 waits report (``waits.py``) and the plot (``plot.py``) all work on a ``Run``. A file cut short
 by a crash is read up to its last whole record or line.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,12 +62,21 @@ class Device:
 
 
 @dataclass
+class LogLine:
+    ns: int  # monotonic ns (wall clock of the line minus the session's offset)
+    level: str
+    text: str  # the whole line
+
+
+@dataclass
 class Run:
     dir: str
     host: dict
     devices: dict[int, Device] = field(default_factory=dict)
     api: list[list] = field(default_factory=list)  # [api name, tid, start_ns, end_ns]
     tx: list[dict] = field(default_factory=list)
+    host_log: list[LogLine] = field(default_factory=list)
+    device_logs: dict[int, list[LogLine]] = field(default_factory=dict)
 
     @property
     def wall_offset_ns(self) -> int:
@@ -94,7 +106,46 @@ def load(prof_dir: str) -> Run:
         counters = _read_lines(os.path.join(data, "counters.jsonl"))
         run.devices[dev] = Device(dev, info, tasks, counters)
     _link_waits(run)
+    window = _window(run)
+    run.host_log = _read_log(os.path.join(host_dir, "plog.log"), run.wall_offset_ns, window)
+    for dev in run.devices:
+        run.device_logs[dev] = _read_log(os.path.join(prof_dir, f"device_{dev}", "data",
+                                                      "device.log"), run.wall_offset_ns, window)
     return run
+
+
+_LOG_LINE = re.compile(r"^\[(\w+)\] \S+?\(\d+,[^)]*\):"
+                       r"(\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d)\.(\d{3})\.(\d{3}) ")
+
+
+def _window(run: Run) -> tuple[int, int]:
+    """Monotonic ns from the session's start to the last thing recorded (+ 1 s)."""
+    ends = [t.end_ns for t in run.all_tasks()] + [row[3] for row in run.api]
+    start = int(run.host.get("start_ns", 0))
+    return start, max([start, *ends]) + 1_000_000_000
+
+
+def _read_log(path: str, wall_offset_ns: int, window: tuple[int, int]) -> list[LogLine]:
+    """The slog lines of ``path`` inside ``window`` (their local wall time made monotonic);
+    continuation lines (tracebacks) stay with their line."""
+    out: list[LogLine] = []
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        m = _LOG_LINE.match(line)
+        if m is None:
+            if out:
+                out[-1].text += "\n" + line
+            continue
+        wall = datetime.datetime.strptime(m.group(2), "%Y-%m-%d-%H:%M:%S").timestamp()
+        ns = int(wall) * 10**9 + int(m.group(3)) * 10**6 + int(m.group(4)) * 10**3
+        mono = ns - wall_offset_ns
+        if window[0] <= mono <= window[1]:
+            out.append(LogLine(mono, m.group(1), line))
+    return out
 
 
 def _tasks(dev: int, path: str, names: list[str]) -> list[Task]:

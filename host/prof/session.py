@@ -13,7 +13,8 @@ Raw files (our own format; the real ones are binary slices with ``.done`` marker
 ``device_<id>/data/info.json`` (ids, dropped records, kernel names, submitting threads per
 stream), ``device_<id>/data/counters.jsonl`` (``[ns, hbm_used, {peer: bytes}]``),
 ``host/data/info.json``, ``host/data/api.jsonl`` (``[api, tid, start_ns, end_ns]``) and
-``host/data/tx.jsonl`` (msproftx marks and ranges).
+``host/data/tx.jsonl`` (msproftx marks and ranges); at stop, ``device_<id>/data/device.log``
+(the card's log ring) and ``host/data/plog.log`` (this process's plog, if it wrote one).
 
 Host API calls are timed by a hook the face passes in (``hooks``: the pyACL face's timer in
 ``host/acl/prof.py``), since a feature must not reach up into a face.
@@ -33,10 +34,12 @@ import datetime
 import json
 import os
 import random
+import shutil
 import threading
 import time
 from typing import Any
 
+from npuemu.host.core import plog
 from npuemu.host.core import runtime as _runtime
 from npuemu.host.driver.trace import TraceReader
 from npuemu.shared import errors
@@ -154,8 +157,12 @@ class Session:
         self.drain()
         with self.lock:
             for reader in self.readers.values():
+                self._save_logs(reader)
                 reader.close()
             self.readers.clear()
+        path = plog.path()
+        if path and os.path.exists(path):
+            shutil.copyfile(path, os.path.join(self.dir, "host", "data", "plog.log"))
 
     def _wait_inflight(self, timeout_s: float = 2.0) -> None:
         """Give tasks submitted before stop a bounded chance to complete and be recorded."""
@@ -190,6 +197,7 @@ class Session:
             if reader is None or reader.link is not link:
                 return
             self._drain_reader(reader)
+            self._save_logs(reader)
             reader.close()
             del self.readers[link.logical]
 
@@ -235,6 +243,12 @@ class Session:
             return
         self._append_lines(os.path.join(path, "counters.jsonl"), [[ns, hbm, links]])
         self._write_dev_info(reader)
+
+    def _save_logs(self, reader: TraceReader) -> None:
+        """The card's log ring as ``device_<id>/data/device.log`` (export keeps the lines of
+        the session's time window)."""
+        with open(os.path.join(self._dev_dir(reader.link.logical), "device.log"), "w") as f:
+            f.write(reader.device_log())
 
     def _write_dev_info(self, reader: TraceReader) -> None:
         link = reader.link

@@ -68,7 +68,8 @@ def test_two_stream_pipeline_trace_matches_what_was_submitted(run_py, tmp_path):
         ok(acl.prof.finalize(), "prof.finalize")
         R["copy"], _ = acl.rt.stream_get_id(copy_s)
         R["comp"], _ = acl.rt.stream_get_id(comp_s)
-    """, ENV, timeout=90)
+    """, {**ENV, "ASCEND_GLOBAL_LOG_LEVEL": "0",
+          "ASCEND_PROCESS_LOG_PATH": str(tmp_path / "logs")}, timeout=90)
     prof_dir = _only_prof_dir(tmp_path)
     run = model.load(prof_dir)
     streams = _by_stream(run)
@@ -101,6 +102,14 @@ def test_two_stream_pipeline_trace_matches_what_was_submitted(run_py, tmp_path):
             "Engine AI Vector"} <= tracks
     assert any(e["ph"] == "C" and e["name"] == "HBM used" for e in events)
     assert any(e["name"] == "AscendCL@aclrtMemcpyAsync" for e in events)
+    # DEBUG logs of both sides are instant events inside the run's time span (seed §6.3)
+    logs = [e for e in events if e.get("cat") == "log"]
+    host_pid = (run.host["pid"] << 10) | (7 << 5) | 31
+    card_pid = (run.host["pid"] << 10) | (14 << 5) | 0
+    assert any(e["pid"] == host_pid and "submitted to stream" in e["name"] for e in logs)
+    assert any(e["pid"] == card_pid and "complete" in e["name"] for e in logs)
+    first = min(t.start_ns for t in run.devices[0].tasks) + run.wall_offset_ns
+    assert all(e["ts"] * 1000 >= first - 2e9 for e in logs)
     rows = {}
     for kind in ("op_summary", "task_time", "api_statistic"):
         [name] = [f for f in os.listdir(out) if f.startswith(kind)]
