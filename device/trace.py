@@ -5,7 +5,10 @@ submit stamp (``Task.submit_ns``; only a profiling host stamps): the scheduler t
 field when a task starts (to note its first start) and when it completes (to call
 ``write``), and that is all profiling costs a card when it is off. The record goes into a
 preallocated slot of the ring (one ``struct.pack_into``, nothing kept); if the reader is
-behind by a whole ring the record is dropped and counted, never waited for.
+behind by a whole ring the record is dropped and counted, never waited for. Tasks that never
+complete through the scheduler (dropped by ``stream_abort`` or ``destroy_stream``, cancelled
+when their client detached) leave no record. Engines store ``start_ns``/``end_ns`` on every
+task they run (two attribute stores, profiled or not).
 
 Threading model: ``write`` and ``name_id`` run in the worker's loop thread only (task
 completions are all processed there), so the ring has one writer and needs no lock. Engine

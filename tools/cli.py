@@ -10,6 +10,7 @@
     npuemu inject [--name NAME] -d DEV KIND [key=value ...]   # a hardware fault
     npuemu smi info|set ...              # npu-smi: health, ECC, memory, processes
     npuemu msnpureport [report|config ...]   # device logs and log levels
+    npuemu msprof --application="python app.py" --output=DIR   # profile (see -h)
 """
 
 from __future__ import annotations
