@@ -30,6 +30,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from npuemu.shared import address, errors, layout
+from npuemu.shared.config import WorkerSettings
 from npuemu.shared.layout import DEVICE_CTL, POISON_ENTRY, Health
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class Faults:
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
         self.ctl = worker.ctl
-        self.sbe_warn = int(os.environ.get("NPUEMU_ECC_SBE_WARN") or 5)
+        self.sbe_warn = WorkerSettings.from_env().ecc_sbe_warn
         self.engine_faults: list[list[Any]] = []  # [engine, kernel name or "", countdown]
         self.hangs = 0
         self.dma_code = 0

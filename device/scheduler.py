@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import collections
 import ctypes
-import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +46,7 @@ from npuemu.device import engines
 from npuemu.device.kernels import launch as run_kernel
 from npuemu.device.kernels import lookup as lookup_kernel
 from npuemu.shared import errors, layout, protocol
+from npuemu.shared.config import WorkerSettings
 from npuemu.shared.enums import StreamFailureMode
 from npuemu.shared.kernel import (
     AICPU_DEFAULT_TIMEOUT_US,
@@ -110,7 +110,7 @@ class Scheduler:
         self.engines = {name: engines.Engine(name, self.done, worker.wake)
                         for name in engines.ENGINES}
         self.streams: dict[tuple[int, int], Stream] = {}
-        self.max_streams = int(os.environ.get("NPUEMU_MAX_STREAMS") or DEFAULT_MAX_STREAMS)
+        self.max_streams = WorkerSettings.from_env().max_streams
         self._next_sid = 0
         self._touched: set[Client] = set()
         self.progressed = False

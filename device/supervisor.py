@@ -45,7 +45,7 @@ import time
 import psutil
 
 from npuemu.shared import control, errors, layout, protocol, shm, topology
-from npuemu.shared.config import ATTACH_TIMEOUT_S, DEVICE_LOST_TIMEOUT_S
+from npuemu.shared.config import ATTACH_TIMEOUT_S, DEVICE_LOST_TIMEOUT_S, WorkerSettings
 from npuemu.shared.layout import (
     CLIENT_ENTRY,
     CTL_CLIENTS,
@@ -96,7 +96,7 @@ class DeviceProc:
 class Supervisor:
     def __init__(self, args: argparse.Namespace) -> None:
         self.node, self.args = args.node, args
-        self.groups = topology.parse(os.environ.get("NPUEMU_TOPOLOGY"), args.devices)
+        self.groups = topology.parse(WorkerSettings.from_env().topology, args.devices)
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(control.address(self.node))  # EADDRINUSE: the node exists

@@ -38,11 +38,21 @@ _WRITE, _READ, _DROPPED = _H.WRITE, _H.READ, _H.DROPPED
 _OFFSET, _SIZE = tl.RECORDS_OFFSET, _R.size
 
 
+def _capacity(raw: str) -> int:
+    """``NPUEMU_TRACE_RECORDS``, 1..2**24; anything else is the default (a worker never dies
+    of its environment)."""
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        return tl.DEFAULT_RECORDS
+    return value if 1 <= value <= 1 << 24 else tl.DEFAULT_RECORDS
+
+
 class TraceWriter:
     """Writer end of device ``dev``'s trace ring."""
 
     def __init__(self, node: str, dev: int, boot_ns: int) -> None:
-        self.capacity = int(os.environ.get("NPUEMU_TRACE_RECORDS") or tl.DEFAULT_RECORDS)
+        self.capacity = _capacity(os.environ.get("NPUEMU_TRACE_RECORDS", ""))
         name = shm.name(node, *tl.segment_name_parts(dev))
         size = tl.segment_size(self.capacity)
         try:

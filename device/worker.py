@@ -47,7 +47,7 @@ from npuemu.device.memory import Arena, DeviceMemory, Tag
 from npuemu.device.scheduler import Scheduler
 from npuemu.device.trace import TraceWriter
 from npuemu.shared import address, errors, layout, logring, protocol, shm
-from npuemu.shared.config import HEARTBEAT_S
+from npuemu.shared.config import HEARTBEAT_S, WorkerSettings
 from npuemu.shared.layout import (
     CLIENT_ENTRY,
     CLIENT_HEADER,
@@ -430,7 +430,7 @@ class Worker:
             ctl[layout.CTL_MODULE_LEVELS + i] = modules.get(module, 0xFF)
         self.debug = self._any_debug()
         self.proc = f"npuemu-dev{self.dev}"
-        self.to_stdout = os.environ.get("ASCEND_LOG_PRINT_TO_STDOUT") == "1"
+        self.to_stdout = WorkerSettings.from_env().log_to_stdout
 
     def _any_debug(self) -> bool:
         """True if some module logs at DEBUG (callers test it before formatting a line)."""

@@ -6,6 +6,17 @@
   ``NPUEMU_*`` environment variables by :meth:`NodeConfig.from_env`.
 * :func:`parse_size`, :func:`parse_visible_devices` (``ASCEND_RT_VISIBLE_DEVICES``).
 * Timeouts of the host <-> device-worker protocol.
+
+Every environment variable npuemu reads is listed in :data:`VARIABLES` and read here:
+
+* ``NPUEMU_*`` values are validated by :meth:`NodeConfig.from_env` / :func:`check_env`; a bad
+  one raises ValueError naming the variable, in one line. The host turns that into a return
+  code (``acl.init`` 100000; ``set_device`` and every call that needs the node 207004) and
+  never starts a node with it. A node's workers get the validated values explicitly
+  (:meth:`NodeConfig.worker_env`, passed as the environment of the node's processes).
+* ``ASCEND_*`` values keep the reference's lenient rules (an invalid log level is ignored,
+  ``ASCEND_RT_VISIBLE_DEVICES`` stops at the first bad token): never an error, as on
+  hardware.
 """
 
 from __future__ import annotations
@@ -18,7 +29,7 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 from typing import Any
 
-from npuemu.shared import address
+from npuemu.shared import address, layout, topology
 
 __all__ = [
     "ATTACH_TIMEOUT_S",
@@ -60,6 +71,33 @@ DEFAULT_DEVICES = 8
 
 DEFAULT_SOC = "Ascend910B1"
 """SoC when ``NPUEMU_SOC`` is not set."""
+
+DEFAULT_MAX_STREAMS = layout.MAX_STREAMS
+"""Streams per device when ``NPUEMU_MAX_STREAMS`` is not set (also its upper bound)."""
+
+DEFAULT_ECC_SBE_WARN = 5
+"""Correctable ECC errors before a card's health turns Warning (``NPUEMU_ECC_SBE_WARN``)."""
+
+VARIABLES: dict[str, str] = {
+    "NPUEMU_NODE": "attach to this shared node instead of starting an embedded one",
+    "NPUEMU_DEVICES": f"cards of an embedded node, 1..{address.MAX_DEVICES} (default 8)",
+    "NPUEMU_SOC": "SoC profile of an embedded node (default Ascend910B1)",
+    "NPUEMU_HBM": "HBM per card, a size such as 64G (default: the SoC's)",
+    "NPUEMU_DDR": "device DDR per card, a size (default 8G)",
+    "NPUEMU_TOPOLOGY": "HCCS groups, e.g. 0-3,4-7 (default: groups of 4)",
+    "NPUEMU_MAX_STREAMS": f"streams per card, 1..{layout.MAX_STREAMS} (default: the maximum)",
+    "NPUEMU_ECC_SBE_WARN": "correctable ECC errors before health Warning, >= 1 (default 5)",
+    "NPUEMU_TRACK_ALLOC": "1: record the Python stack of every malloc for leak reports",
+    "NPUEMU_TRACE_RECORDS": "slots of each card's trace ring for profiling (default 131072)",
+    "ASCEND_RT_VISIBLE_DEVICES": "visible cards, ascending ids (reference rules)",
+    "ASCEND_GLOBAL_LOG_LEVEL": "0..4, other values ignored (default 3)",
+    "ASCEND_MODULE_LOG_LEVEL": "MOD=lvl:MOD=lvl; one bad token voids it",
+    "ASCEND_GLOBAL_EVENT_ENABLE": "0/1 (default 1)",
+    "ASCEND_LOG_PRINT_TO_STDOUT": "1: device log lines also go to the worker's stdout",
+    "ASCEND_PROCESS_LOG_PATH": "root of the host and device logs (first choice)",
+    "ASCEND_WORK_PATH": "root of the logs when ASCEND_PROCESS_LOG_PATH is unset",
+}
+"""Every environment variable npuemu reads, with what it means."""
 
 
 @dataclass(frozen=True)
@@ -213,6 +251,10 @@ class NodeConfig:
     hbm_bytes: int | None = None
     ddr_bytes: int | None = None
     name: str | None = None
+    topology: str | None = None
+    max_streams: int = DEFAULT_MAX_STREAMS
+    ecc_sbe_warn: int = DEFAULT_ECC_SBE_WARN
+    track_alloc: bool = False
 
     def __post_init__(self) -> None:
         soc = _check_soc(self.soc, "soc")
@@ -223,6 +265,20 @@ class NodeConfig:
         object.__setattr__(self, "hbm_bytes", _check_mem(hbm, "hbm_bytes"))
         object.__setattr__(self, "ddr_bytes", _check_mem(ddr, "ddr_bytes"))
         object.__setattr__(self, "name", _check_name(self.name, "name"))
+        object.__setattr__(self, "topology", _check_topology(self.topology, self.devices,
+                                                             "topology"))
+        object.__setattr__(self, "max_streams", _check_range(
+            self.max_streams, 1, layout.MAX_STREAMS, "max_streams"))
+        object.__setattr__(self, "ecc_sbe_warn", _check_range(
+            self.ecc_sbe_warn, 1, 1 << 32, "ecc_sbe_warn"))
+
+    def worker_env(self) -> dict[str, str]:
+        """The validated worker settings as environment entries, given explicitly to the
+        node's supervisor and workers (they never see a value that was not checked here)."""
+        env = {"NPUEMU_MAX_STREAMS": str(self.max_streams),
+               "NPUEMU_ECC_SBE_WARN": str(self.ecc_sbe_warn),
+               "NPUEMU_TOPOLOGY": self.topology or ""}
+        return env
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ, **overrides: Any) -> NodeConfig:
@@ -259,9 +315,91 @@ class NodeConfig:
                 kwargs[key] = _check_mem(size, f"{var}={raw!r}")
         if (raw := get("NPUEMU_NODE")) is not None:
             kwargs["name"] = _check_name(raw, f"NPUEMU_NODE={raw!r}")
+        if (raw := get("NPUEMU_TOPOLOGY")) is not None and (
+                "name" in overrides or "name" not in kwargs):
+            # checked against the device count in __post_init__; a host attaching to a
+            # shared node (NPUEMU_NODE) uses the node's topology, not its own environment's
+            kwargs["topology"] = raw
+        for var, key, low, high in (
+                ("NPUEMU_MAX_STREAMS", "max_streams", 1, layout.MAX_STREAMS),
+                ("NPUEMU_ECC_SBE_WARN", "ecc_sbe_warn", 1, 1 << 32)):
+            if (raw := get(var)) is not None:
+                kwargs[key] = _parse_int(raw, low, high, var)
+        if (raw := get("NPUEMU_TRACK_ALLOC")) is not None:
+            if raw not in ("0", "1"):
+                raise ValueError(f"NPUEMU_TRACK_ALLOC={raw!r}: expected 0 or 1")
+            kwargs["track_alloc"] = raw == "1"
 
         for key, value in overrides.items():
             if key in ("hbm_bytes", "ddr_bytes") and isinstance(value, str):
                 value = parse_size(value)
             kwargs[key] = value
+        if "topology" in kwargs and "topology" not in overrides:
+            devices = kwargs.get("devices", DEFAULT_DEVICES)
+            try:
+                _check_topology(kwargs["topology"], devices, "")
+            except ValueError as exc:
+                raise ValueError(f"NPUEMU_TOPOLOGY={kwargs['topology']!r}: {exc}") from None
         return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a node's supervisor and workers read from their environment, which the host
+    gives them explicitly (:meth:`NodeConfig.worker_env`, already validated). A value that
+    is still invalid (a supervisor started by hand) falls back to the default: a worker never
+    dies of its environment."""
+
+    max_streams: int = DEFAULT_MAX_STREAMS
+    ecc_sbe_warn: int = DEFAULT_ECC_SBE_WARN
+    topology: str | None = None
+    log_to_stdout: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> WorkerSettings:
+        def number(var: str, low: int, high: int, default: int) -> int:
+            try:
+                return _parse_int(env.get(var, "").strip(), low, high, var)
+            except ValueError:
+                return default
+
+        return cls(number("NPUEMU_MAX_STREAMS", 1, layout.MAX_STREAMS, DEFAULT_MAX_STREAMS),
+                   number("NPUEMU_ECC_SBE_WARN", 1, 1 << 32, DEFAULT_ECC_SBE_WARN),
+                   env.get("NPUEMU_TOPOLOGY", "").strip() or None,
+                   env.get("ASCEND_LOG_PRINT_TO_STDOUT", "").strip() == "1")
+
+
+def check_env(env: Mapping[str, str] = os.environ) -> str:
+    """One line describing the first invalid ``NPUEMU_*`` value of ``env``, or ``""``."""
+    try:
+        NodeConfig.from_env(env)
+    except (ValueError, TypeError) as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ""
+
+
+def _parse_int(raw: str, low: int, high: int, var: str) -> int:
+    if not (raw.isascii() and raw.isdigit()):
+        raise ValueError(f"{var}={raw!r}: expected an integer in {low}..{high}")
+    return _check_range(int(raw), low, high, f"{var}={raw!r}")
+
+
+def _check_range(value: Any, low: int, high: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what}: expected an int, got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{what}: must be in {low}..{high}, got {value}")
+    return value
+
+
+def _check_topology(value: Any, devices: int, what: str) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{what}: topology must be a str such as '0-3,4-7', got {value!r}")
+    try:
+        topology.parse(value, devices)
+    except ValueError as exc:
+        prefix = f"{what}: " if what else ""
+        raise ValueError(f"{prefix}{exc} (cards 0..{devices - 1})") from None
+    return value.strip()

@@ -22,8 +22,8 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
     assert (ROOT / config["package-dir"]["npuemu"] / "__init__.py").is_file()
     for folder, name in FOLDERS.items():
         for init in (ROOT / folder).rglob("__init__.py"):
-            if mapped.get(str(init.parent.relative_to(ROOT))) == "npuemu":
-                continue  # the top-level package's own folder (not npuemu.tools.top)
+            if mapped.get(str(init.parent.relative_to(ROOT))) in ("npuemu", "acl"):
+                continue  # a top-level package's own folder (tools/top, tools/acl_top)
             rel = init.parent.relative_to(ROOT / folder)
             package = ".".join([name, *rel.parts])
             assert package in listed, f"{package} missing from [tool.setuptools] packages"

@@ -120,23 +120,31 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def install_acl() -> None:
-    """Make ``import acl`` (and ``acl.rt``, ``acl.util``) resolve to npuemu's module."""
-    from npuemu.host import acl
+    """Make ``import acl`` (and ``acl.rt``, ``acl.util``, ...) resolve to npuemu's module."""
+    from npuemu.host.acl import toplevel
 
-    sys.modules["acl"] = acl
-    sys.modules["acl.rt"] = acl.rt
-    sys.modules["acl.util"] = acl.util
-    sys.modules["acl.prof"] = acl.prof
+    toplevel.install()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run a pyACL program unmodified, as ``python script.py args...`` would."""
+    """Run a pyACL program unmodified, as ``python script.py args...`` (or, with ``-m``,
+    ``python -m module args...``) would."""
+    if args.module is None and args.script is None:
+        print("npuemu run: give a script or -m MODULE", file=sys.stderr)
+        return 2
+    if args.module is not None and args.script is not None:  # the module's first argument
+        args.args = [args.script, *args.args]
     install_acl()
-    script = os.path.abspath(args.script)
-    sys.argv = [args.script, *args.args]
-    sys.path.insert(0, os.path.dirname(script))
     try:
-        runpy.run_path(script, run_name="__main__")
+        if args.module:
+            sys.argv = [args.module, *args.args]
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(args.module, run_name="__main__", alter_sys=True)
+        else:
+            script = os.path.abspath(args.script)
+            sys.argv = [args.script, *args.args]
+            sys.path.insert(0, os.path.dirname(script))
+            runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return 0
@@ -193,8 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first remove what this user's dead nodes left in /dev/shm")
     p.set_defaults(func=cmd_status)
     p = sub.add_parser("run", help="run a pyACL program with `import acl` resolved to npuemu")
-    p.add_argument("script")
-    p.add_argument("args", nargs=argparse.REMAINDER)
+    p.add_argument("-m", dest="module", metavar="MODULE",
+                   help="run a module as `python -m MODULE` would (instead of a script)")
+    p.add_argument("script", nargs="?", help="the program to run (unless -m is given)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the program's own arguments")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("demo", help="a short tour on an embedded node")
     p.set_defaults(func=cmd_demo)

@@ -19,10 +19,17 @@ def recent_message() -> str:
 
 
 def _failed(err: errors.AclError, name: str) -> int:
+    return fail(err, f"rt.{name}")
+
+
+def fail(err: errors.AclError, name: str, code: int | None = None) -> int:
+    """Record ``err`` as the calling thread's last failure (``get_recent_err_msg``, the
+    host plog) and return its code, or ``code`` when the face reports another one."""
+    code = err.code if code is None else code
     _local.message = str(err)
-    _local.last = err.code
-    plog.log(logring.ERROR, f"acl.rt.{name} failed: {err}")
-    return err.code
+    _local.last = code
+    plog.log(logring.ERROR, f"acl.{name} failed: {err}")
+    return code
 
 
 def last_error(clear: bool) -> int:
@@ -31,6 +38,22 @@ def last_error(clear: bool) -> int:
     if clear:
         _local.last = 0
     return code
+
+
+def _plain(value: Any) -> Any:
+    """Enum members (IntEnum, IntFlag) as plain ints, as pyACL returns them."""
+    return int(value) if isinstance(value, int) and type(value) not in (int, bool) else value
+
+
+def no_args(fn: Callable[[], Any]) -> Callable[..., Any]:
+    """For calls without parameters: extra arguments are accepted and ignored, as pyACL's
+    ``METH_VARARGS`` functions that never parse them do."""
+
+    @functools.wraps(fn)
+    def call(*_ignored: Any) -> Any:
+        return fn()
+
+    return call
 
 
 def ret_only(fn: Callable[..., Any]) -> Callable[..., int]:
@@ -57,7 +80,7 @@ def with_result(*defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., 
                 out = fn(*args)
             except errors.AclError as err:
                 return (*defaults, _failed(err, fn.__name__))
-            return (*out, 0) if isinstance(out, tuple) else (out, 0)
+            return (*map(_plain, out), 0) if isinstance(out, tuple) else (_plain(out), 0)
 
         return call
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from npuemu.host.acl._wrap import last_error, ret_only, with_result
+from npuemu.host.acl._wrap import last_error, no_args, ret_only, with_result
 from npuemu.host.core import callbacks, device, kernel, memory, p2p, stream
 from npuemu.shared.enums import EventStatus, RunMode, StreamStatus
 
@@ -16,24 +16,27 @@ from npuemu.shared.enums import EventStatus, RunMode, StreamStatus
 set_device = ret_only(device.set_device)
 reset_device = ret_only(device.reset_device)
 reset_device_force = ret_only(lambda dev: device.reset_device(dev, force=True))
-get_device = with_result(-1)(device.get_device)
-get_device_count = with_result(0)(device.get_device_count)
+get_device = no_args(with_result(-1)(device.get_device))
+get_device_count = no_args(with_result(0)(device.get_device_count))
 query_device_status = with_result(0xFFFF)(device.query_device_status)
 synchronize_device = ret_only(device.synchronize_device)
 synchronize_device_with_timeout = ret_only(device.synchronize_device)
 create_context = with_result(0)(device.create_context)
 destroy_context = ret_only(device.destroy_context)
 set_context = ret_only(device.set_context)
-get_context = with_result(0)(device.get_context)
+get_context = no_args(with_result(0)(device.get_context))
 
 
-@with_result(RunMode.ACL_HOST)
+@no_args
+@with_result(int(RunMode.ACL_HOST))
 def get_run_mode() -> int:
-    """Mirrors ``aclrtGetRunMode``: the emulator always runs the program on the host."""
-    return RunMode.ACL_HOST
+    """Mirrors ``aclrtGetRunMode``: ``(mode, ret)``, mode a plain int; the emulator always
+    runs the program on the host (``ACL_HOST`` = 1)."""
+    return int(RunMode.ACL_HOST)
 
 
-def get_soc_name() -> str:
+@no_args
+def get_soc_name() -> str | None:
     """Mirrors ``aclrtGetSocName`` (returns the string, as pyACL does)."""
     return device.soc_name()
 
@@ -50,6 +53,7 @@ get_mem_usage_info = with_result([])(memory.get_mem_usage_info)
 pointer_get_attributes = with_result({})(memory.pointer_get_attributes)
 
 
+@no_args
 @with_result(7, 0)
 def device_get_stream_priority_range() -> tuple[int, int]:
     """Mirrors ``aclrtDeviceGetStreamPriorityRange``: ``(least, greatest, ret)`` = (7, 0)."""
@@ -64,7 +68,7 @@ def _handle(make: Callable[..., Any]) -> Callable[..., int]:
     return lambda *args: make(*args).handle
 
 
-create_stream = with_result(0)(_handle(stream.create_stream))
+create_stream = no_args(with_result(0)(_handle(stream.create_stream)))
 create_stream_with_config = with_result(0)(_handle(stream.create_stream))
 destroy_stream = ret_only(stream.destroy_stream)
 destroy_stream_force = ret_only(lambda s: stream.destroy_stream(s, force=True))
@@ -78,7 +82,7 @@ stream_wait_event = ret_only(stream.stream_wait_event)
 stream_wait_event_with_timeout = ret_only(stream.stream_wait_event)
 
 # events ---------------------------------------------------------------------------------------
-create_event = with_result(0)(_handle(stream.create_event))
+create_event = no_args(with_result(0)(_handle(stream.create_event)))
 create_event_with_flag = with_result(0)(_handle(stream.create_event))
 create_event_ex_with_flag = with_result(0)(_handle(stream.create_event))
 record_event = ret_only(stream.record_event)

@@ -6,15 +6,18 @@ pointers are plain ``int`` addresses, ``ptr_to_numpy`` returns a *view* (no copy
 
 Where npuemu differs from the real module (it is stricter than hardware, never looser):
 
-* ``ptr_to_bytes`` and ``ptr_to_numpy`` refuse a null pointer and any range touching the
-  emulated device address window (:mod:`npuemu.shared.address`) with ``ValueError`` naming the
-  address. On a real card dereferencing a device address from the host crashes the process.
+* ``ptr_to_bytes`` and ``ptr_to_numpy`` refuse a null pointer, any range touching the
+  emulated device address window (:mod:`npuemu.shared.address`) and any range that is not
+  mapped readable in this process (checked against the runtime's view of
+  ``/proc/self/maps``, ``hostmem.HostMaps``) with ``ValueError`` naming the address. The real
+  module crashes the process on such an address.
 * ``bytes_to_ptr`` also takes ``bytearray`` and other contiguous buffer objects (the real one
   only takes ``bytes``).
 * The deprecation warnings use ``DeprecationWarning`` (pyACL raises the base ``Warning``).
-* ``start_thread`` returns the kernel thread id (``Thread.native_id``), not a ``pthread_t``;
-  ``stop_thread`` waits at most :data:`STOP_THREAD_TIMEOUT_S` and returns 100000
-  (``ACL_ERROR_INVALID_PARAM``) for an unknown id.
+* ``start_thread`` returns the thread's ``pthread_t`` as pyACL does, which is Python's
+  ``Thread.ident`` (``threading.get_ident()`` inside the thread): the id to pass to
+  ``acl.rt.subscribe_report``. ``stop_thread`` waits at most :data:`STOP_THREAD_TIMEOUT_S`
+  and returns 100000 (``ACL_ERROR_INVALID_PARAM``) for an unknown id.
 
 Lifetime: a pointer from ``bytes_to_ptr``/``numpy_to_ptr`` is only valid while the Python
 object it came from is alive (and, for ``bytearray``, not resized). Keep a reference for as long
@@ -37,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from npuemu.shared import address
+from npuemu.host.core import runtime
+from npuemu.shared import address, errors
 
 __all__ = [
     "NPY_TYPES",
@@ -195,6 +199,12 @@ def _check_host_range(what: str, ptr: int, size: int) -> None:
             f"{what}: 0x{ptr:x} (+{size} bytes) is a device address; the host cannot "
             "dereference device memory (copy it to the host with acl.rt.memcpy first)"
         )
+    if size:
+        try:
+            runtime.get().host_maps.check(ptr, size, write=False)
+        except errors.AclError:
+            raise ValueError(f"{what}: 0x{ptr:x} (+{size} bytes) is not readable memory of "
+                             "this process") from None
 
 
 @dataclass
@@ -222,9 +232,10 @@ def _run(errors: list[str], fn: Callable[..., Any], args: Any) -> None:
 def start_thread(fn: Callable[..., Any], args: Any) -> tuple[int, int]:
     """Run ``fn(args)`` (``fn()`` if ``args`` is None) in a new daemon thread.
 
-    Returns ``(tid, ret)``: ``tid`` is the thread's native id, to pass to :func:`stop_thread`
-    (typically the thread that calls ``acl.rt.process_report``); ``ret`` is 0, or ``EAGAIN``
-    with ``tid`` 0 if no thread could be started.
+    Returns ``(tid, ret)``: ``tid`` is the thread's pthread id (``Thread.ident``), to pass to
+    :func:`stop_thread` and ``acl.rt.subscribe_report`` (typically the thread calls
+    ``acl.rt.process_report``); ``ret`` is 0, or ``EAGAIN`` with ``tid`` 0 if no thread could
+    be started.
     """
     if not callable(fn):
         raise TypeError("start_thread: parameter must be callable")
@@ -236,7 +247,7 @@ def start_thread(fn: Callable[..., Any], args: Any) -> tuple[int, int]:
         thread.start()
     except RuntimeError:
         return 0, errno.EAGAIN
-    tid = thread.native_id
+    tid = thread.ident
     assert tid is not None
     with _workers_lock:
         # A finished thread that was never stopped may have had this id: replace it.

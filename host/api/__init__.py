@@ -21,8 +21,11 @@ Device attachment and lifetime
     it attached until process exit or until the ``acl`` face resets it (like the CUDA
     runtime's primary context); ``retained_devices()`` lists those.
 
-Thread semantics
-    The current device/context is per thread, as in CANN. ``with Device(n)`` binds the
+Threading model
+    No threads of its own; called from any thread. ``_tls`` (per thread) holds each
+    thread's stack of contexts saved by ``with Device``; ``Runtime.lock`` makes a buffer's
+    ownership check and its free one step against a concurrent reset. The current
+    device/context is per thread, as in CANN. ``with Device(n)`` binds the
     calling thread and, on exit, restores exactly what the thread had before (its previous
     context, or none). Every other method works whatever the calling thread's current device
     is: it makes its device's primary context current for the duration of the call and then
@@ -46,7 +49,6 @@ from __future__ import annotations
 
 import math
 import operator
-import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -56,6 +58,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from npuemu.host.api.prof import Profile, profile
+from npuemu.host.core import callbacks as _callbacks  # noqa: F401  (starts report threads)
 from npuemu.host.core import device as _device
 from npuemu.host.core import kernel as _kernel
 from npuemu.host.core import memory as _memory
@@ -139,10 +142,7 @@ def _index(value: object) -> object:
 
 
 def _check_not_forked(what: str) -> None:
-    if os.getpid() != _runtime.get().pid:
-        raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                               f"{what} was created by process {_runtime.get().pid}; it "
-                               "cannot be used in a forked child")
+    _runtime.get().check_fork(what)  # the runtime's fork guard, the only one
 
 
 def device_count() -> int:
@@ -335,7 +335,6 @@ class DeviceBuffer:
         """``aclrtMalloc(nbytes, policy)`` on ``device``; blocks for one round trip."""
         self._alloc: Allocation | None = None
         self._freed = False
-        self._pid = os.getpid()
         self.device = device if isinstance(device, Device) else Device(device)
         with self.device._current():
             ptr = _memory.malloc(_index(nbytes), _index(policy))  # type: ignore[arg-type]
@@ -364,10 +363,10 @@ class DeviceBuffer:
         (``DeviceLostError``) is not reported here: its memory is gone with it."""
         if self._freed or self._alloc is None:
             return
-        if os.getpid() != self._pid:
+        rt = _runtime.get()
+        if rt.forked:
             self._freed = True
             return
-        rt = _runtime.get()
         with rt.lock:
             owned = self._owned()
             self._freed = True

@@ -10,6 +10,20 @@ task or when a task fails. The report thread (started with the link's first stre
   waits until the callback returned;
 - calls every registered exception callback with an ``aclrtExceptionInfo`` handle, readable
   with the ``get_*_from_exception_info`` getters while the callback runs.
+
+Threads are named by their pthread id, i.e. Python's ``threading.get_ident()`` /
+``Thread.ident`` (what ``acl.util.start_thread`` returns), as pyACL does. A subscription
+ends with its stream (destroyed, or its device reset): a thread blocked in
+``process_report`` then wakes and, with nothing left to serve, gets 107012.
+
+Threading model: ``_lock`` guards every module-level table (``_pending``, ``_subscribers``,
+``_queues``, ``_threads``, ``_infos`` and both callback lists); nothing walks or mutates
+them outside it, and no callback runs while it is held (lists are copied under the lock,
+then run).
+Threads: one report thread per link (``_serve``: owns popping the link's report ring), one
+thread per stream for ``launch_host_func`` callbacks (owns that stream's queue), and the
+user's subscribed threads, each of which alone consumes its own ``_queues`` entry in
+``process_report``. The report thread only puts to those queues.
 """
 
 from __future__ import annotations
@@ -18,13 +32,21 @@ import itertools
 import queue
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from npuemu.host.core import runtime
-from npuemu.host.core.stream import Stream, resolve, streams_of, submit
+from npuemu.host.core.stream import (
+    Stream,
+    on_stream_closed,
+    on_stream_created,
+    resolve,
+    streams_of,
+    submit,
+)
 from npuemu.host.driver.link import DeviceLink
 from npuemu.shared import errors
 from npuemu.shared.enums import CallbackBlockType
@@ -53,6 +75,7 @@ _infos: dict[int, ExceptionInfo] = {}
 _pending: dict[int, tuple[str, Callable[[Any], Any], Any]] = {}
 _subscribers: dict[Stream, int] = {}
 _queues: dict[int, queue.SimpleQueue] = {}
+_threads: dict[int, threading.Thread] = {}  # subscribed ident -> its Thread
 
 
 # the report thread ---------------------------------------------------------------------------
@@ -63,6 +86,9 @@ def ensure_reporter(link: DeviceLink) -> None:
             link.reporter = threading.Thread(target=_serve, args=(link,), daemon=True,
                                              name=f"npuemu-reports-d{link.dev}")
             link.reporter.start()
+
+
+on_stream_created(ensure_reporter)  # every link with a stream drains its report ring
 
 
 def _serve(link: DeviceLink) -> None:
@@ -87,14 +113,19 @@ def _dispatch(link: DeviceLink, report: tuple) -> None:
         if style == "host_func":
             _host_func_queue(link, slot).put((fn, args, seq))
         elif style == "callback":
-            tid = next((t for s, t in _subscribers.items() if s.link is link and s.slot == slot),
-                       None)
-            if tid is None:  # unsubscribed meanwhile: run it here rather than hang the stream
+            with _lock:
+                tid = next((t for s, t in _subscribers.items()
+                            if s.link is link and s.slot == slot and not s.destroyed), None)
+                q = _queues.get(tid) if tid is not None else None
+                thread = _threads.get(tid) if tid is not None else None
+            if q is None or thread is None or not thread.is_alive():
+                # unsubscribed meanwhile, or its thread has ended: run it here rather than
+                # hang the stream (on hardware nobody would run it)
                 _run(fn, args)
                 if block:
                     link.post(Op.CALLBACK_DONE, slot, seq)
             else:
-                _queues[tid].put((link, slot, seq, fn, args, block))
+                q.put((link, slot, seq, fn, args, block))
 
 
 def _host_func_queue(link: DeviceLink, slot: int) -> queue.SimpleQueue:
@@ -134,12 +165,15 @@ def _run(fn: Callable[[Any], Any] | None, args: Any) -> None:
 
 def _raise_exception(info: ExceptionInfo) -> None:
     key = next(_ids)
-    _infos[key] = info
+    with _lock:
+        _infos[key] = info
+        targets = [*_legacy_callback, *_exception_callbacks]
     try:
-        for fn in [*_legacy_callback, *_exception_callbacks]:
+        for fn in targets:
             _run(fn, key)
     finally:
-        del _infos[key]
+        with _lock:
+            del _infos[key]
 
 
 # exception callbacks -------------------------------------------------------------------------
@@ -167,51 +201,115 @@ def exception_info_callback_unregister(fn: Callable[[int], Any]) -> None:
 
 def info_field(info: object, name: str) -> int:
     """The ``aclrtGet*FromExceptionInfo`` getters: 0xFFFFFFFF for an invalid info."""
-    found = _infos.get(info) if type(info) is int else None
+    with _lock:
+        found = _infos.get(info) if type(info) is int else None
     return INVALID if found is None else getattr(found, name)
 
 
 # host callbacks ------------------------------------------------------------------------------
+_WAKE = None
+"""Put on a thread's queue when one of its subscriptions ends, so process_report re-checks."""
+WAIT_SLICE_S = 1.0
+"""process_report re-checks its subscriptions at least this often (a missed wake-up costs
+this much, never a hang)."""
+_PTHREAD_LIMIT = 1 << 64
+
+
+def _thread_of_id(thread_id: object) -> threading.Thread:
+    """The live thread named by ``thread_id`` (its ``Thread.ident``, the
+    pthread id pyACL uses; the kernel id ``native_id`` is accepted too). 107000 otherwise:
+    UNVERIFIED on hardware, which takes any ``uint64`` and never serves a bogus id."""
+    tid = runtime.index(thread_id, errors.ACL_ERROR_RT_PARAM_INVALID, "thread id")
+    if not 0 < tid < _PTHREAD_LIMIT:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"thread id {tid} is invalid")
+    for thread in threading.enumerate():
+        if tid in (thread.ident, thread.native_id):
+            return thread
+    raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                           f"thread id {tid} is not a live thread of this process")
+
+
+def _prune_locked() -> None:
+    """Drop subscriptions whose stream has ended and wake their threads (``_lock`` held)."""
+    for stream in [s for s in _subscribers if s.destroyed]:
+        tid = _subscribers.pop(stream)
+        q = _queues.get(tid)
+        if q is not None:
+            q.put(_WAKE)
+
+
 def subscribe_report(thread_id: int, stream_handle: object) -> None:
-    """Mirrors ``aclrtSubscribeReport``: ``thread_id`` will run the stream's callbacks."""
+    """Mirrors ``aclrtSubscribeReport``: ``thread_id`` (a pthread id, ``Thread.ident``) will
+    run the stream's callbacks. 100033 if the stream already has a subscriber; 107000 for an
+    id that names no live thread."""
+    thread = _thread_of_id(thread_id)
+    tid = thread.ident
+    assert tid is not None
     stream = resolve(stream_handle)
     with _lock:
+        _prune_locked()
         if stream in _subscribers:
             raise errors.error_for(errors.ACL_ERROR_REPEAT_SUBSCRIBE,
                                    f"stream {stream.sid} already has a subscriber")
-        _subscribers[stream] = thread_id
-        _queues.setdefault(thread_id, queue.SimpleQueue())
+        _subscribers[stream] = tid
+        _queues.setdefault(tid, queue.SimpleQueue())
+        _threads[tid] = thread
     ensure_reporter(stream.link)
 
 
 def unsubscribe_report(thread_id: int, stream_handle: object) -> None:
     """Mirrors ``aclrtUnSubscribeReport``."""
+    tid = runtime.index(thread_id, errors.ACL_ERROR_RT_PARAM_INVALID, "thread id")
     stream = resolve(stream_handle)
     with _lock:
-        if _subscribers.get(stream) != thread_id:
+        owner = _subscribers.get(stream)
+        if owner is None or tid not in (owner, _native_of(owner)):
             raise errors.error_for(errors.ACL_ERROR_RT_STREAM_SUBSCRIBE,
-                                   f"thread {thread_id} is not subscribed to stream {stream.sid}")
+                                   f"thread {tid} is not subscribed to stream {stream.sid}")
         del _subscribers[stream]
+        q = _queues.get(owner)
+    if q is not None:
+        q.put(_WAKE)
+
+
+def _native_of(ident: int) -> int | None:
+    return next((t.native_id for t in threading.enumerate() if t.ident == ident), None)
+
+
+def _subscribed(tid: int) -> bool:
+    with _lock:
+        _prune_locked()
+        return tid in _subscribers.values()
 
 
 def process_report(timeout_ms: int) -> None:
     """Mirrors ``aclrtProcessReport``: run one callback due to the calling thread, waiting
-    up to ``timeout_ms`` (-1 forever). 100000 for 0 or < -1; 107012 if the thread subscribed
-    to nothing; 507012 on timeout. Releases the GIL while it waits."""
+    up to ``timeout_ms`` (-1 forever). 100000 for 0 or < -1; 107012 if the thread is
+    subscribed to no live stream (also when its last stream ends during the wait); 507012 on
+    timeout. Blocks with the GIL released."""
     timeout_ms = runtime.index(timeout_ms, errors.ACL_ERROR_INVALID_PARAM, "timeout")
     if timeout_ms == 0 or timeout_ms < -1:
         raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"timeout {timeout_ms}")
-    tid = threading.get_native_id()
-    q = _queues.get(tid)
-    if q is None or tid not in _subscribers.values():
-        raise errors.error_for(errors.ACL_ERROR_RT_THREAD_SUBSCRIBE,
-                               f"thread {tid} has not subscribed to any stream")
-    try:
-        link, slot, seq, fn, args, block = q.get(timeout=None if timeout_ms < 0
-                                                 else timeout_ms / 1000)
-    except queue.Empty:
-        raise errors.error_for(errors.ACL_ERROR_RT_REPORT_TIMEOUT,
-                               f"no callback within {timeout_ms} ms") from None
+    tid = threading.get_ident()
+    deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+    while True:
+        with _lock:
+            q = _queues.get(tid)
+        if q is None or not _subscribed(tid):
+            raise errors.error_for(errors.ACL_ERROR_RT_THREAD_SUBSCRIBE,
+                                   f"thread {tid} is subscribed to no live stream")
+        left = WAIT_SLICE_S if deadline is None else min(WAIT_SLICE_S,
+                                                         deadline - time.monotonic())
+        try:
+            item = q.get(timeout=max(left, 0))
+        except queue.Empty:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise errors.error_for(errors.ACL_ERROR_RT_REPORT_TIMEOUT,
+                                       f"no callback within {timeout_ms} ms") from None
+            continue
+        if item is not _WAKE:
+            break
+    link, slot, seq, fn, args, block = item
     _run(fn, args)
     if block:
         link.post(Op.CALLBACK_DONE, slot, seq)
@@ -222,7 +320,9 @@ def launch_callback(fn: Callable[[Any], Any], args: Any, block: int,
     """Mirrors ``aclrtLaunchCallback``: queue ``fn(args)`` on the stream for its subscribed
     thread. 107015 if no thread subscribed to the stream."""
     stream = resolve(stream_handle, for_submit=True)
-    if stream not in _subscribers:
+    with _lock:
+        subscribed = stream in _subscribers
+    if not subscribed:
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_NO_CB_REG,
                                f"stream {stream.sid} has no subscribed thread")
     block = runtime.index(block, errors.ACL_ERROR_INVALID_PARAM, "block type")
@@ -249,8 +349,15 @@ def _queue_callback(stream: Stream, style: str, fn: Callable[[Any], Any], args: 
     submit(stream, Op.CALLBACK, cb_id, block)
 
 
-def forget_link(link: DeviceLink) -> None:
-    """Drop subscriptions of a link's streams (its device was reset)."""
+def forget_stream(stream: Stream) -> None:
+    """End the stream's subscription (it was destroyed, or its device reset) and wake the
+    subscribed thread. Called by the stream's teardown; ``_prune_locked`` catches the rest."""
     with _lock:
-        for stream in [s for s in _subscribers if s.link is link]:
-            del _subscribers[stream]
+        _prune_locked()
+        tid = _subscribers.pop(stream, None)
+        q = _queues.get(tid) if tid is not None else None
+    if q is not None:
+        q.put(_WAKE)
+
+
+on_stream_closed(forget_stream)  # a destroyed stream ends its subscriptions

@@ -1,22 +1,34 @@
-"""Device and context management (``aclrtSetDevice`` and friends), raising AclError."""
+"""Device and context management (``aclrtSetDevice`` and friends), raising AclError.
+
+A card whose worker died, or whose heartbeat stopped for longer than ``shared/config.py``
+``DEVICE_LOST_TIMEOUT_S`` (a hung or SIGSTOPped worker), is ABNORMAL for
+``query_device_status``, and blocked calls on it fail with 507010 (see
+``host/driver/link.py``).
+
+Threading model: no threads of its own; any thread calls in. ``Runtime.lock`` guards the
+open devices and their reference counts (``set_device``/``reset_device`` are atomic against
+each other); the current context is per thread (``Runtime.local``). ``OpenDevice.util_mark``
+is written without a lock: concurrent ``utilization_rate`` calls may measure from either
+one's mark (a benign race: both are valid marks).
+"""
 
 from __future__ import annotations
 
 import time
 
 from npuemu.host.core import runtime
+from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Context, OpenDevice
 from npuemu.shared import errors
 from npuemu.shared.enums import DeviceStatus
-from npuemu.shared.layout import DEVICE_CTL, Health
 
 
 def set_device(dev: int) -> None:
     """Mirrors ``aclrtSetDevice``: attach (first time: blocks until the worker is up), bump
     the device's reference count and bind the calling thread to its primary context."""
     rt = runtime.get()
-    od = rt.open_device(dev)
-    with rt.lock:
+    with rt.lock:  # one step: a reset in another thread cannot close it in between
+        od = rt.open_device(dev)
         od.refs += 1
     rt.local.ctx = od.primary
 
@@ -42,8 +54,6 @@ def reset_device(dev: int, force: bool = False) -> None:
 def _drain(od: OpenDevice) -> None:
     """Wait for every stream of this process on the device (reset waits for pending tasks);
     failures are not raised here: the streams go away with the reset."""
-    from npuemu.host.core import stream as streams
-
     for s in streams.streams_of(od.link):
         target = s.submitted
         try:  # a hung task (injected fault) never completes: the reset clears it instead
@@ -63,12 +73,13 @@ def get_device_count() -> int:
 
 
 def query_device_status(dev: int) -> int:
-    """Mirrors ``aclrtQueryDeviceStatus``: ABNORMAL if this process saw the device lost or
-    its health is Alarm or worse (an uncorrectable ECC error), else NORMAL. Non-blocking."""
+    """Mirrors ``aclrtQueryDeviceStatus``: ABNORMAL if the device is lost (its worker died),
+    hung (no heartbeat for ``DEVICE_LOST_TIMEOUT_S``) or its health is Alarm or worse (an
+    uncorrectable ECC error), else NORMAL. Non-blocking, whatever state the card is in."""
     rt = runtime.get()
     rt.check_device_id(dev)
     od = rt.devices.get(dev)
-    if od is not None and (not od.link.alive() or od.link.ctl[DEVICE_CTL.HEALTH] >= Health.ALARM):
+    if od is not None and od.link.abnormal():
         return DeviceStatus.ACL_RT_DEVICE_STATUS_ABNORMAL
     return DeviceStatus.ACL_RT_DEVICE_STATUS_NORMAL
 
@@ -77,8 +88,6 @@ def synchronize_device(timeout_ms: int = -1) -> None:
     """Mirrors ``aclrtSynchronizeDevice(WithTimeout)``: blocks until every stream this
     process has on the current device is done, then raises the first unreported failure.
     Expiry is 507046."""
-    from npuemu.host.core import stream as streams
-
     wait_s = streams.timeout_s(timeout_ms)
     rt = runtime.get()
     link = rt.current_link()
@@ -102,15 +111,15 @@ def utilization_rate(dev: int) -> dict[str, int]:
     HBM in use."""
     rt = runtime.get()
     od = rt.open_device(dev)
-    ctl, now = od.link.ctl, time.monotonic_ns()
-    busy = [ctl[f] for f in (DEVICE_CTL.BUSY_AICORE, DEVICE_CTL.BUSY_AIVECTOR,
-                             DEVICE_CTL.BUSY_AICPU)]
-    since, before = od.util_mark or (ctl[DEVICE_CTL.BOOT_NS], [0, 0, 0])
+    link, now = od.link, time.monotonic_ns()
+    busy = list(link.busy_ns())
+    since, before = od.util_mark or (link.boot_ns(), [0, 0, 0])
     od.util_mark = (now, busy)
     wall = max(now - since, 1)
     cube, vector, aicpu = (min(100, (b - a) * 100 // wall)
                            for a, b in zip(before, busy, strict=True))
-    hbm = ctl[DEVICE_CTL.HBM_USED] * 100 // max(ctl[DEVICE_CTL.HBM_TOTAL], 1)
+    mem = link.memory_usage()
+    hbm = mem.hbm_used * 100 // max(mem.hbm_total, 1)
     return {"cubeUtilization": cube, "vectorUtilization": vector, "aicpuUtilization": aicpu,
             "memoryUtilization": hbm}
 

@@ -77,10 +77,7 @@ def binary_load_from_file(path: str) -> Binary:
 
 
 def _binary(handle: object) -> Binary:
-    found = runtime.get().handles.get(handle) if type(handle) is int else None
-    if not isinstance(found, Binary) or found.destroyed:
-        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is not a binary")
-    return found
+    return runtime.lookup(runtime.get().handles, handle, Binary, "binary")
 
 
 def binary_get_function(handle: object, name: str) -> Function:
@@ -103,9 +100,9 @@ def binary_unload(handle: object) -> None:
 def launch_kernel(func: object, num_blocks: int, args: object, stream_handle: object) -> None:
     """Mirrors ``aclrtLaunchKernel``: queue ``num_blocks`` blocks of the kernel on the stream
     (async). The kernel's failure surfaces at the next synchronize, with its engine's code."""
-    found = runtime.get().handles.get(func) if type(func) is int else None
-    if not isinstance(found, Function) or found.binary.destroyed:
-        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"{func!r} is not a function")
+    found = runtime.lookup(runtime.get().handles, func, Function, "function")
+    if found.binary.destroyed:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"{func!r}: binary unloaded")
     blocks = runtime.index(num_blocks, errors.ACL_ERROR_INVALID_PARAM, "num_blocks")
     if not 1 <= blocks <= MAX_BLOCKS:
         raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM,

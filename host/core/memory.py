@@ -14,25 +14,29 @@ Device pointers are checked against this process's live allocations before any b
 unknown, freed, foreign (another process's) and out-of-range pointers give
 ``ACL_ERROR_RT_PARAM_INVALID`` (107000; the reference leaves the exact code unverified).
 Host pointers are checked against this process's mappings (``hostmem.HostMaps``).
+
+Threading model: any thread may call in. ``Runtime.lock`` guards ``allocations`` and
+``starts`` together (malloc, free, reset); ``find`` reads them without it and tolerates a
+concurrent change (a block freed meanwhile is simply not found: 107000). The pinned and
+staging pools, host maps and links have their own locks (``host/driver/``).
 """
 
 from __future__ import annotations
 
 import bisect
 import ctypes
-import os
 import traceback
 
 from npuemu.host.core import p2p, plog, runtime
+from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Allocation, index
-from npuemu.host.driver.link import DeviceLink
-from npuemu.shared import address, errors, layout, logring, shm
+from npuemu.host.driver.interface import Link
+from npuemu.shared import address, errors, logring, shm
 from npuemu.shared.enums import MemcpyKind, MemLocationType
-from npuemu.shared.layout import DEVICE_CTL
 from npuemu.shared.protocol import Op
 
-TRACK_STACKS = os.environ.get("NPUEMU_TRACK_ALLOC") == "1"
-"""Record the Python stack of every allocation (for leak reports); costs ~20 us a malloc."""
+_HOST_LIMIT = 1 << 47
+"""No host can pin more than its user address space (47 bits on x86-64 and arm64)."""
 _K = MemcpyKind
 # kind -> (source is device, destination is device)
 _DIRECTIONS = {
@@ -73,7 +77,8 @@ def malloc(size: int, policy: int = 0) -> int:
     rt = runtime.get()
     link = rt.current_link()
     ptr, span, page_class = link.call(Op.MALLOC, size, policy)
-    stack = "".join(traceback.format_stack(limit=8)[:-1]) if TRACK_STACKS else ""
+    # NPUEMU_TRACK_ALLOC=1: record the Python stack (for leak reports; ~20 us a malloc)
+    stack = "".join(traceback.format_stack(limit=8)[:-1]) if rt.config.track_alloc else ""
     with rt.lock:
         rt.allocations[ptr] = Allocation(ptr, size, span, page_class, policy, link, stack)
         bisect.insort(rt.starts, ptr)
@@ -112,28 +117,40 @@ def get_mem_usage_info(dev: int) -> list[dict]:
     device's per-client accounting) plus ``"total"``; names are our choice."""
     link = runtime.get().open_device(dev).link
     link.call(Op.PING)  # frees queued before are counted
-    ctl = link.ctl
-    entries = [{"name": "total", "curMemSize": ctl[DEVICE_CTL.HBM_USED] + ctl[DEVICE_CTL.DDR_USED],
-                "memPeakSize": ctl[DEVICE_CTL.HBM_PEAK] + ctl[DEVICE_CTL.DDR_PEAK]}]
-    for slot in range(layout.MAX_CLIENTS):
-        base = layout.CTL_CLIENTS + slot * layout.CLIENT_ENTRY.words
-        if ctl[base + layout.CLIENT_ENTRY.STATE] == layout.ClientState.ACTIVE:
-            entries.append({"name": f"pid {ctl[base + layout.CLIENT_ENTRY.PID]}",
-                            "curMemSize": ctl[base + layout.CLIENT_ENTRY.USED],
-                            "memPeakSize": ctl[base + layout.CLIENT_ENTRY.PEAK]})
+    mem = link.memory_usage()
+    entries = [{"name": "total", "curMemSize": mem.hbm_used + mem.ddr_used,
+                "memPeakSize": mem.hbm_peak + mem.ddr_peak}]
+    entries += [{"name": f"pid {c.pid}", "curMemSize": c.used, "memPeakSize": c.peak}
+                for c in link.client_usage()]
     return sorted(entries, key=lambda e: -e["curMemSize"])
 
 
 def find(ptr: int, count: int) -> Allocation:
-    """The live allocation holding ``[ptr, ptr+count)``; 107000 otherwise."""
+    """The live allocation holding ``[ptr, ptr+count)``; 107000 otherwise. Lock-free when
+    found; a miss is confirmed under ``Runtime.lock`` (another thread may be changing the
+    tables)."""
     rt = runtime.get()
-    i = bisect.bisect_right(rt.starts, ptr) - 1
-    alloc = rt.allocations.get(rt.starts[i]) if i >= 0 else None
+    alloc = _containing(rt, ptr)
     if alloc is None or ptr + count > alloc.ptr + alloc.size:
-        if alloc is not None and ptr < alloc.ptr + alloc.size:
+        with rt.lock:
+            alloc = _containing(rt, ptr)
+        if alloc is None:
+            raise _param(f"0x{ptr:x} is not in a live device allocation of this process")
+        if ptr + count > alloc.ptr + alloc.size:
             raise _param(f"0x{ptr:x}+{count} runs past its allocation (0x{alloc.ptr:x}, "
                          f"{alloc.size} bytes)")
-        raise _param(f"0x{ptr:x} is not in a live device allocation of this process")
+    return alloc
+
+
+def _containing(rt: runtime.Runtime, ptr: int) -> Allocation | None:
+    starts = rt.starts
+    i = bisect.bisect_right(starts, ptr) - 1
+    try:
+        alloc = rt.allocations.get(starts[i]) if i >= 0 else None
+    except IndexError:  # the list shrank meanwhile (a free in another thread)
+        return None
+    if alloc is None or not alloc.ptr <= ptr < alloc.ptr + alloc.size:
+        return None
     return alloc
 
 
@@ -141,8 +158,7 @@ def _device_address(ptr: int, count: int) -> tuple[Allocation, int]:
     """Validated allocation and the address of ``ptr`` in this process's arena mapping.
     (The mapping outlives the worker, so the caller checks liveness after the copy.)"""
     alloc = find(ptr, count)
-    ctl = alloc.link.ctl
-    if ctl[DEVICE_CTL.POISONED] and layout.poisoned_overlap(ctl, ptr, count):
+    if alloc.link.poisoned(ptr, count):
         raise errors.error_for(errors.ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR,
                                f"0x{ptr:x}+{count} touches an isolated HBM page")
     _dev, arena, offset = address.decode(ptr)
@@ -150,8 +166,11 @@ def _device_address(ptr: int, count: int) -> tuple[Allocation, int]:
 
 
 def malloc_host(size: int) -> int:
-    """Mirrors ``aclrtMallocHost``: pinned host memory (shared memory the devices can map)."""
-    _check_size(size, "size")
+    """Mirrors ``aclrtMallocHost``: pinned host memory (shared memory the devices can map).
+    100000 for size 0; 200000 (ACL_ERROR_BAD_ALLOC) when it cannot be had."""
+    size = _check_size(size, "size")
+    if size > _HOST_LIMIT:
+        raise errors.error_for(errors.ACL_ERROR_BAD_ALLOC, f"pinned host memory of {size} bytes")
     rt = runtime.get()
     rt.ensure_node()
     assert rt.pinned is not None
@@ -159,8 +178,10 @@ def malloc_host(size: int) -> int:
 
 
 def free_host(ptr: int) -> None:
-    """Mirrors ``aclrtFreeHost``."""
+    """Mirrors ``aclrtFreeHost``. 107000 for anything but a live ``malloc_host`` block."""
     rt = runtime.get()
+    if type(ptr) is not int:
+        ptr = index(ptr, errors.ACL_ERROR_RT_PARAM_INVALID, "pointer")
     if rt.pinned is None:
         raise _param(f"{ptr!r} is not a block from malloc_host")
     rt.pinned.free(ptr)
@@ -173,14 +194,18 @@ def free_host(ptr: int) -> None:
 
 # aclrtMemcpy / aclrtMemset ------------------------------------------------------------------
 def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
-    """Mirrors ``aclrtMemcpy`` (synchronous; no implicit stream sync). ``kind`` must match
-    the addresses (``ACL_MEMCPY_DEFAULT`` infers it). ``count > dst_max`` gives 107000, as
-    the rt layer's parameter check does (``RT_ERROR_INVALID_VALUE``)."""
-    dst, src, count, direction = _copy_args(dst, dst_max, src, count, kind, allow_zero=True)
+    """Mirrors ``aclrtMemcpy`` (synchronous; no implicit stream sync). The direction comes
+    from the addresses, as the real driver does: ``kind`` must be an aclrtMemcpyKind but is
+    not checked against them (except ``INNER_DEVICE_TO_DEVICE`` between two cards, refused:
+    UNVERIFIED). ``count > dst_max`` gives 107000, as the rt layer's parameter
+    check does (``RT_ERROR_INVALID_VALUE``)."""
+    _kind(kind)
+    dst, src, count, direction = _copy_args(dst, dst_max, src, count, _K.ACL_MEMCPY_DEFAULT,
+                                            allow_zero=True)
     if count == 0:
         return
     runtime.get().current()
-    if direction == (True, True):
+    if direction == (True, True):  # INNER_DEVICE_TO_DEVICE across two cards is refused
         _d2d(dst, src, count, kind)
     elif direction == (False, True):
         _h2d(dst, src, count)
@@ -283,6 +308,7 @@ def pointer_get_attributes(ptr: int) -> dict:
     HOST; other host addresses UNREGISTERED. (The pyACL return shape is our choice.)
     """
     rt = runtime.get()
+    ptr = index(ptr, errors.ACL_ERROR_INVALID_PARAM, "pointer")
     if address.is_device_ptr(ptr):
         alloc = find(ptr, 1)
         logical = next(d for d, od in rt.devices.items() if od.link is alloc.link)
@@ -303,8 +329,6 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
     truly async. Pageable host memory is staged through a pinned buffer, as the runtime
     does: an H2D call returns once the source is staged, a D2H call returns after the copy.
     Async H2H is 207000 (as in EP mode)."""
-    from npuemu.host.core import stream as streams
-
     dst, src, count, direction = _copy_args(dst, dst_max, src, count, kind, allow_zero=False)
     if direction == (False, False):
         raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "async host-to-host copy")
@@ -335,9 +359,8 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
 
 def memset_async(ptr: int, max_count: int, value: int, count: int,
                  stream_handle: object) -> None:
-    """Mirrors ``aclrtMemsetAsync`` on device memory: queued on the stream."""
-    from npuemu.host.core import stream as streams
-
+    """Mirrors ``aclrtMemsetAsync`` on device memory of the stream's card or on pinned host
+    memory (``malloc_host``): queued on the stream."""
     max_count = _check_size(max_count, "max_count", allow_zero=True)
     count = _check_size(count, "count")
     if count > max_count:
@@ -345,12 +368,24 @@ def memset_async(ptr: int, max_count: int, value: int, count: int,
     ptr = _check_ptr(ptr)
     value = index(value, errors.ACL_ERROR_INVALID_PARAM, "value")
     stream = streams.resolve(stream_handle, for_submit=True)
-    if not address.is_device_ptr(ptr) or find(ptr, count).link is not stream.link:
-        raise _param(f"0x{ptr:x} is not memory of the stream's device")
+    if address.is_device_ptr(ptr):
+        if find(ptr, count).link is not stream.link:
+            raise _param(f"0x{ptr:x} is not memory of the stream's device")
+    elif not _pinned(stream.link, ptr, count):
+        raise _param(f"0x{ptr:x}+{count} is neither device memory nor pinned host memory")
     streams.submit(stream, Op.MEMSET_ASYNC, ptr, value & 0xFF, count)
 
 
+def _kind(kind: object) -> int:
+    """``kind`` as an int; 107000 unless it is an aclrtMemcpyKind value."""
+    kind = index(kind, errors.ACL_ERROR_RT_PARAM_INVALID, "memcpy kind")
+    if kind != _K.ACL_MEMCPY_DEFAULT and kind not in _DIRECTIONS:
+        raise _param(f"memcpy kind {kind!r} is not an aclrtMemcpyKind")
+    return kind
+
+
 def _direction(dst: int, src: int, kind: int) -> tuple[bool, bool]:
+    kind = _kind(kind)
     src_dev, dst_dev = address.is_device_ptr(src), address.is_device_ptr(dst)
     expected = (src_dev, dst_dev) if kind == _K.ACL_MEMCPY_DEFAULT else _DIRECTIONS.get(kind)
     if expected is None:
@@ -362,7 +397,7 @@ def _direction(dst: int, src: int, kind: int) -> tuple[bool, bool]:
     return expected
 
 
-def _pinned(link: DeviceLink, ptr: int, count: int) -> bool:
+def _pinned(link: Link, ptr: int, count: int) -> bool:
     """True (after making sure the device has mapped it) if ``[ptr, ptr+count)`` is inside a
     pinned block."""
     rt = runtime.get()
@@ -373,14 +408,14 @@ def _pinned(link: DeviceLink, ptr: int, count: int) -> bool:
     return True
 
 
-def pin(link: DeviceLink, base: int, seg: shm.Segment) -> None:
+def pin(link: Link, base: int, seg: shm.Segment) -> None:
     """Let ``link``'s worker map a pinned block (one round trip, once per block and link)."""
     if base not in link.pinned:
         link.call(Op.PIN, base, seg.size, seg.name)
         link.pinned.add(base)
 
 
-def _stage(link: DeviceLink, count: int) -> int:
+def _stage(link: Link, count: int) -> int:
     rt = runtime.get()
     addr = rt.staging.take(count)
     seg = rt.pinned.find(addr)

@@ -4,10 +4,22 @@ Both API faces (``acl`` and the Pythonic one) call into the one ``Runtime`` inst
 ``get()``. Everything here raises ``AclError``; the ``acl`` face turns that into return codes.
 
 - Lazy start: the first call that needs a device attaches to ``NPUEMU_NODE`` if set, else
-  starts an embedded node (``host/driver/node.py``), behind a lock.
-- Fork guard: a forked child cannot use its parent's rings; it gets a clear error.
+  starts an embedded node (``host/driver/node.py``), behind a lock. Tests may hand a node in
+  instead (``attach``; ``host/driver/fake.py`` ``FakeNode`` runs the core in-process).
+- Fork guard (the only one): a child forked from a process whose runtime exists cannot use
+  its parent's rings, nor objects made by it; it gets a clear error (``check_fork``).
 - Current device and context are per thread (``aclrtSetDevice`` binds the calling thread).
 - ``ASCEND_RT_VISIBLE_DEVICES`` re-indexes the node's cards from 0, as on hardware.
+- Handles (contexts, streams, events, binaries, functions) are pointer-like ints; ``lookup``
+  is the one place that turns a handle back into its live object (107000 otherwise).
+
+Threading model: every user thread calls in. ``Runtime.lock`` (re-entrant) guards ``node``,
+``devices``, ``contexts``, ``allocations``/``starts``, ``handles`` and the handle counter
+whenever they change; lookups read the dicts without it (a dict read is atomic under the
+GIL, and an object is published in its table only once fully built). ``ensure_node``
+publishes ``node`` last, after the pinned and staging pools it needs, so a thread that sees
+a node without taking the lock also sees its pools. ``local`` holds each thread's current
+context. The pools and links have their own locks (``host/driver/``).
 """
 
 from __future__ import annotations
@@ -17,13 +29,14 @@ import contextlib
 import operator
 import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from npuemu.host.core import plog
 from npuemu.host.driver.hostmem import HostMaps, PinnedPool, StagingPool
-from npuemu.host.driver.link import DeviceLink
+from npuemu.host.driver.interface import Link
 from npuemu.host.driver.node import Node
 from npuemu.shared import errors, logring
 from npuemu.shared.config import NodeConfig, parse_visible_devices
@@ -39,7 +52,7 @@ class Allocation:
     span: int
     page_class: int
     policy: int
-    link: DeviceLink
+    link: Link
     stack: str = ""  # where it was allocated, when NPUEMU_TRACK_ALLOC=1
 
 
@@ -59,7 +72,7 @@ class OpenDevice:
     """A device this process has set: its link and reference count."""
 
     logical: int
-    link: DeviceLink
+    link: Link
     primary: Context
     refs: int = 0
     contexts: list[Context] = field(default_factory=list)
@@ -72,7 +85,13 @@ class Runtime:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.pid = os.getpid()
-        self.config = NodeConfig.from_env()
+        try:
+            self.config = NodeConfig.from_env()
+            self.config_problem = ""
+        except (ValueError, TypeError) as err:  # reported by init / set_device, not here
+            self.config = NodeConfig()
+            self.config_problem = str(err).splitlines()[0]
+            print(f"npuemu: invalid configuration: {self.config_problem}", file=sys.stderr)
         self.node: Node | None = None
         self.devices: dict[int, OpenDevice] = {}
         self.contexts: dict[int, Context] = {}
@@ -88,28 +107,47 @@ class Runtime:
         self.op_timeout_us = 0  # aclrtSetOpExecuteTimeOut*, sent to every card opened (kernel.py)
         self.initialized = False
         self.link_hooks: list[Any] = []  # profilers: hook.opened(link) / hook.closing(link)
+        self.forked = False  # set in a forked child (os.register_at_fork): no per-call getpid
 
     # node and devices ----------------------------------------------------------------------
-    def check_fork(self) -> None:
-        if _forked:
+    def check_fork(self, what: str = "npuemu") -> None:
+        """The one fork guard: AclError(207000) in a child forked from this runtime's
+        process (its rings, mappings and objects belong to the parent)."""
+        if self.forked:
             raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                                   "npuemu cannot be used in a forked child of the process "
-                                   "that started it; use multiprocessing's 'spawn' method")
+                                   f"{what} cannot be used in a forked child of process "
+                                   f"{self.pid}, which started npuemu; use multiprocessing's "
+                                   "'spawn' method")
+
+    def check_config(self) -> None:
+        """207004 (no usable device) with one line naming the bad ``NPUEMU_*`` variable,
+        if the environment was invalid: no node is started with it."""
+        if self.config_problem:
+            raise errors.error_for(errors.ACL_ERROR_RT_NO_DEVICE,
+                                   f"invalid configuration: {self.config_problem}")
 
     def ensure_node(self) -> Node:
         self.check_fork()
+        self.check_config()
         if self.node is None:
             with self.lock:
                 if self.node is None:
                     name = self.config.name
-                    self.node = Node.connect(name) if name else Node.embedded(self.config)
-                    self.pinned = PinnedPool(self.node.name, self.pid)
-                    self.staging = StagingPool(self.pinned)
+                    self.attach(Node.connect(name) if name else Node.embedded(self.config))
                     _install_exit_hooks()
         return self.node
 
+    def attach(self, node: Any) -> None:
+        """Use ``node`` (a ``Node``, or a ``FakeNode`` in tests). Its pools are built before
+        ``node`` is published (see the threading model)."""
+        with self.lock:
+            pinned = PinnedPool(node.name, self.pid)
+            self.pinned, self.staging = pinned, StagingPool(pinned)
+            self.node = node
+
     def visible(self) -> list[int]:
         """Node device ids visible to this process, indexed by logical id."""
+        self.check_config()
         if self.config.name:  # a shared node: its size is only known once attached
             self.ensure_node()
         total = self.node.devices if self.node else self.config.devices
@@ -153,6 +191,9 @@ class Runtime:
             for hook in self.link_hooks:
                 hook.closing(od.link)
             del self.devices[od.logical]
+            # peer access enabled from this device goes with its context (re-enable it after
+            # set_device); access other devices enabled towards it stays (UNVERIFIED)
+            self.peer_access = {pair for pair in self.peer_access if pair[0] != od.logical}
             assert self.node is not None
             self.node.close_link(od.link)
 
@@ -164,8 +205,10 @@ class Runtime:
             return self._next_handle
 
     def register(self, obj: Any) -> Any:
-        obj.handle = self.new_handle()
-        self.handles[obj.handle] = obj
+        """Give ``obj`` (fully built) a handle and publish it in ``handles``."""
+        with self.lock:
+            obj.handle = self.new_handle()
+            self.handles[obj.handle] = obj
         return obj
 
     # contexts ------------------------------------------------------------------------------
@@ -195,11 +238,7 @@ class Runtime:
             self.local.ctx = None
 
     def context_of(self, handle: object) -> Context:
-        ctx = self.contexts.get(handle) if type(handle) is int else None
-        if ctx is None:
-            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
-                                   f"{handle!r} is not a live context")
-        return ctx
+        return lookup(self.contexts, handle, Context, "context")
 
     def current(self) -> Context:
         """The calling thread's context, or ACL_ERROR_RT_CONTEXT_NULL (107002)."""
@@ -210,7 +249,7 @@ class Runtime:
                                    "no current context in this thread: call set_device first")
         return ctx
 
-    def current_link(self) -> DeviceLink:
+    def current_link(self) -> Link:
         return self.devices[self.current().device].link
 
     # teardown ------------------------------------------------------------------------------
@@ -233,6 +272,17 @@ def _report_leak(alloc: Allocation, logical: int) -> None:
                               f"policy {alloc.policy:#x} still allocated at reset/exit{where}")
 
 
+def lookup(table: dict[int, Any], handle: object, kind: type | tuple[type, ...],
+           what: str) -> Any:
+    """The live object of type ``kind`` behind ``handle`` in ``table``; AclError(107000)
+    for anything else (not an int, unknown, another kind, destroyed). Non-blocking."""
+    found = table.get(handle) if type(handle) is int else None
+    if not isinstance(found, kind) or found.destroyed:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               f"{handle!r} is not a live {what}")
+    return found
+
+
 def index(value: object, code: int, what: str) -> int:
     """``value`` as an int (ints, IntEnum members, numpy integers), else AclError(code)."""
     try:
@@ -243,20 +293,23 @@ def index(value: object, code: int, what: str) -> int:
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
-_forked = False
-"""Set in a forked child (``os.register_at_fork``): no per-call ``getpid``."""
 
 
 def _mark_forked() -> None:
-    global _forked
-    _forked = True
+    global _runtime, _runtime_lock
+    _runtime_lock = threading.Lock()  # another thread may have held it at the fork
+    if _runtime is not None and _runtime.node is None:
+        _runtime = None  # nothing was attached yet: the child starts afresh
+    elif _runtime is not None:
+        _runtime.forked = True
 
 
 os.register_at_fork(after_in_child=_mark_forked)
 
 
 def get() -> Runtime:
-    """The process-wide runtime (created on first use)."""
+    """The process-wide runtime (created on first use). A child forked before the parent
+    made one gets its own."""
     global _runtime
     if _runtime is None:
         with _runtime_lock:

@@ -13,16 +13,26 @@ stop-on-failure mode applies to its stream only; an event that was never recorde
 complete; ``event_get_timestamp`` is in microseconds since the device booted; elapsed time
 between events that were not recorded is 107000, not yet complete 507006, without a
 timestamp 107006, and end before start 107007.
+
+Threading model: any thread may use any stream or event. ``link.lock`` (the stream's device
+link) guards ``Stream.submitted`` and ``Event.gen``: a task's sequence number is taken and
+the task pushed under it, and the counter moves only once the push succeeded (an argument
+the wire refuses, or a lost device, leaves the stream as it was). Completion state is read
+from the link's columns without a lock. ``Stream.destroyed`` / ``Event.destroyed`` go from
+False to True once, under ``Runtime.lock`` where the handle is dropped.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from npuemu.host.core import plog, runtime
-from npuemu.host.core.runtime import index
-from npuemu.host.driver.link import SPIN_S, DeviceLink
+from npuemu.host.core.runtime import index, lookup
+from npuemu.host.driver.interface import Link
+from npuemu.host.driver.link import SPIN_S
 from npuemu.shared import errors, logring
 from npuemu.shared.enums import (
     EventFlag,
@@ -32,16 +42,34 @@ from npuemu.shared.enums import (
     StreamFlag,
     StreamStatus,
 )
-from npuemu.shared.layout import EVENT_ENTRY, STREAM_ENTRY
 from npuemu.shared.protocol import Op
 
-_SE, _EE = STREAM_ENTRY, EVENT_ENTRY
 _TIMED = EventFlag.ACL_EVENT_TIME_LINE
 FAST_SYNC_SPIN_S = 2e-3
 """``ACL_STREAM_FAST_SYNC``: synchronize polls this long (yielding) before it sleeps."""
 _RETURN_AT_ONCE = (StreamFlag.ACL_STREAM_PERSISTENT | StreamFlag.ACL_STREAM_DEVICE_USE_ONLY
                    | StreamFlag.ACL_STREAM_CPU_SCHEDULE)
 """Streams whose synchronize returns at once, as the reference says."""
+PERSISTENT_CACHE = 64
+"""Most destroyed ``ACL_STREAM_PERSISTENT`` streams kept per device for reuse (seed §4.1)."""
+_cache: weakref.WeakKeyDictionary[Link, list[tuple[int, int, int, int]]] = (
+    weakref.WeakKeyDictionary())
+"""Per link: (slot, sid, submitted, seen_errors) of destroyed persistent streams whose
+worker-side stream is kept alive for the next ``create_stream``; guarded by the link's lock."""
+_created_hooks: list[Callable[[Link], None]] = []
+_closed_hooks: list[Callable[[Stream], None]] = []
+
+
+def on_stream_created(hook: Callable[[Link], None]) -> None:
+    """Call ``hook(link)`` after each stream is created (``host/core/callbacks.py`` starts
+    the link's report thread this way, so this module does not import it)."""
+    _created_hooks.append(hook)
+
+
+def on_stream_closed(hook: Callable[[Stream], None]) -> None:
+    """Call ``hook(stream)`` when a stream is destroyed (``host/core/callbacks.py`` ends the
+    stream's subscriptions this way)."""
+    _closed_hooks.append(hook)
 
 
 @dataclass(eq=False)
@@ -50,7 +78,7 @@ class Stream:
 
     handle: int
     device: int
-    link: DeviceLink
+    link: Link
     slot: int
     sid: int
     priority: int
@@ -59,16 +87,17 @@ class Stream:
     seen_errors: int = 0
     destroyed: bool = False
     creator_tid: int = field(default_factory=threading.get_native_id)
+    mode_set: bool = False  # set_failure_mode was called (then it is not cached for reuse)
 
     def completed(self) -> int:
-        return self.link.streams[self.slot * _SE.words + _SE.COMPLETED]
+        return self.link.completed[self.slot]
 
     def done(self, target: int) -> bool:
-        return self.link.streams[self.slot * _SE.words + _SE.COMPLETED] >= target
+        return self.link.completed[self.slot] >= target
 
     def hung(self) -> bool:
         """Its head task hangs (an injected fault)."""
-        return bool(self.link.streams[self.slot * _SE.words + _SE.HUNG])
+        return bool(self.link.stream_hung[self.slot])
 
 
 @dataclass(eq=False)
@@ -77,17 +106,17 @@ class Event:
 
     handle: int
     device: int
-    link: DeviceLink
+    link: Link
     slot: int
     flags: int
     gen: int = 0  # records submitted so far
     destroyed: bool = False
 
-    def word(self, field: int) -> int:
-        return self.link.events[self.slot * _EE.words + field]
+    def done_gen(self) -> int:
+        return self.link.event_done[self.slot]
 
     def complete(self) -> bool:
-        return self.word(_EE.DONE_GEN) >= self.gen
+        return self.link.event_done[self.slot] >= self.gen
 
 
 # streams ---------------------------------------------------------------------------------------
@@ -97,12 +126,21 @@ def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     FAST_SYNC makes synchronize poll ~2 ms before sleeping; PERSISTENT, DEVICE_USE_ONLY and
     CPU_SCHEDULE make synchronize return at once (as the reference says; their tasks still
     run in order); FAST_LAUNCH and HUGE are accepted with no effect; unknown bits are kept.
-    207008 when the device's stream limit (``NPUEMU_MAX_STREAMS``, default 1024) is reached."""
+    207008 when the device's stream limit (``NPUEMU_MAX_STREAMS``, default 1024) is reached.
+    A stream left in the cache by a destroyed PERSISTENT stream is reused without a round
+    trip (seed §4.1; the worker records but does not use priority and flags)."""
     rt = runtime.get()
     ctx = rt.current()
     link = rt.devices[ctx.device].link
     priority = min(max(index(priority, errors.ACL_ERROR_INVALID_PARAM, "priority"), 0), 7)
     flags = index(flags, errors.ACL_ERROR_INVALID_PARAM, "flag")
+    with link.lock:
+        cached = _cache.get(link)
+        reuse = cached.pop() if cached else None
+    if reuse is not None:
+        slot, sid, submitted, seen = reuse
+        return rt.register(Stream(0, ctx.device, link, slot, sid, priority, flags,
+                                  submitted, seen))
     pool = link.stream_slots
     slot = pool.take(errors.ACL_ERROR_RT_NO_STREAM_RESOURCE)
     try:
@@ -110,15 +148,14 @@ def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     except errors.AclError:
         pool.give(slot)
         raise
-    from npuemu.host.core import callbacks
-
-    callbacks.ensure_reporter(link)
+    for hook in _created_hooks:
+        hook(link)
     if plog.debug:
         plog.log(logring.DEBUG, f"stream {sid} created on device {ctx.device}")
     return rt.register(Stream(0, ctx.device, link, slot, sid, priority, flags))
 
 
-def streams_of(link: DeviceLink) -> list[Stream]:
+def streams_of(link: Link) -> list[Stream]:
     """This process's live streams on ``link``'s device (default streams included)."""
     return [h for h in list(runtime.get().handles.values())
             if isinstance(h, Stream) and h.link is link]
@@ -133,10 +170,7 @@ def resolve(handle: object, *, for_submit: bool = False) -> Stream:
         if ctx.default_stream is None:
             ctx.default_stream = create_stream()
         return ctx.default_stream
-    stream = rt.handles.get(handle) if type(handle) is int else None
-    if not isinstance(stream, Stream) or stream.destroyed:
-        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
-                               f"{handle!r} is not a live stream")
+    stream = lookup(rt.handles, handle, Stream, "stream")
     if for_submit and stream.device != rt.current().device:
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_CONTEXT,
                                f"stream of device {stream.device} used from device "
@@ -145,12 +179,14 @@ def resolve(handle: object, *, for_submit: bool = False) -> Stream:
 
 
 def submit(stream: Stream, op: int, *args: object) -> int:
-    """Queue a task on ``stream``; returns its sequence number. Never waits for the device."""
+    """Queue a task on ``stream``; returns its sequence number. Never waits for the device.
+    The task is counted only once it is queued (107000 for an argument the wire cannot
+    carry, e.g. an int >= 2**64, and the stream stays as it was)."""
     link = stream.link
     with link.lock:
-        stream.submitted += 1
-        seq = stream.submitted
+        seq = stream.submitted + 1
         link.submit_locked((op, 0, stream.slot, seq, *args))
+        stream.submitted = seq
     if plog.debug:
         plog.log(logring.DEBUG, f"task {seq} (op {op}) submitted to stream {stream.sid}")
     return seq
@@ -174,12 +210,11 @@ def synchronize_stream(handle: object, timeout_ms: int = -1) -> None:
 
 
 def raise_failure(stream: Stream) -> None:
-    table, base = stream.link.streams, stream.slot * _SE.words
-    count = table[base + _SE.ERR_COUNT]
+    """Raise the stream's latest failure if it was not reported yet."""
+    count, code, task = stream.link.stream_failure(stream.slot)
     if count > stream.seen_errors:
         stream.seen_errors = count
-        raise errors.error_for(table[base + _SE.ERR_CODE],
-                               f"stream {stream.sid}: task {table[base + _SE.ERR_TASK]} failed")
+        raise errors.error_for(code, f"stream {stream.sid}: task {task} failed")
 
 
 def timeout_s(timeout_ms: object) -> float | None:
@@ -210,15 +245,36 @@ def destroy_stream(handle: object, force: bool = False) -> None:
     if not force:
         target = stream.submitted
         stream.link.wait_until(lambda: stream.done(target), None)
-    close_stream(stream)
+    close_stream(stream, force)
 
 
-def close_stream(stream: Stream) -> None:
+def _keep(stream: Stream) -> bool:
+    """Put a destroyed PERSISTENT stream (idle, default failure mode) in its link's cache."""
+    if not stream.flags & StreamFlag.ACL_STREAM_PERSISTENT or stream.mode_set:
+        return False
+    link = stream.link
+    if not link.alive() or not stream.done(stream.submitted):
+        return False
+    errors_so_far = link.stream_failure(stream.slot)[0]
+    with link.lock:
+        cached = _cache.setdefault(link, [])
+        if len(cached) >= PERSISTENT_CACHE:
+            return False
+        cached.append((stream.slot, stream.sid, stream.submitted, errors_so_far))
+    return True
+
+
+def close_stream(stream: Stream, force: bool = False) -> None:
     rt = runtime.get()
-    stream.destroyed = True
-    rt.handles.pop(stream.handle, None)
+    with rt.lock:
+        stream.destroyed = True
+        rt.handles.pop(stream.handle, None)
+    for hook in _closed_hooks:
+        hook(stream)
     if plog.debug:
         plog.log(logring.DEBUG, f"stream {stream.sid} destroyed")
+    if not force and _keep(stream):
+        return
     if stream.link.alive():
         stream.link.call(Op.STREAM_DESTROY, stream.slot)
         stream.link.stream_slots.give(stream.slot)
@@ -232,6 +288,7 @@ def set_failure_mode(handle: object, mode: int) -> None:
         raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"failure mode {mode}")
     stream = resolve(handle)
     stream.link.call(Op.STREAM_MODE, stream.slot, mode)
+    stream.mode_set = True
 
 
 def stream_abort(handle: object) -> None:
@@ -254,18 +311,14 @@ def create_event(flags: int = EventFlag.ACL_EVENT_TIME_LINE | EventFlag.ACL_EVEN
     link = rt.devices[ctx.device].link
     flags = index(flags, errors.ACL_ERROR_INVALID_PARAM, "flag")
     slot = link.event_slots.take(errors.ACL_ERROR_RT_NO_EVENT_RESOURCE)
-    for word in range(_EE.words):
-        link.events[slot * _EE.words + word] = 0  # the worker no longer writes a given slot
+    link.clear_event(slot)  # the worker no longer writes a slot given back
     if plog.debug:
         plog.log(logring.DEBUG, f"event slot {slot} created on device {ctx.device}")
     return rt.register(Event(0, ctx.device, link, slot, flags))
 
 
 def event_of(handle: object) -> Event:
-    event = runtime.get().handles.get(handle) if type(handle) is int else None
-    if not isinstance(event, Event) or event.destroyed:
-        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is not a live event")
-    return event
+    return lookup(runtime.get().handles, handle, Event, "event")
 
 
 def _same_device(event: Event, stream: Stream) -> None:
@@ -280,10 +333,9 @@ def record_event(event_handle: object, stream_handle: object) -> None:
     event, stream = event_of(event_handle), resolve(stream_handle)
     _same_device(event, stream)
     with stream.link.lock:
-        event.gen += 1
-        stream.submitted += 1
-        stream.link.submit_locked((Op.RECORD, 0, stream.slot, stream.submitted, event.slot,
-                                   event.gen))
+        seq, gen = stream.submitted + 1, event.gen + 1
+        stream.link.submit_locked((Op.RECORD, 0, stream.slot, seq, event.slot, gen))
+        stream.submitted, event.gen = seq, gen
 
 
 def reset_event(event_handle: object, stream_handle: object) -> None:
@@ -326,11 +378,11 @@ def synchronize_event(handle: object, timeout_ms: int = -1) -> None:
     wait_s = timeout_s(timeout_ms)
     event = event_of(handle)
     gen = event.gen
-    if not event.link.wait_until(lambda: event.word(_EE.DONE_GEN) >= gen, wait_s):
+    if not event.link.wait_until(lambda: event.done_gen() >= gen, wait_s):
         raise errors.error_for(errors.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
                                f"event not complete after {timeout_ms} ms")
-    if gen and event.word(_EE.ERROR):
-        raise errors.error_for(event.word(_EE.ERROR), "work before the event failed")
+    if gen and (code := event.link.event_error[event.slot]):
+        raise errors.error_for(code, "work before the event failed")
 
 
 def _timestamp_ns(event: Event) -> int:
@@ -341,7 +393,7 @@ def _timestamp_ns(event: Event) -> int:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, "event was never recorded")
     if not event.complete():
         raise errors.error_for(errors.ACL_ERROR_RT_EVENT_NOT_COMPLETE, "event not complete yet")
-    return event.word(_EE.TIMESTAMP)
+    return event.link.event_stamp[event.slot]
 
 
 def event_elapsed_time(start: object, end: object) -> float:
@@ -362,10 +414,12 @@ def destroy_event(handle: object) -> None:
     """Mirrors ``aclrtDestroyEvent``: allowed while a record is pending; the slot is reused
     only after that record completes."""
     event = event_of(handle)
-    event.destroyed = True
+    rt = runtime.get()
+    with rt.lock:
+        event.destroyed = True
+        rt.handles.pop(event.handle, None)
     if plog.debug:
         plog.log(logring.DEBUG, f"event slot {event.slot} destroyed")
-    runtime.get().handles.pop(event.handle, None)
     pool = event.link.event_slots
     if event.complete() or not event.link.alive():
         pool.give(event.slot)

@@ -7,6 +7,14 @@
   is checked against this process's mappings (``/proc/self/maps``, cached and re-read on a
   miss) before the runtime reads or writes it: a bad host pointer gives
   ``ACL_ERROR_RT_PARAM_INVALID`` instead of a segfault of the user's process.
+
+Threading model: every user thread calls in (copies, ``malloc_host``/``free_host``).
+``HostMaps`` publishes its cache as one immutable ``(starts, ranges)`` tuple in a single
+store, so a lock-free reader never pairs the starts of one reload with the ranges of
+another; ``HostMaps._lock`` only serialises reloads. ``PinnedPool._lock`` serialises
+changes of ``blocks`` and the name counter; ``blocks`` is copied on write (a new dict
+per malloc/free, never mutated once published), so ``find`` iterates it without a lock.
+``StagingPool._lock`` guards ``free`` and ``busy``.
 """
 
 from __future__ import annotations
@@ -23,8 +31,7 @@ class HostMaps:
     """Cached view of ``/proc/self/maps``: which ranges may be read or written."""
 
     def __init__(self) -> None:
-        self._starts: list[int] = []
-        self._ranges: list[tuple[int, int, bool, bool]] = []
+        self._cache: tuple[list[int], list[tuple[int, int, bool, bool]]] = ([], [])
         self._lock = threading.Lock()
 
     def _reload(self) -> None:
@@ -41,19 +48,19 @@ class HostMaps:
                 merged[-1] = (merged[-1][0], r[1], r[2], r[3])
             else:
                 merged.append(r)
-        self._ranges = merged
-        self._starts = [r[0] for r in merged]
+        self._cache = ([r[0] for r in merged], merged)  # one store: readers see one reload
 
     def invalidate(self) -> None:
         """Forget the cached mappings (after this process unmapped something)."""
         with self._lock:
-            self._starts, self._ranges = [], []
+            self._cache = ([], [])
 
     def _covers(self, addr: int, n: int, write: bool) -> bool:
-        i = bisect.bisect_right(self._starts, addr) - 1
+        starts, ranges = self._cache
+        i = bisect.bisect_right(starts, addr) - 1
         if i < 0:
             return False
-        _lo, hi, r, w = self._ranges[i]
+        _lo, hi, r, w = ranges[i]
         return addr + n <= hi and (w if write else r)
 
     def check(self, addr: int, n: int, write: bool) -> None:
@@ -94,21 +101,23 @@ class PinnedPool:
             raise errors.error_for(errors.ACL_ERROR_BAD_ALLOC,
                                    f"pinned host memory of {size} bytes: {err}") from err
         with self._lock:
-            self.blocks[seg.address] = seg
+            self.blocks = {**self.blocks, seg.address: seg}  # copy on write
         return seg.address
 
     def free(self, ptr: int) -> None:
         with self._lock:
-            seg = self.blocks.pop(ptr, None)
+            blocks = dict(self.blocks)
+            seg = blocks.pop(ptr, None) if type(ptr) is int else None
+            self.blocks = blocks  # copy on write
         if seg is None:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
-                                   f"0x{ptr:x} is not a block from malloc_host")
+                                   f"{ptr!r} is not a block from malloc_host")
         seg.unlink()
         seg.close()
 
     def find(self, ptr: int) -> shm.Segment | None:
         """The pinned block containing ``ptr``, if any (a linear scan: few blocks)."""
-        for base, seg in self.blocks.items():
+        for base, seg in self.blocks.items():  # never mutated once published
             if base <= ptr < base + seg.size:
                 return seg
         return None

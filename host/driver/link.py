@@ -1,7 +1,8 @@
 """Driver layer: the host end of one (host process, device) link.
 
 This and ``host/driver/node.py`` are the only host modules that touch rings, semaphores or shared
-memory. A link owns:
+memory; ``DeviceLink`` implements the seam ``host/driver/interface.py`` ``Link`` (typed
+accessors for everything the runtime core reads). A link owns:
 
 - the client segment ``d<id>.c<slot>`` (submission ring + completion ring, created here),
 - the ``.wake`` semaphore the worker posts when this host sleeps waiting for a reply, the
@@ -15,31 +16,59 @@ memory. A link owns:
 ``call`` sends one request and waits for its reply: it spins (yielding the CPU) for
 ``SPIN_S``, then sleeps on the wake semaphore in ``SLEEP_S`` slices, checking between slices
 that the worker lives. A dead worker turns the call into ``DeviceLostError`` (507010) within
-``SLEEP_S`` of its death (the supervisor also wakes us at once). One request is in flight
-per link at a time (a lock); requests without a reply (``post``) do not wait at all.
+``SLEEP_S`` of its death (the supervisor also wakes us at once). A *hung* worker (alive but
+its heartbeat older than ``hung_after_s``, by default ``shared/config.py``
+``DEVICE_LOST_TIMEOUT_S`` = 5 s; e.g. a SIGSTOPped worker) is treated the same way: the
+link is lost for good (507010, ``ACL_ERROR_RT_LOST_HEARTBEAT``: "the device stopped sending
+heartbeats") and ``query_device_status`` says ABNORMAL. Our choice: the reference does not
+say how long the runtime waits for a silent card; reset and set the device to attach again.
+
+Signals: the link's sleeps hold asynchronous signals back and let them through between
+slices (``_sleep``), so a SIGINT or SIGTERM during any blocking call ends the program as any
+Python program (KeyboardInterrupt, or the runtime's SIGTERM handler's SystemExit) within one
+slice, never with a ``posix_ipc.SignalError`` traceback.
+
+Threading model: every thread of the process uses the link. ``lock`` serialises the
+submission ring: one request in flight (``call``), fire-and-forget frames and stream tasks
+pushed in the order their sequence numbers were given (``post``, ``submit_locked``).
+``_poll_lock`` guards the pidfd poll object (it must not be polled concurrently);
+``_waiters_lock`` the ``sync_waiters`` count. ``lost_detail`` only ever goes from "" to a
+message (a racy read sees either); ``_beat``/``_beat_seen`` (the last heartbeat seen) are
+written by whichever thread checks liveness, without a lock: every write is a true
+observation, so a lost update can only delay the hang verdict by one check.
+``pop_report`` is called by the link's report thread only.
+The columns (``completed``, ``event_done``, ...) are written by the worker and read without
+a lock; ``clear_event`` writes an event slot that the worker no longer writes (see
+``SlotPool.give_when``). ``close`` runs once, after every other user of the link is done
+(the runtime removes the link from its tables first).
 """
 
 from __future__ import annotations
 
 import os
 import select
+import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+import posix_ipc
 import psutil
 
+from npuemu.host.driver.interface import ClientUsage, MemoryUsage, SlotPool
 from npuemu.shared import address, errors, layout, protocol, shm
-from npuemu.shared.config import ATTACH_TIMEOUT_S
+from npuemu.shared.config import ATTACH_TIMEOUT_S, DEVICE_LOST_TIMEOUT_S
 from npuemu.shared.layout import (
     CLIENT_ENTRY,
     CLIENT_HEADER,
     CTL_CLIENTS,
     DEVICE_CTL,
+    EVENT_ENTRY,
+    STREAM_ENTRY,
     ClientState,
     DeviceState,
+    Health,
 )
 from npuemu.shared.ring import Ring, RingFull, region_size
 
@@ -49,50 +78,51 @@ REP_CAPACITY = 1 << 18
 SPIN_S = 100e-6
 SLEEP_S = 0.05
 _H = CLIENT_HEADER
+_C = DEVICE_CTL
+_SE, _EE = STREAM_ENTRY, EVENT_ENTRY
+_BUSY = (_C.BUSY_AICORE, _C.BUSY_AIVECTOR, _C.BUSY_AICPU)
 
 
-@dataclass
-class SlotPool:
-    """Free slots of one of the link's tables (streams, events). A slot given back with
-    ``give_when`` is reused only once ``done()`` says the worker no longer writes it."""
+_ASYNC_SIGNALS = signal.valid_signals() - {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE,
+                                            signal.SIGILL, signal.SIGTRAP, signal.SIGSYS,
+                                            signal.SIGABRT}
 
-    size: int
-    free: list[int] = field(default_factory=list)
-    pending: list[tuple[Callable[[], bool], int]] = field(default_factory=list)
-    next: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def take(self, code: int) -> int:
-        """A free slot; AclError(``code``) when every slot is in use."""
-        with self.lock:
-            still = []
-            for done, slot in self.pending:
-                if done():
-                    self.free.append(slot)
-                else:
-                    still.append((done, slot))
-            self.pending = still
-            if self.free:
-                return self.free.pop()
-            if self.next >= self.size:
-                raise errors.error_for(code, f"all {self.size} slots of this device are in use")
-            self.next += 1
-            return self.next - 1
+def _sleep(sem: posix_ipc.Semaphore, timeout_s: float) -> bool:
+    """``shm.wait`` with asynchronous signals held back until it returns. (posix_ipc runs
+    Python's handler on EINTR but then replaces the handler's exception, KeyboardInterrupt
+    or SystemExit, with ``SignalError``.) A signal that arrives meanwhile is delivered when
+    the mask is restored, at most one sleep slice later, and its handler then runs as for
+    any Python code. Costs two ``pthread_sigmask`` calls, on the sleeping path only."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _ASYNC_SIGNALS)
+    try:
+        return shm.wait(sem, timeout_s)
+    except posix_ipc.SignalError:  # a signal that cannot be blocked: like a spurious wake
+        return False
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
-    def give(self, slot: int) -> None:
-        with self.lock:
-            self.free.append(slot)
 
-    def give_when(self, done: Callable[[], bool], slot: int) -> None:
-        with self.lock:
-            self.pending.append((done, slot))
+def encode(frame: tuple) -> bytes:
+    """One frame's bytes; an argument the wire cannot carry (an int outside the 64-bit
+    range, an object of another type) is ``ACL_ERROR_RT_PARAM_INVALID`` (107000), raised
+    before anything is queued or counted."""
+    try:
+        return protocol.pack(frame)
+    except (OverflowError, TypeError, ValueError) as err:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               f"an argument cannot be sent to the device: {err}") from None
 
 
 class DeviceLink:
     """Host end of the link to device ``dev`` of a node, using client slot ``slot``."""
 
-    def __init__(self, node: str, dev: int, slot: int) -> None:
+    def __init__(self, node: str, dev: int, slot: int, *,
+                 hung_after_s: float = DEVICE_LOST_TIMEOUT_S) -> None:
         self.node, self.dev, self.slot = node, dev, slot
+        self.hung_after_ns = int(hung_after_s * 1e9)
+        self._hung = False
+        self._beat = self._beat_seen = 0  # last heartbeat value seen, and when this link saw it
         self.lock = threading.Lock()
         self.seq = 0
         self.lost_detail = ""
@@ -114,7 +144,8 @@ class DeviceLink:
         n, d = self.node, f"d{self.dev}"
         self.ctl_seg = shm.Segment(shm.name(n, d, "ctl"))
         self.ctl = self.ctl_seg.buf.cast("Q")
-        pid, ctime = self.ctl[DEVICE_CTL.PID], self.ctl[DEVICE_CTL.CTIME]
+        pid, ctime = self.ctl[_C.PID], self.ctl[_C.CTIME]
+        self.worker_pid = pid
         self.pidfd = os.pidfd_open(pid)
         if abs(int(psutil.Process(pid).create_time() * 1e6) - ctime) > 1000:
             raise errors.error_for(errors.ACL_ERROR_RT_LOST_HEARTBEAT,
@@ -145,6 +176,14 @@ class DeviceLink:
         hdr[_H.TABLES] = streams
         self.streams = buf[streams:events].cast("Q")
         self.events = buf[events : events + layout.MAX_EVENTS * layout.EVENT_ENTRY.size].cast("Q")
+        st, ev = self.streams, self.events  # columns: strided views, one word per slot
+        self.completed = st[_SE.COMPLETED :: _SE.words]
+        self.stream_hung = st[_SE.HUNG :: _SE.words]
+        self.event_done = ev[_EE.DONE_GEN :: _EE.words]
+        self.event_stamp = ev[_EE.TIMESTAMP :: _EE.words]
+        self.event_error = ev[_EE.ERROR :: _EE.words]
+        self._columns = (self.completed, self.stream_hung, self.event_done, self.event_stamp,
+                         self.event_error)
         hdr[_H.MAGIC] = layout.MAGIC_CLIENT
         entry = CTL_CLIENTS + self.slot * CLIENT_ENTRY.words
         self.ctl[entry + CLIENT_ENTRY.PID] = me.pid
@@ -161,7 +200,7 @@ class DeviceLink:
             if time.monotonic() > deadline:
                 raise errors.error_for(errors.ACL_ERROR_RT_TIMEOUT,
                                        f"device {self.dev} did not accept the client")
-            shm.wait(self.wake, 0.01)
+            _sleep(self.wake, 0.01)
         if state != ClientState.ACTIVE:
             raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
                                    f"device {self.dev} rejected the client (protocol "
@@ -169,12 +208,16 @@ class DeviceLink:
 
     # liveness ------------------------------------------------------------------------------
     def alive(self) -> bool:
-        """True while the worker process lives and the supervisor has not marked it lost."""
+        """True while the worker process lives, the supervisor has not marked it lost and its
+        heartbeat moved within ``hung_after_s`` (older than that, and seen unchanged by this
+        link for that long: a worker that was stopped and resumed a moment ago is not hung).
+        Non-blocking (~1 us)."""
         if self.lost_detail:
             return False
         with self._poll_lock:
             exited = self._poll.poll(0)
-        state = self.ctl[DEVICE_CTL.STATE]
+        ctl = self.ctl
+        state = ctl[_C.STATE]
         if state in (DeviceState.STOPPING, DeviceState.STOPPED):  # `npuemu stop --force`
             self.lost_code = errors.ACL_ERROR_RT_SOCKET_CLOSE
             self.lost_detail = f"device {self.dev}: node {self.node!r} was stopped"
@@ -182,7 +225,21 @@ class DeviceLink:
         if exited or state == DeviceState.LOST:
             self.lost_detail = f"device {self.dev} lost: its worker process died"
             return False
+        beat, now = ctl[_C.HEARTBEAT], time.monotonic_ns()
+        if beat != self._beat:  # a new heartbeat: the worker runs
+            self._beat, self._beat_seen = beat, now
+            return True
+        silent = now - beat
+        if silent > self.hung_after_ns and now - self._beat_seen > self.hung_after_ns:
+            self._hung = True
+            self.lost_detail = (f"device {self.dev} hung: no heartbeat from its worker for "
+                                f"{silent / 1e9:.1f} s (limit {self.hung_after_ns / 1e9:g} s)")
+            return False
         return True
+
+    def hung(self) -> bool:
+        """True once the link gave the device up because its heartbeat stopped."""
+        return self._hung
 
     def check_alive(self) -> None:
         if not self.alive():
@@ -199,9 +256,10 @@ class DeviceLink:
         with self.lock:
             if self.lost_detail:  # a death is otherwise noticed while waiting for the reply
                 self.check_alive()
+            payload = encode((op, self.seq + 1, *args))
             self.seq += 1
             seq = self.seq
-            self._push(protocol.pack((op, seq, *args)))
+            self._push(payload)
             while True:
                 reply = self._wait_reply()
                 if reply[0] == seq:
@@ -218,7 +276,7 @@ class DeviceLink:
             except RingFull:
                 self.check_alive()
                 time.sleep(0.0001)
-        if self.ctl[DEVICE_CTL.SLEEPING]:
+        if self.ctl[_C.SLEEPING]:
             self.bell.release()
 
     def _wait_reply(self) -> tuple:
@@ -229,10 +287,12 @@ class DeviceLink:
                 os.sched_yield()
                 continue
             self.hdr[_H.HOST_SLEEPING] = 1
-            if (payload := cpl.pop()) is None:
-                shm.wait(self.wake, SLEEP_S)
-                payload = cpl.pop()
-            self.hdr[_H.HOST_SLEEPING] = 0
+            try:
+                if (payload := cpl.pop()) is None:
+                    _sleep(self.wake, SLEEP_S)
+                    payload = cpl.pop()
+            finally:
+                self.hdr[_H.HOST_SLEEPING] = 0
             if payload is not None:
                 break
             self.check_alive()
@@ -241,12 +301,15 @@ class DeviceLink:
     # stream tasks and waits -----------------------------------------------------------------
     def submit_locked(self, frame: tuple) -> None:
         """Queue one stream task (no reply; completion shows in the tables). The caller holds
-        ``lock``, so task numbers and ring order agree."""
-        if self.lost_detail or self.ctl[DEVICE_CTL.STATE] != DeviceState.READY:
-            self.check_alive()
+        ``lock``, so task numbers and ring order agree. Raises (107000 for an argument the
+        wire cannot carry, 507010 for a lost device, 507901 for a stopped node) before
+        anything is queued, so the caller counts the task only after this returns."""
         if self.tracer is not None:  # profiled: the card records frames with a submit stamp
             frame = self.tracer.stamp(frame)
-        self._push(protocol.pack(frame))
+        payload = encode(frame)
+        if self.lost_detail or self.ctl[_C.STATE] != DeviceState.READY:
+            self.check_alive()
+        self._push(payload)
 
     def wait_until(self, done: Callable[[], bool], timeout_s: float | None,
                    spin_s: float = SPIN_S) -> bool:
@@ -272,7 +335,7 @@ class DeviceLink:
                 slice_s = SLEEP_S if deadline is None else min(SLEEP_S, deadline - time.monotonic())
                 if slice_s <= 0:
                     return False
-                shm.wait(self.sync, slice_s)
+                _sleep(self.sync, slice_s)
             finally:
                 with self._waiters_lock:
                     hdr[_H.SYNC_WAITERS] -= 1
@@ -285,9 +348,60 @@ class DeviceLink:
         Only the link's report thread calls this."""
         payload = self.rep.pop()
         if payload is None:
-            shm.wait(self.reports, timeout_s)
+            _sleep(self.reports, timeout_s)
             payload = self.rep.pop()
         return None if payload is None else protocol.unpack(payload)
+
+    # tables and telemetry (the seam's typed accessors) -------------------------------------
+    def stream_failure(self, slot: int) -> tuple[int, int, int]:
+        """A stream's ``(failures so far, code of the latest, its task sequence number)``."""
+        base = slot * _SE.words
+        st = self.streams
+        return st[base + _SE.ERR_COUNT], st[base + _SE.ERR_CODE], st[base + _SE.ERR_TASK]
+
+    def clear_event(self, slot: int) -> None:
+        """Zero an event slot the worker no longer writes (a fresh event starts there)."""
+        events, base = self.events, slot * _EE.words
+        for word in range(base, base + _EE.words):
+            events[word] = 0
+
+    def health(self) -> int:
+        """The device's npu-smi health (``layout.Health``)."""
+        return self.ctl[_C.HEALTH]
+
+    def abnormal(self) -> bool:
+        """``aclrtQueryDeviceStatus`` ABNORMAL: lost, hung, or health Alarm or worse."""
+        return not self.alive() or self.ctl[_C.HEALTH] >= Health.ALARM
+
+    def busy_ns(self) -> tuple[int, int, int]:
+        """Nanoseconds the AI Core, AI Vector and AI CPU engines spent on tasks."""
+        ctl = self.ctl
+        return ctl[_BUSY[0]], ctl[_BUSY[1]], ctl[_BUSY[2]]
+
+    def boot_ns(self) -> int:
+        """Monotonic ns at which the worker started."""
+        return self.ctl[_C.BOOT_NS]
+
+    def memory_usage(self) -> MemoryUsage:
+        ctl = self.ctl
+        return MemoryUsage(ctl[_C.HBM_USED], ctl[_C.HBM_TOTAL], ctl[_C.HBM_PEAK],
+                           ctl[_C.DDR_USED], ctl[_C.DDR_PEAK])
+
+    def client_usage(self) -> list[ClientUsage]:
+        """Device memory of each host process attached to the device."""
+        ctl, out = self.ctl, []
+        for slot in range(layout.MAX_CLIENTS):
+            base = CTL_CLIENTS + slot * CLIENT_ENTRY.words
+            if ctl[base + CLIENT_ENTRY.STATE] == ClientState.ACTIVE:
+                out.append(ClientUsage(ctl[base + CLIENT_ENTRY.PID], ctl[base + CLIENT_ENTRY.USED],
+                                       ctl[base + CLIENT_ENTRY.PEAK]))
+        return out
+
+    def poisoned(self, ptr: int, count: int) -> int:
+        """The start of an isolated (poisoned) page overlapping ``[ptr, ptr+count)``, or 0.
+        One word read when no page is isolated."""
+        ctl = self.ctl
+        return layout.poisoned_overlap(ctl, ptr, count) if ctl[_C.POISONED] else 0
 
     # teardown ------------------------------------------------------------------------------
     def close(self) -> None:
@@ -300,7 +414,7 @@ class DeviceLink:
             self.bell.release()
         for ring in (self.sub, self.cpl, self.rep):
             ring.release()
-        for view in (self.streams, self.events, self.hdr):
+        for view in (*self._columns, self.streams, self.events, self.hdr):
             view.release()
         self.seg.unlink()
         self.seg.close()

@@ -145,8 +145,9 @@ def spawn_supervisor(name: str, config: NodeConfig, *, owner: int = 0, eager: bo
         cmd += ["--owner", str(owner)]
     if eager:
         cmd.append("--eager")
+    env = {**os.environ, **config.worker_env()}  # validated values, given explicitly
     return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
 
 
 def wait_for_node(name: str, proc: subprocess.Popen, timeout: float = ATTACH_TIMEOUT_S):

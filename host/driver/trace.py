@@ -42,6 +42,9 @@ class TraceReader:
     """Reader end of the trace ring of ``link``'s card, for ``link``'s client slot."""
 
     def __init__(self, link: Any) -> None:
+        if not hasattr(link, "ctl") or not hasattr(link, "node"):  # e.g. the in-process fake
+            raise errors.error_for(errors.ACL_ERROR_PROFILING_FAILURE,
+                                   f"device {link.dev}: this link has no trace ring")
         self.link = link
         self.dev = link.dev
         try:
@@ -119,7 +122,7 @@ class TraceReader:
 
     def sample(self) -> tuple[int, int, dict[int, int]]:
         """``(monotonic ns, HBM bytes used, {peer card: bytes copied to and from it})``."""
-        ctl = self.link.ctl
+        ctl = self.link.ctl  # a DeviceLink's mapping of the control block (this is the driver)
         links = {}
         for peer in range(64):
             base = CTL_LINKS + peer * LINK_ENTRY.words

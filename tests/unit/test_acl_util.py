@@ -243,7 +243,7 @@ def test_start_stop_thread_runs_fn_with_args() -> None:
     idents: list[int] = []
 
     def fn(args: object) -> None:
-        idents.append(threading.get_native_id())
+        idents.append(threading.get_ident())
         seen.append(args)
 
     tid, ret = util.start_thread(fn, [1, 2])
@@ -278,7 +278,7 @@ def test_started_thread_is_daemon() -> None:
     release = threading.Event()
     tid, _ = util.start_thread(lambda _: release.wait(5), 0)
     try:
-        thread = next(t for t in threading.enumerate() if t.native_id == tid)
+        thread = next(t for t in threading.enumerate() if t.ident == tid)
         assert thread.daemon
     finally:
         release.set()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import pathlib
+import re
 
 import pytest
 
@@ -257,3 +259,47 @@ def test_from_env_overrides_win() -> None:
 def test_from_env_errors_name_the_variable(var: str, value: str) -> None:
     with pytest.raises(ValueError, match=var):
         NodeConfig.from_env({var: value})
+
+
+# every NPUEMU_* variable is validated in one place --------------------------------------------
+@pytest.mark.parametrize("env,var", [
+    ({"NPUEMU_MAX_STREAMS": "abc"}, "NPUEMU_MAX_STREAMS"),
+    ({"NPUEMU_MAX_STREAMS": "0"}, "NPUEMU_MAX_STREAMS"),
+    ({"NPUEMU_MAX_STREAMS": "4096"}, "NPUEMU_MAX_STREAMS"),
+    ({"NPUEMU_SOC": "Ascend910B9"}, "NPUEMU_SOC"),
+    ({"NPUEMU_TOPOLOGY": "0-9"}, "NPUEMU_TOPOLOGY"),
+    ({"NPUEMU_DEVICES": "2", "NPUEMU_TOPOLOGY": "0-3"}, "NPUEMU_TOPOLOGY"),
+    ({"NPUEMU_ECC_SBE_WARN": "-1"}, "NPUEMU_ECC_SBE_WARN"),
+    ({"NPUEMU_TRACK_ALLOC": "yes"}, "NPUEMU_TRACK_ALLOC"),
+    ({"NPUEMU_DEVICES": "x"}, "NPUEMU_DEVICES"),
+    ({"NPUEMU_HBM": "lots"}, "NPUEMU_HBM"),
+    ({"NPUEMU_NODE": "a b"}, "NPUEMU_NODE"),
+])
+def test_check_env_names_the_bad_variable_in_one_line(env, var) -> None:
+    problem = config.check_env(env)
+    assert problem.startswith(var) and "\n" not in problem
+
+
+def test_valid_environment_reaches_the_workers_explicitly() -> None:
+    env = {"NPUEMU_DEVICES": "2", "NPUEMU_TOPOLOGY": "0-1", "NPUEMU_MAX_STREAMS": "64",
+           "NPUEMU_ECC_SBE_WARN": "3", "NPUEMU_TRACK_ALLOC": "1", "ASCEND_GLOBAL_LOG_LEVEL": "9"}
+    assert config.check_env(env) == ""
+    cfg = config.NodeConfig.from_env(env)
+    assert cfg.track_alloc and cfg.max_streams == 64
+    worker = config.WorkerSettings.from_env(cfg.worker_env())
+    assert worker == config.WorkerSettings(64, 3, "0-1", False)
+
+
+def test_worker_settings_never_fail_on_a_bad_value() -> None:
+    bad = {"NPUEMU_MAX_STREAMS": "abc", "NPUEMU_ECC_SBE_WARN": "",
+           "ASCEND_LOG_PRINT_TO_STDOUT": "1"}
+    assert config.WorkerSettings.from_env(bad) == config.WorkerSettings(log_to_stdout=True)
+
+
+def test_every_variable_read_is_documented() -> None:
+    root = pathlib.Path(__file__).resolve().parents[2]
+    used = set()
+    for folder in ("host", "device", "shared"):
+        for path in (root / folder).rglob("*.py"):
+            used.update(re.findall(r"[\"']((?:NPUEMU|ASCEND)_[A-Z_]+)[\"']", path.read_text()))
+    assert used <= set(config.VARIABLES), sorted(used - set(config.VARIABLES))

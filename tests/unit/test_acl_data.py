@@ -1,0 +1,51 @@
+"""Data buffers and data-type sizes of the top-level ``acl`` module (no device needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from npuemu.host.acl import data
+
+
+def test_data_buffer_life_cycle() -> None:
+    buf = data.create(0x1000, 1 << 33)
+    assert data.get_addr(buf) == 0x1000
+    assert data.get_size(buf) == 1 << 33 and data.get_size_u32(buf) == 0  # uint32_t in C
+    assert data.update(buf, 0x2000, 16) == 0 and (data.get_addr(buf), data.get_size(buf)) == (
+        0x2000, 16)
+    assert data.destroy(buf) == 0 and data.destroy(buf) == 100000
+    assert (data.get_addr(buf), data.get_size(buf), data.update(buf, 1, 1)) == (0, 0, 100000)
+
+
+@pytest.mark.parametrize("args,exc", [(("x", 1), TypeError), ((1.5, 1), TypeError),
+                                      ((-1, 1), OverflowError), ((0, 2**64), OverflowError)])
+def test_bad_buffer_arguments_raise_what_pyacl_raises(args, exc) -> None:
+    with pytest.raises(exc):
+        data.create(*args)
+
+
+def test_handles_of_other_kinds_are_null_buffers() -> None:
+    for handle in (None, "x", 0, -1, 2**70, 1.0):
+        assert data.get_addr(handle) == 0 and data.get_size(handle) == 0
+        assert data.destroy(handle) == 100000
+
+
+def test_type_sizes() -> None:
+    assert [data.type_size(t) for t in (0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 16, 17, 27)] == [
+        4, 2, 1, 4, 1, 2, 2, 4, 8, 8, 8, 1, 8, 16, 2]
+    assert [data.type_size(t) for t in (-1, 13, 29, 30, 999, 2**70)] == [0] * 6
+
+
+def test_top_level_acl_forwards_every_submodule_once() -> None:
+    import subprocess
+    import sys
+
+    code = ("import acl, acl.rt, acl.data, acl.util\n"
+            "import npuemu.host.acl as impl, npuemu.host.acl.data as data\n"
+            "assert acl is impl and acl.data is data and acl.rt is impl.rt\n"
+            "import acl.toplevel\n"
+            "assert acl.toplevel is impl.toplevel\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd="/")
+    assert out.stdout.strip() == "ok", out.stderr
