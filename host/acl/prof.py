@@ -9,8 +9,9 @@ other devices: one running config at a time is a limit of ours, the hardware all
 device); ``stop`` with another config than ``start``'s, or an unknown config or stamp,
 100000 (UNVERIFIED: the reference names no code). ``finalize`` stops a running config and
 exports each run of this init into its ``PROF_*/mindstudio_profiler_output/`` (blocks for
-the export). Model subscription (``model_subscribe`` and the ``get_op_*`` readers) and the
-step API are not emulated.
+the export). A card that another process already profiles is skipped (one reader per card;
+the raw data notes it). Model subscription (``model_subscribe`` and the ``get_op_*``
+readers) and the step API are not emulated.
 
 msproftx: ``create_stamp`` returns 0 (pyACL's NULL) unless a running config has
 ``ACL_PROF_MSPROFTX``. ``mark`` is an instant, ``push``/``pop`` a per-thread range,

@@ -112,6 +112,10 @@ class TraceReader:
         """Records the card dropped (ring full) since this reader started."""
         return self.words[_H.DROPPED] - self.dropped_at_start
 
+    def words_names(self) -> int:
+        """How many kernel names the card's name table holds."""
+        return self.words[_H.NAMES]
+
     def names(self) -> list[str]:
         """The card's kernel-name table (index = record ``name`` - 1)."""
         count = self.words[_H.NAMES]

@@ -105,6 +105,7 @@ class Session:
         self.mode = mode
         self.lock = threading.Lock()
         self.readers: dict[int, TraceReader] = {}  # logical device id -> reader
+        self._info_state: dict[int, tuple] = {}  # what each card's info.json last held
         self._api: list[tuple] = []
         self._tx: list[dict] = []
         self._stop = threading.Event()
@@ -256,7 +257,13 @@ class Session:
             f.write(reader.device_log())
 
     def _write_dev_info(self, reader: TraceReader) -> None:
+        """Rewrite ``info.json`` if what it holds changed since the last time."""
         link = reader.link
+        state = (reader.dropped(), reader.words_names(), len(reader.submitters),
+                 sum(reader.submitters.values()))
+        if self._info_state.get(link.logical) == state:
+            return
+        self._info_state[link.logical] = state
         self._write_json(os.path.join(self._dev_dir(link.logical), "info.json"), {
             "device": link.logical, "physical": link.dev, "client": link.slot,
             "boot_ns": reader.boot_ns, "capacity": reader.capacity,
