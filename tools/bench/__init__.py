@@ -13,7 +13,8 @@ a difference of less than ~30 % in latency figures.
 
 The package: one module per figure family (``ring``: sync round trip; ``nodes``: idle CPU
 and node start-up; ``memory``: copies and malloc+free; ``execution``; ``streams``: stream
-create+destroy; ``p2p``), and the machinery beside them (``registry``: ``figure`` and
+create+destroy; ``p2p``; ``prof``: profiling on/off cost and records kept, see its
+docstring), and the machinery beside them (``registry``: ``figure`` and
 ``Context``; ``records``: ``Record``, ``Target`` and the table; ``sampling``: timing
 helpers; ``track``: cleanup; ``runner``: running the figures, ``main``). Figures run in the
 order their modules are imported below, then those of ``EXTRA_FIGURE_MODULES`` that exist.
