@@ -13,8 +13,9 @@
   run in one process, so this is measured, not compared. Target: at most 1 %.
 - **trace records kept at full rate**: ``record_event`` as fast as one thread can submit (a
   ``synchronize_stream`` after every 5000), for 10 s (1 s in quick mode), profiling on with
-  the default ring: records that reached the raw file beside the tasks submitted (the ring counts what it dropped; the achieved rate and the
-  dropped count are in the notes). Target: all. The issue asks for 100k tasks/s; one
+  the default ring: records that reached the raw file beside the tasks submitted (the ring
+  counts what it dropped; the achieved rate and the dropped count are in the notes). Target:
+  all. The issue asks for 100k tasks/s; one
   submitting thread on the machine at hand may reach less (the note says how much).
 """
 
