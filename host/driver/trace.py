@@ -35,6 +35,18 @@ RECORD_DTYPE = np.dtype([(f.name, "<u8") for f in _R.fields])
 ENGINE_NAMES = tl.ENGINE_NAMES
 _local = threading.local()
 _now = time.monotonic_ns
+
+
+def _thread_label() -> str:
+    """A label unique to the calling thread for the life of the process (idents are reused
+    once a thread ends; these labels are not)."""
+    try:
+        return _local.label
+    except AttributeError:
+        current = threading.current_thread()
+        label = _local.label = (f"{current.name} (tid {threading.get_native_id()}, "
+                                f"#{next(_thread_numbers)})")
+        return label
 _thread_numbers = itertools.count(1)
 
 
@@ -87,10 +99,8 @@ class TraceReader:
         Called by ``DeviceLink.submit_locked`` under the link's lock."""
         try:
             thread = _local.label
-        except AttributeError:  # first stamp of this thread: idents are reused, labels not
-            current = threading.current_thread()
-            thread = _local.label = (f"{current.name} (tid {threading.get_native_id()}, "
-                                     f"#{next(_thread_numbers)})")
+        except AttributeError:
+            thread = _thread_label()
         slot = frame[2]
         if self.last_thread.get(slot) is not thread:
             self.last_thread[slot] = thread
