@@ -300,6 +300,7 @@ def activate(session: Session) -> None:
     global _active
     with _active_lock:
         if _active is not None and _active.running:
+            shutil.rmtree(session.dir, ignore_errors=True)  # nothing was recorded into it
             raise errors.error_for(errors.ACL_ERROR_PROF_ALREADY_RUN,
                                    f"profiling already runs into {_active.dir}")
         _active = session

@@ -347,3 +347,20 @@ def test_api_timer_names_and_restores():
         timer.uninstall()
     assert acl.rt.get_device_count is original
     assert seen and seen[0][0] == "aclGetVersion" and seen[0][1] <= seen[0][2]
+
+
+def test_pythonic_profile_records_marks_and_ranges_and_exports(tmp_path):
+    from npuemu.host.api import profile
+
+    with profile(str(tmp_path)) as prof:
+        prof.mark("start")
+        with prof.range("step"):
+            pass
+        with pytest.raises(errors.AclError) as info:  # one session per process
+            with profile(str(tmp_path)):
+                pass
+        assert info.value.code == errors.ACL_ERROR_PROF_ALREADY_RUN
+    assert [(r["kind"], r["message"]) for r in model.load(prof.dir).tx] == [
+        ("mark", "start"), ("range", "step")]
+    assert os.path.exists(prof.outputs["timeline"])
+    assert export.find_prof_dirs(str(tmp_path)) == [prof.dir]  # the refused one left none
