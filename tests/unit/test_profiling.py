@@ -356,9 +356,8 @@ def test_pythonic_profile_records_marks_and_ranges_and_exports(tmp_path):
         prof.mark("start")
         with prof.range("step"):
             pass
-        with pytest.raises(errors.AclError) as info:  # one session per process
-            with profile(str(tmp_path)):
-                pass
+        with pytest.raises(errors.AclError) as info, profile(str(tmp_path)):
+            pass  # one session per process: refused
         assert info.value.code == errors.ACL_ERROR_PROF_ALREADY_RUN
     assert [(r["kind"], r["message"]) for r in model.load(prof.dir).tx] == [
         ("mark", "start"), ("range", "step")]
