@@ -69,7 +69,14 @@ class TraceWriter:
         self._names: dict[str, int] = {}
 
     def write(self, task: Any, code: int) -> None:
-        """Record the completed ``task`` (a scheduler ``Task``). Never blocks."""
+        """Record the completed ``task`` (a scheduler ``Task``). Never blocks, never raises:
+        a record that cannot be made (a bug of ours) is counted as dropped."""
+        try:
+            self._write(task, code)
+        except Exception:
+            self.words[_DROPPED] += 1
+
+    def _write(self, task: Any, code: int) -> None:
         words = self.words
         written = words[_WRITE]
         if written - words[_READ] >= self.capacity:
