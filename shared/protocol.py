@@ -28,6 +28,8 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | CALLBACK_DONE | slot, task seq              |                         | (no reply) releases a BLOCK callback |
 | INJECT      | fault name, {parameters}      |                         | ``device/faults.py`` |
 | SET_TIMEOUT | task execution timeout in us  |                         | (no reply) ``aclrtSetOpExecuteTimeOut*``, per client; 0 = default |
+| OP_LOAD     | code bytes, name              | bin id, ptr, span, kernels | op binary into HBM (``device/opbin.py``) |
+| OP_UNLOAD   | bin id, ptr                   |                         | frees its HBM     |
 
 Stream tasks are fire-and-forget frames ``[op, submit, stream slot, task seq, args...]``;
 ``submit`` is 0, or the host's submit time (``time.monotonic_ns()``) when the host profiles:
@@ -82,6 +84,9 @@ class Op(enum.IntEnum):
     CALLBACK_DONE = 16
     INJECT = 17
     SET_TIMEOUT = 18
+    # op kernel binaries (device/opbin.py)
+    OP_LOAD = 19
+    OP_UNLOAD = 20
     # stream tasks
     COPY_ASYNC = 32
     MEMSET_ASYNC = 33
