@@ -104,8 +104,9 @@ class TraceWriter:
         elif op == _RESET:
             slot = args[0]
         _RECORD.pack_into(self.buf, _OFFSET + (written % self.capacity) * _SIZE,
-                          op, stream.client.slot, stream.slot, stream.sid, task.seq,
-                          _ENGINE.get(engine, 0), task.submit_ns, start, end, size, code,
+                          op if op >= 0 else tl.OP_REFUSED, stream.client.slot, stream.slot,
+                          stream.sid, task.seq, _ENGINE.get(engine, 0), task.submit_ns, start,
+                          end, size, code,
                           slot, gen, name, peers, 0)
         words[_WRITE] = written + 1
 

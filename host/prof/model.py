@@ -24,7 +24,7 @@ from npuemu.shared.protocol import Op
 KERNEL_TYPES = {"aicore": "AI_CORE", "aivector": "AI_VECTOR_CORE", "aicpu": "AI_CPU"}
 OP_TYPES = {Op.COPY_ASYNC: "MEMCPY_ASYNC", Op.MEMSET_ASYNC: "MEMSET_ASYNC",
             Op.RECORD: "EVENT_RECORD", Op.RESET_EVENT: "EVENT_RESET",
-            Op.WAIT_EVENT: "EVENT_WAIT", Op.CALLBACK: "HOST_CALLBACK"}
+            Op.WAIT_EVENT: "EVENT_WAIT", Op.CALLBACK: "HOST_CALLBACK", 0xFFFF: "REFUSED"}
 COPIES = ("MEMCPY_ASYNC", "MEMSET_ASYNC")
 COMPUTE = tuple(KERNEL_TYPES.values())
 

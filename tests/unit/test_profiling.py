@@ -78,6 +78,19 @@ def test_ring_keeps_only_the_readers_client_and_kernel_names(ring):
     assert reader.names()[got["name"][0] - 1] == "matmul"
 
 
+def test_refused_tasks_are_recorded_and_broken_records_counted(ring):
+    writer, reader = ring
+    refused = _fake_task(1, op=-1)  # the scheduler's op of a task refused in its turn
+    refused.args = (107000,)
+    writer.write(refused, 107000)
+    broken = _fake_task(2)
+    broken.args = ()  # a record that cannot be made: counted, never raised
+    writer.write(broken, 0)
+    got = reader.drain()
+    assert list(got["op"]) == [0xFFFF] and got["code"][0] == 107000
+    assert reader.dropped() == 1
+
+
 def test_stamp_marks_frames_and_counts_threads(ring):
     _writer, reader = ring
     reader.start()
