@@ -66,7 +66,9 @@ class Engine:
                 code = err.code
             except Exception:
                 code = FAILURE_CODE[self.name]
-            self.busy_ns += time.monotonic_ns() - start
+            end = time.monotonic_ns()
+            self.busy_ns += end - start
+            task.start_ns, task.end_ns = start, end  # read by the trace ring writer
             self._done.append((task, code))
             self._wake()
 

@@ -75,10 +75,13 @@ _NO_DEADLINE = float("inf")
 
 
 class Task:
-    __slots__ = ("args", "cancelled", "deadline", "engine", "op", "seq", "stream")
+    __slots__ = ("args", "cancelled", "deadline", "end_ns", "engine", "op", "seq", "start_ns",
+                 "stream", "submit_ns")
 
-    def __init__(self, op: int, seq: int, args: tuple, stream: Stream) -> None:
+    def __init__(self, op: int, seq: int, args: tuple, stream: Stream, submit_ns: int = 0) -> None:
         self.op, self.seq, self.args, self.stream = op, seq, args, stream
+        self.submit_ns = submit_ns  # host submit stamp: nonzero = profiled (device/trace.py)
+        self.start_ns = self.end_ns = 0  # set only for profiled tasks (and by engines)
         self.engine = ""
         self.deadline = 0.0  # monotonic seconds; 0 = not running on an engine / not hung
         self.cancelled = False  # its completion is decided elsewhere: drop the engine's report
@@ -176,7 +179,7 @@ class Scheduler:
         check = _TASK_ARGS[op]
         if len(frame) != 4 + len(check):
             raise BadFrame(f"task op {op} takes {len(check)} arguments, got {len(frame) - 4}")
-        u64(frame[1])
+        submit_ns = u64(frame[1])
         stream = self._stream(client, u64(frame[2]))
         seq = u64(frame[3])
         args = frame[4:]
@@ -190,9 +193,9 @@ class Scheduler:
             # the host's count of the stream's tasks is still met and no synchronize waits
             # forever for a task that was never queued.
             code = getattr(err, "code", errors.ACL_ERROR_RT_PARAM_INVALID)
-            stream.queue.append(Task(_REFUSED, seq, (code,), stream))
+            stream.queue.append(Task(_REFUSED, seq, (code,), stream, submit_ns))
             raise
-        stream.queue.append(Task(op, seq, args, stream))
+        stream.queue.append(Task(op, seq, args, stream, submit_ns))
 
     def callback_done(self, client: Client, slot: int, seq: int) -> None:
         stream = self._stream(client, slot)
@@ -288,6 +291,8 @@ class Scheduler:
     def _start(self, task: Task, now: float) -> bool:
         """Start ``task``; False if it must wait (a WAIT whose event is not done)."""
         stream = task.stream
+        if task.submit_ns and not task.start_ns:  # profiled: first attempt (a wait's start)
+            task.start_ns = time.monotonic_ns()
         if stream.stopped:  # dropped; an event record still completes, carrying the failure
             if task.op == Op.RECORD:
                 stream.pending_error = stream.stopped
@@ -359,6 +364,8 @@ class Scheduler:
         elif self.worker.debug:
             self.worker.log("DEBUG", f"task {task.seq} (op {task.op}) of stream {stream.sid} "
                                      "complete")
+        if task.submit_ns:  # profiled (device/trace.py)
+            self.worker.trace.write(task, code)
         client.streams[stream.base + _SE.COMPLETED] = task.seq
         if stream.queue and stream.queue[0] is task:
             stream.queue.popleft()

@@ -45,6 +45,7 @@ from npuemu.device import dispatch, engines
 from npuemu.device.faults import Faults
 from npuemu.device.memory import Arena, DeviceMemory, Tag
 from npuemu.device.scheduler import Scheduler
+from npuemu.device.trace import TraceWriter
 from npuemu.shared import address, errors, layout, logring, protocol, shm
 from npuemu.shared.config import HEARTBEAT_S, WorkerSettings
 from npuemu.shared.layout import (
@@ -139,7 +140,7 @@ class Peer:
     (P2P copies go arena to arena) and its control block (to notice that it died)."""
 
     def __init__(self, node: str, dev: int) -> None:
-        d = f"d{dev}"
+        d, self.dev = f"d{dev}", dev
         self.ctl_seg = shm.Segment(shm.name(node, d, "ctl"))
         self.ctl = self.ctl_seg.buf.cast("Q")
         self.arenas = [shm.Segment(shm.name(node, d, n)) for n in address.ARENA_NAMES]
@@ -183,6 +184,7 @@ class Worker:
         self._init_log_levels()
         self.faults = Faults(self)
         self.boot_ns = time.monotonic_ns()
+        self.trace = TraceWriter(node, dev, self.boot_ns)
         self.scheduler = Scheduler(self)
         self.clients: dict[int, Client] = {}
         self.active: list[Client] = []
@@ -490,6 +492,7 @@ class Worker:
         self.links.release()
         self.log_ring.release()
         self.log_seg.close()  # the log stays for msnpureport until the node stops
+        self.trace.close()
         self.ctl[_C.STATE] = DeviceState.STOPPED
         for arena in self.memory.arenas:
             arena.seg.unlink()

@@ -34,6 +34,13 @@ ACL_ERROR_THREAD_NOT_SUBSCRIBE = 100035
 ACL_ERROR_WAIT_CALLBACK_TIMEOUT = 100036
 ACL_ERROR_REPEAT_FINALIZE = 100037
 ACL_ERROR_COMPILING_STUB_MODE = 100039
+ACL_ERROR_INVALID_FILE = 100003
+ACL_ERROR_INVALID_PROFILING_CONFIG = 100010
+ACL_ERROR_PROF_ALREADY_RUN = 100042
+ACL_ERROR_PROF_NOT_RUN = 100043
+ACL_ERROR_PROF_REPEAT_SUBSCRIBE = 148046
+ACL_ERROR_PROF_API_CONFLICT = 148047
+ACL_ERROR_PROF_MODULES_UNSUPPORTED = 200007
 
 ACL_ERROR_BAD_ALLOC = 200000
 ACL_ERROR_API_NOT_SUPPORT = 200001
@@ -146,6 +153,13 @@ DESCRIPTIONS: dict[int, str] = {
     ACL_ERROR_UNINITIALIZE: "ACL was used before aclInit.",
     ACL_ERROR_REPEAT_INITIALIZE: "aclInit was called twice.",
     ACL_ERROR_REPEAT_SUBSCRIBE: "The stream already has a report subscriber.",
+    ACL_ERROR_INVALID_FILE: "A file or path argument is invalid.",
+    ACL_ERROR_INVALID_PROFILING_CONFIG: "The profiling configuration is invalid.",
+    ACL_ERROR_PROF_ALREADY_RUN: "Profiling is already running (this mode or device).",
+    ACL_ERROR_PROF_NOT_RUN: "Profiling was not initialized or started.",
+    ACL_ERROR_PROF_REPEAT_SUBSCRIBE: "The model is already subscribed for profiling.",
+    ACL_ERROR_PROF_API_CONFLICT: "Profiling API modes (init/start vs. subscribe) were mixed.",
+    ACL_ERROR_PROF_MODULES_UNSUPPORTED: "A requested profiling data type is not supported.",
     ACL_ERROR_STREAM_NOT_SUBSCRIBE: "The stream has no report subscriber.",
     ACL_ERROR_THREAD_NOT_SUBSCRIBE: "The thread is not subscribed to any stream.",
     ACL_ERROR_WAIT_CALLBACK_TIMEOUT: "Waiting for a callback timed out.",

@@ -31,7 +31,9 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | OP_LOAD     | code bytes, name              | bin id, ptr, span, kernels | op binary into HBM (``device/opbin.py``) |
 | OP_UNLOAD   | bin id, ptr                   |                         | frees its HBM     |
 
-Stream tasks are fire-and-forget frames ``[op, 0, stream slot, task seq, args...]``; their
+Stream tasks are fire-and-forget frames ``[op, submit, stream slot, task seq, args...]``;
+``submit`` is 0, or the host's submit time (``time.monotonic_ns()``) when the host profiles:
+such a task is recorded in the card's trace ring (``trace.py``). Their
 completion is published in the client's stream/event tables (``layout.py``):
 
 | task op      | args                                   |

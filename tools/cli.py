@@ -10,6 +10,7 @@
     npuemu inject [--name NAME] -d DEV KIND [key=value ...]   # a hardware fault
     npuemu smi info|set ...              # npu-smi: health, ECC, memory, processes
     npuemu msnpureport [report|config ...]   # device logs and log levels
+    npuemu msprof --application="python app.py" --output=DIR   # profile (see -h)
 """
 
 from __future__ import annotations
@@ -169,7 +170,8 @@ _DELEGATED = {"inject": "inject a hardware fault into a card of a running node",
               "msnpureport": "msnpureport: export device logs, query and set log levels",
               "atc": "ATC: ONNX models (--model) or single-op descriptions (--singleop) "
                      "into .om files",
-              "hccl-test": "hccl_test: collective benchmarks (all_reduce, ...) on the cards"}
+              "hccl-test": "hccl_test: collective benchmarks (all_reduce, ...) on the cards",
+              "msprof": "msprof: profile a program, export, analyze and plot its timeline"}
 """Subcommands handled by ``npuemu.tools.<name>.main(argv) -> int`` (their own parsers)."""
 
 

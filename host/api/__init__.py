@@ -57,6 +57,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from npuemu.host.api.prof import Profile, profile
 from npuemu.host.core import callbacks as _callbacks  # noqa: F401  (starts report threads)
 from npuemu.host.core import device as _device
 from npuemu.host.core import kernel as _kernel
@@ -93,11 +94,13 @@ __all__ = [
     "MemInfo",
     "OutOfMemoryError",
     "ParamError",
+    "Profile",
     "ResourceError",
     "StorageError",
     "SyncTimeoutError",
     "current_device",
     "device_count",
+    "profile",
     "retained_devices",
 ]
 

@@ -106,6 +106,7 @@ class Runtime:
         self.peer_access: set[tuple[int, int]] = set()  # (device, peer), logical ids
         self.op_timeout_us = 0  # aclrtSetOpExecuteTimeOut*, sent to every card opened (kernel.py)
         self.initialized = False
+        self.link_hooks: list[Any] = []  # profilers: hook.opened(link) / hook.closing(link)
         self.forked = False  # set in a forked child (os.register_at_fork): no per-call getpid
 
     # node and devices ----------------------------------------------------------------------
@@ -171,6 +172,8 @@ class Runtime:
                     link.post(Op.SET_TIMEOUT, self.op_timeout_us)
                 od = OpenDevice(dev, link, self._new_context(dev, primary=True))
                 self.devices[dev] = od
+                for hook in self.link_hooks:
+                    hook.opened(link)
             return od
 
     def close_device(self, od: OpenDevice) -> None:
@@ -185,6 +188,8 @@ class Runtime:
                 self.contexts.pop(ctx.handle, None)
             for handle in [h for h, obj in self.handles.items() if obj.link is od.link]:
                 self.handles.pop(handle).destroyed = True
+            for hook in self.link_hooks:
+                hook.closing(od.link)
             del self.devices[od.logical]
             # peer access enabled from this device goes with its context (re-enable it after
             # set_device); access other devices enabled towards it stays (UNVERIFIED)

@@ -134,6 +134,7 @@ class DeviceLink:
         self.reporter: threading.Thread | None = None  # started by host/core/callbacks.py
         self.host_func_queues: dict[int, Any] = {}  # stream slot -> its host-func queue
         self.logical = dev  # the id this process knows the device by (set by the runtime)
+        self.tracer: Any = None  # while profiling: stamps task frames (host/driver/trace.py)
         self._open_device()
         self._create_client()
         self._handshake()
@@ -303,6 +304,8 @@ class DeviceLink:
         ``lock``, so task numbers and ring order agree. Raises (107000 for an argument the
         wire cannot carry, 507010 for a lost device, 507901 for a stopped node) before
         anything is queued, so the caller counts the task only after this returns."""
+        if self.tracer is not None:  # profiled: the card records frames with a submit stamp
+            frame = self.tracer.stamp(frame)
         payload = encode(frame)
         if self.lost_detail or self.ctl[_C.STATE] != DeviceState.READY:
             self.check_alive()

@@ -13,7 +13,8 @@ a difference of less than ~30 % in latency figures.
 
 The package: one module per figure family (``ring``: sync round trip; ``nodes``: idle CPU
 and node start-up; ``memory``: copies and malloc+free; ``execution``; ``streams``: stream
-create+destroy; ``p2p``), and the machinery beside them (``registry``: ``figure`` and
+create+destroy; ``p2p``; ``prof``: profiling on/off cost and records kept, see its
+docstring), and the machinery beside them (``registry``: ``figure`` and
 ``Context``; ``records``: ``Record``, ``Target`` and the table; ``sampling``: timing
 helpers; ``track``: cleanup; ``runner``: running the figures, ``main``). Figures run in the
 order their modules are imported below, then those of ``EXTRA_FIGURE_MODULES`` that exist.
@@ -156,7 +157,7 @@ from npuemu.tools.bench.runner import main
 from npuemu.tools.bench.sampling import calibrate, check_ret, sample_rates, time_each, time_k
 from npuemu.tools.sizes import GiB, KiB, MiB, format_size
 
-FAMILIES = ("ring", "nodes", "memory", "execution", "streams", "p2p", "ops", "models", "hccl")
+FAMILIES = ("ring", "nodes", "memory", "execution", "streams", "p2p", "ops", "models", "hccl", "prof")
 """The figure modules of this package, in the order of the table."""
 EXTRA_FIGURE_MODULES: tuple[str, ...] = ()
 """Figure modules imported after the families above if they exist (a place for figures kept
