@@ -74,6 +74,10 @@ TIMEOUT_CODE = {engines.AICORE: errors.ACL_ERROR_RT_AICORE_TIMEOUT,
 _NO_DEADLINE = float("inf")
 
 
+PASS_BUDGET = 2048
+"""Most tasks of one stream started in one pass of the worker loop (a few ms of inline work)."""
+
+
 class Task:
     __slots__ = ("args", "cancelled", "deadline", "end_ns", "engine", "op", "seq", "start_ns",
                  "stream", "submit_ns")
@@ -247,8 +251,10 @@ class Scheduler:
 
     # the pass ------------------------------------------------------------------------------
     def pump(self) -> float:
-        """Reap completions and start every runnable head task. Returns the number of
-        seconds until the nearest wait deadline (or 1.0)."""
+        """Reap completions and start every runnable head task, at most ``PASS_BUDGET`` of
+        one stream per pass (a long backlog of inline tasks must not keep the loop from its
+        rings and its heartbeat). Returns the number of seconds until the nearest wait
+        deadline (or 1.0)."""
         done = self.done
         progressed = bool(done)
         while done:
@@ -262,7 +268,9 @@ class Scheduler:
             self.expire(now)
         nearest = min(1.0, self.next_deadline - now)
         for stream in list(self.streams.values()):
-            while stream.queue and not stream.busy:
+            budget = PASS_BUDGET
+            while stream.queue and not stream.busy and budget:
+                budget -= 1
                 try:
                     started = self._start(stream.queue[0], now)
                 except Exception:  # a bug of ours: fail this task, keep the stream going
