@@ -81,6 +81,10 @@ def _memset(worker: Worker, client: Client, ptr: int, value: int, count: int) ->
     return ()
 
 
+def _mem_pools(worker: Worker, client: Client) -> tuple:
+    return ([[pool.as_row() for pool in arena] for arena in worker.memory.pools()],)
+
+
 def _snapshot(worker: Worker, client: Client) -> tuple:
     return (worker.memory.snapshot(),)
 
@@ -184,6 +188,7 @@ HANDLERS: dict[int, Callable[..., tuple]] = {
     Op.STREAM_MODE: _stream_mode, Op.STREAM_ABORT: _stream_abort, Op.PIN: _pin,
     Op.UNPIN: _unpin, Op.BINARY_LOAD: _binary_load, Op.BINARY_UNLOAD: _binary_unload,
     Op.CALLBACK_DONE: _callback_done, Op.INJECT: _inject, Op.SET_TIMEOUT: _set_timeout,
+    Op.MEM_POOLS: _mem_pools,
 }
 _ARITY = {op: len(inspect.signature(fn).parameters) - 2 for op, fn in HANDLERS.items()}
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from npuemu.device.allocator import HUGE1G_PAGE, HUGE_PAGE, Allocator, PageClass, plan
+from npuemu.device.pools import NormalChunks, PoolStats, pool_stats
 from npuemu.shared import address, errors, shm
 from npuemu.shared.config import PROFILES
 from npuemu.shared.enums import MemAttr, MemMallocModifier
@@ -55,6 +56,7 @@ class Arena:
         self.seg = seg
         self.kind = kind
         self.alloc = Allocator(seg.size, classify=_page_class)
+        self.normal = NormalChunks()  # the normal-page pool's 2 MiB chunks (pools.py)
         self._committed = bytearray(-(-seg.size // COMMIT_CHUNK))
         self.committed_bytes = 0
         self.reserved = FIRMWARE_RESERVED_HBM.get(seg.size, 0) if kind == address.HBM else 0
@@ -109,13 +111,17 @@ class DeviceMemory:
 
     ``on_change(client, arena, tag, delta_bytes)`` is called after every malloc (positive
     delta) and free (negative) so the worker can update its published counters in O(1).
+    ``on_pool(arena, delta_bytes)`` (optional) is called when the normal-page pool of an
+    arena grows or shrinks by whole 2 MiB chunks (the worker logs it at DEBUG).
     """
 
     def __init__(self, dev: int, arenas: list[Arena],
-                 on_change: Callable[[int, int, Tag, int], None]) -> None:
+                 on_change: Callable[[int, int, Tag, int], None],
+                 on_pool: Callable[[Arena, int], None] | None = None) -> None:
         self.dev = dev
         self.arenas = arenas
         self.on_change = on_change
+        self.on_pool = on_pool
         self.lock = threading.Lock()
 
     # aclrtMalloc / aclrtFree ---------------------------------------------------------------
@@ -153,6 +159,10 @@ class DeviceMemory:
             code = errors.ACL_ERROR_RT_MEMORY_ALLOCATION
             why = "host shared memory (/dev/shm) is full" if err.errno == errno.ENOSPC else err
             raise errors.error_for(code, f"device {self.dev}: {why}") from err
+        if tag.page_class is _N:
+            grown = arena.normal.add(offset, span)
+            if grown and self.on_pool is not None:
+                self.on_pool(arena, grown)
         self.on_change(tag.client, arena.kind, tag, span)
         return address.encode(self.dev, arena.kind, offset), span, int(tag.page_class)
 
@@ -169,6 +179,10 @@ class DeviceMemory:
                                    f"0x{ptr:x} is not the start of a live allocation of this "
                                    "process")
         span, tag = arena.alloc.free(offset)
+        if tag.page_class is _N:
+            shrunk = arena.normal.remove(offset, span)
+            if shrunk and self.on_pool is not None:
+                self.on_pool(arena, shrunk)
         self.on_change(client, arena.kind, tag, -span)
         return span
 
@@ -223,6 +237,11 @@ class DeviceMemory:
         with self.lock:
             free = arena.free_at_granularity(_GRANULE[page_class]) - arena.reserved
             return max(free, 0), arena.seg.size
+
+    def pools(self) -> list[list[PoolStats]]:
+        """Page pools of each arena (HBM first), see ``pools.py``. O(live + free blocks)."""
+        with self.lock:
+            return [pool_stats(a.alloc, a.normal) for a in self.arenas]
 
     def snapshot(self) -> list[tuple[int, int, int, int]]:
         """Live blocks as ``(ptr, span, page class, client)``."""

@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 
 _LAZY = frozenset({"Device", "DeviceArray", "DeviceBuffer", "Event", "Kernel", "MemInfo",
                    "Stream", "current_device", "device_count", "load_kernels",
-                   "retained_devices"})
+                   "retained_devices", "empty_cache", "memory_snapshot", "memory_stats",
+                   "pool_stats"})
 
 __all__ = [
     "AclError",
@@ -70,7 +71,11 @@ __all__ = [
     "SyncTimeoutError",
     "current_device",
     "device_count",
+    "empty_cache",
     "load_kernels",
+    "memory_snapshot",
+    "memory_stats",
+    "pool_stats",
     "retained_devices",
 ]
 

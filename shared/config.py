@@ -88,6 +88,8 @@ VARIABLES: dict[str, str] = {
     "NPUEMU_MAX_STREAMS": f"streams per card, 1..{layout.MAX_STREAMS} (default: the maximum)",
     "NPUEMU_ECC_SBE_WARN": "correctable ECC errors before health Warning, >= 1 (default 5)",
     "NPUEMU_TRACK_ALLOC": "1: record the Python stack of every malloc for leak reports",
+    "NPUEMU_CACHING_ALLOCATOR": "1: acl.rt.malloc/free use the host caching allocator "
+                                "(read when acl is imported; default 0)",
     "ASCEND_RT_VISIBLE_DEVICES": "visible cards, ascending ids (reference rules)",
     "ASCEND_GLOBAL_LOG_LEVEL": "0..4, other values ignored (default 3)",
     "ASCEND_MODULE_LOG_LEVEL": "MOD=lvl:MOD=lvl; one bad token voids it",

@@ -28,6 +28,7 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | CALLBACK_DONE | slot, task seq              |                         | (no reply) releases a BLOCK callback |
 | INJECT      | fault name, {parameters}      |                         | ``device/faults.py`` |
 | SET_TIMEOUT | task execution timeout in us  |                         | (no reply) ``aclrtSetOpExecuteTimeOut*``, per client; 0 = default |
+| MEM_POOLS   |                               | per arena (HBM, DDR): [[name, reserved, used, free, largest free, fragmentation ppm], ...] | page pools (``device/pools.py``) |
 
 Stream tasks are fire-and-forget frames ``[op, 0, stream slot, task seq, args...]``; their
 completion is published in the client's stream/event tables (``layout.py``):
@@ -80,6 +81,8 @@ class Op(enum.IntEnum):
     CALLBACK_DONE = 16
     INJECT = 17
     SET_TIMEOUT = 18
+    # memory in depth (issue 12)
+    MEM_POOLS = 19
     # stream tasks
     COPY_ASYNC = 32
     MEMSET_ASYNC = 33

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from npuemu.host.acl._wrap import last_error, no_args, ret_only, with_result
-from npuemu.host.core import callbacks, device, kernel, memory, p2p, stream
+from npuemu.host.core import caching, callbacks, device, kernel, memory, p2p, stream
 from npuemu.shared.enums import EventStatus, RunMode, StreamStatus
 
 # device and context ---------------------------------------------------------------------------
@@ -42,8 +42,10 @@ def get_soc_name() -> str | None:
 
 
 # memory ---------------------------------------------------------------------------------------
-malloc = with_result(0)(memory.malloc)
-free = ret_only(memory.free)
+# NPUEMU_CACHING_ALLOCATOR=1: malloc/free through the host caching allocator (issue 12)
+_CACHED = caching.acl_enabled()
+malloc = with_result(0)(caching.acl_malloc if _CACHED else memory.malloc)
+free = ret_only(caching.acl_free if _CACHED else memory.free)
 malloc_host = with_result(0)(memory.malloc_host)
 free_host = ret_only(memory.free_host)
 memcpy = ret_only(memory.memcpy)
