@@ -156,7 +156,7 @@ class CachingAllocator:
             c.hits += 1
         c.alloc_count += 1
         block.requested = size
-        block.stack = (traceback.extract_stack(limit=12)[:-3]
+        block.stack = (traceback.extract_stack(limit=16)[:-2]
                        if runtime.get().config.track_alloc else ())
         self._lent[block.alloc.ptr] = block
         c.allocated += block.key[1]
