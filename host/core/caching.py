@@ -32,6 +32,7 @@ close hook (device reset) drops the card's cached blocks under the same lock.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import traceback
@@ -61,11 +62,13 @@ def round_size(size: int) -> int:
 class Block:
     """One device allocation owned by the cache: lent to the program or cached."""
 
-    __slots__ = ("alloc", "key", "ready", "requested", "stack")
+    __slots__ = ("alloc", "counters", "key", "ready", "requested", "rounded", "stack")
 
     def __init__(self, alloc: Allocation, key: tuple) -> None:
         self.alloc = alloc
         self.key = key
+        self.rounded: int = key[1]
+        self.counters: Counters = Counters()  # replaced by its card's counters when lent
         self.ready: tuple = ()  # ((stream, task seq), ...) that must be done before reuse
         self.requested = 0
         self.stack: object = ()  # traceback.StackSummary with NPUEMU_TRACK_ALLOC=1
@@ -75,7 +78,7 @@ class Block:
         return self.alloc.ptr
 
 
-@dataclass
+@dataclass(slots=True)
 class Counters:
     """Per-card counters, named after torch's memory_stats keys."""
 
@@ -105,7 +108,7 @@ class CachingAllocator:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self._free: dict[tuple, list[Block]] = defaultdict(list)
+        self._free: dict[tuple, list[Block]] = defaultdict(list)  # key -> cached blocks
         self._lent: dict[int, Block] = {}
         self._counters: dict[Link, Counters] = {}
 
@@ -117,13 +120,16 @@ class CachingAllocator:
             size = memory._check_size(size, "size")
         rt = runtime.get()
         link = rt.current_link()
-        rounded = round_size(size)
+        rounded = (((size + SMALL_ROUND - 1) & -SMALL_ROUND) if size <= SMALL_LIMIT
+                   else ((size + LARGE_ROUND - 1) & -LARGE_ROUND))
         key = (link, rounded, policy)
         with self.lock:
-            block = self._take(rt, key)
-            if block is not None:
-                self._lend(block, link, size, hit=True)
-                return block
+            blocks = self._free.get(key)
+            if blocks:
+                block = self._take(rt, blocks)
+                if block is not None:
+                    self._lend(block, size, True, rt)
+                    return block
         block = Block(self._device_malloc(link, rounded, policy), key)
         with self.lock:
             c = self._counters_of(link)
@@ -132,40 +138,46 @@ class CachingAllocator:
             c.segments_peak = max(c.segments_peak, c.segments)
             c.reserved += block.alloc.span
             c.reserved_peak = max(c.reserved_peak, c.reserved)
-            self._lend(block, link, size, hit=False)
+            block.counters = c
+            self._lend(block, size, False, rt)
         return block
 
-    def _take(self, rt: runtime.Runtime, key: tuple) -> Block | None:
-        blocks = self._free.get(key)
-        if not blocks:
-            return None
+    def _take(self, rt: runtime.Runtime, blocks: list[Block]) -> Block | None:
         allocations = rt.allocations
         for i in range(len(blocks) - 1, -1, -1):
             block = blocks[i]
-            if allocations.get(block.alloc.ptr) is not block.alloc:  # its device was reset
+            alloc = block.alloc
+            if allocations.get(alloc.ptr) is not alloc:  # its device was reset
                 del blocks[i]
                 continue
-            if all(s.done(seq) or s.destroyed for s, seq in block.ready):
+            ready = block.ready
+            if not ready or all(s.done(seq) or s.destroyed for s, seq in ready):
                 del blocks[i]
                 return block
         return None
 
-    def _lend(self, block: Block, link: Link, size: int, hit: bool) -> None:
-        c = self._counters_of(link)
-        if hit:
-            c.hits += 1
+    def _lend(self, block: Block, size: int, hit: bool, rt: runtime.Runtime) -> None:
+        c = block.counters
+        rounded = block.rounded
+        c.hits += hit
         c.alloc_count += 1
         block.requested = size
-        block.stack = (traceback.extract_stack(limit=16)[:-2]
-                       if runtime.get().config.track_alloc else ())
+        if rt.config.track_alloc:
+            block.stack = traceback.extract_stack(limit=16)[:-2]
         self._lent[block.alloc.ptr] = block
-        c.allocated += block.key[1]
-        c.allocated_total += block.key[1]
-        c.allocated_peak = max(c.allocated_peak, c.allocated)
-        c.requested += size
-        c.requested_peak = max(c.requested_peak, c.requested)
-        c.active += 1
-        c.active_peak = max(c.active_peak, c.active)
+        allocated = c.allocated + rounded
+        c.allocated = allocated
+        c.allocated_total += rounded
+        if allocated > c.allocated_peak:
+            c.allocated_peak = allocated
+        requested = c.requested + size
+        c.requested = requested
+        if requested > c.requested_peak:
+            c.requested_peak = requested
+        active = c.active + 1
+        c.active = active
+        if active > c.active_peak:
+            c.active_peak = active
 
     def _device_malloc(self, link: Link, rounded: int, policy: int) -> Allocation:
         try:
@@ -188,21 +200,24 @@ class CachingAllocator:
     def free(self, ptr: int) -> None:
         """Give a lent block back to the cache (no round trip). 107000 if ``ptr`` is not a
         block this allocator lent."""
+        rt = runtime.get()
         with self.lock:
             block = self._lent.pop(ptr, None) if type(ptr) is int else None
             if block is None:
                 raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                        f"{ptr!r} is not a live block of the caching allocator")
-            link = block.alloc.link
-            block.ready = _pending(link)
-            c = self._counters_of(link)
+            alloc = block.alloc
+            block.ready = _pending(rt, alloc.link)
+            c = block.counters
+            rounded = block.rounded
             c.free_count += 1
-            c.allocated -= block.key[1]
+            c.allocated -= rounded
+            c.freed_total += rounded
             c.requested -= block.requested
             c.active -= 1
-            block.stack = ()
-            c.freed_total += block.key[1]
-            if runtime.get().allocations.get(ptr) is block.alloc:
+            if block.stack:
+                block.stack = ()
+            if rt.allocations.get(ptr) is alloc:
                 self._free[block.key].append(block)
             else:  # its device was reset meanwhile: nothing left to cache
                 self._drop(c, block)
@@ -224,9 +239,13 @@ class CachingAllocator:
                 released += block.alloc.span
                 self._drop(self._counters_of(block.alloc.link), block)
         allocations = runtime.get().allocations
+        links = set()
         for block in victims:
             if allocations.get(block.alloc.ptr) is block.alloc:
                 memory.free(block.alloc.ptr)
+                links.add(block.alloc.link)
+        for each in links:  # given back now, not batched (freebatch.py)
+            memory.flush_frees(each)
         return released
 
     def forget(self, link: Link) -> None:
@@ -261,7 +280,7 @@ class CachingAllocator:
         """A copy of the counters of ``link``'s card."""
         with self.lock:
             c = self._counters_of(link)
-            return Counters(**c.__dict__)
+            return dataclasses.replace(c)
 
     def cached_bytes(self, link: Link) -> int:
         """Device bytes (spans) of cached, not lent, blocks of ``link``'s card."""
@@ -283,14 +302,14 @@ class CachingAllocator:
             c.reserved_peak, c.active_peak, c.segments_peak = c.reserved, c.active, c.segments
 
 
-def _pending(link: Link) -> tuple:
+def _pending(rt: runtime.Runtime, link: Link) -> tuple:
     """``(stream, last task)`` of every stream of this process on the card with pending
     work (what a freed block must wait for before another use)."""
-    out = []
-    for obj in list(runtime.get().handles.values()):
+    out = ()
+    for obj in list(rt.handles.values()):
         if type(obj) is streams.Stream and obj.link is link and not obj.done(obj.submitted):
-            out.append((obj, obj.submitted))
-    return tuple(out)
+            out += ((obj, obj.submitted),)
+    return out
 
 
 def acl_enabled() -> bool:

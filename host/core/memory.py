@@ -27,7 +27,7 @@ import bisect
 import ctypes
 import traceback
 
-from npuemu.host.core import p2p, plog, runtime
+from npuemu.host.core import freebatch, p2p, plog, runtime
 from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Allocation, index
 from npuemu.host.driver.interface import Link
@@ -71,12 +71,23 @@ def _check_ptr(value: object) -> int:
 # aclrtMalloc / aclrtFree ---------------------------------------------------------------------
 def malloc(size: int, policy: int = 0) -> int:
     """Mirrors ``aclrtMalloc`` on the current device; one round trip to the worker (blocks
-    for ~10 us). Returns the device pointer. 100000 for size 0, 207001 when out of memory."""
-    size = _check_size(size, "size")
-    policy = _check_size(policy, "policy", allow_zero=True)
+    for ~10 us), none when a free of the same size and policy is still waiting
+    (``freebatch.py``). Returns the device pointer. 100000 for size 0, 207001 when out of
+    memory."""
+    if type(size) is not int or size <= 0:
+        size = _check_size(size, "size")
+    if type(policy) is not int or policy < 0:
+        policy = _check_size(policy, "policy", allow_zero=True)
     rt = runtime.get()
     link = rt.current_link()
-    ptr, span, page_class = link.call(Op.MALLOC, size, policy)
+    with rt.lock:  # a free of the same size still waiting (freebatch.py): no round trip
+        again = freebatch.take(link, size, policy)
+        if again is None:
+            freebatch.flush(link)  # this malloc may need the room they give back
+    if again is None:
+        ptr, span, page_class = link.call(Op.MALLOC, size, policy)
+    else:
+        ptr, span, page_class = again.ptr, again.span, again.page_class
     # NPUEMU_TRACK_ALLOC=1: record the Python stack (for leak reports; ~20 us a malloc)
     stack = "".join(traceback.format_stack(limit=8)[:-1]) if rt.config.track_alloc else ""
     with rt.lock:
@@ -90,16 +101,27 @@ def malloc(size: int, policy: int = 0) -> int:
 
 def free(ptr: int) -> None:
     """Mirrors ``aclrtFree``. Does not wait: the free is queued to the worker in order with
-    this process's later requests. 107000 if ``ptr`` is not the start of a live block."""
+    this process's later requests (blocks up to 1 MiB: batched, ``freebatch.py``). 107000
+    if ``ptr`` is not the start of a live block."""
     rt = runtime.get()
     with rt.lock:
         alloc = rt.allocations.pop(ptr, None) if type(ptr) is int else None
         if alloc is None:
             raise _param(f"{ptr!r} is not a live device allocation of this process")
         del rt.starts[bisect.bisect_left(rt.starts, ptr)]
-    alloc.link.post(Op.FREE, ptr)
+        if freebatch.defer(alloc):  # posted with the next request that depends on it
+            alloc = None
+    if alloc is not None:
+        alloc.link.post(Op.FREE, ptr)
     if plog.debug:
-        plog.log(logring.DEBUG, f"free ptr=0x{ptr:x} size={alloc.size}")
+        plog.log(logring.DEBUG, f"free ptr=0x{ptr:x}")
+
+
+def flush_frees(link: Link) -> None:
+    """Post the card's batched frees (before a request whose answer depends on them)."""
+    rt = runtime.get()
+    with rt.lock:
+        freebatch.flush(link)
 
 
 def leak_report() -> list[dict]:
@@ -115,7 +137,9 @@ def get_mem_usage_info(dev: int) -> list[dict]:
     """Mirrors ``aclrtGetMemUsageInfo``: one entry per component, largest current usage
     first. Components here are the host processes using the card (``"pid <n>"``, from the
     device's per-client accounting) plus ``"total"``; names are our choice."""
-    link = runtime.get().open_device(dev).link
+    rt = runtime.get()
+    link = rt.open_device(dev).link
+    flush_frees(link)
     link.call(Op.PING)  # frees queued before are counted
     mem = link.memory_usage()
     entries = [{"name": "total", "curMemSize": mem.hbm_used + mem.ddr_used,
@@ -297,7 +321,9 @@ def get_mem_info(attr: int) -> tuple[int, int]:
     """Mirrors ``aclrtGetMemInfo`` on the current device: ``(free, total)`` bytes. A round
     trip, so frees queued earlier are already counted."""
     attr = index(attr, errors.ACL_ERROR_INVALID_PARAM, "attr")
-    free_bytes, total = runtime.get().current_link().call(Op.MEM_INFO, attr)
+    link = runtime.get().current_link()
+    flush_frees(link)
+    free_bytes, total = link.call(Op.MEM_INFO, attr)
     return free_bytes, total
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import operator
 import os
 
-from npuemu.host.core import caching, runtime
+from npuemu.host.core import caching, memory, runtime
 from npuemu.host.core.runtime import Allocation
 from npuemu.host.driver.interface import Link
 from npuemu.shared import errors
@@ -59,6 +59,7 @@ def pool_stats(dev: object = None) -> dict[str, list[PoolRow]]:
     with ``name`` (normal, huge, huge1g), ``reserved``, ``used``, ``free``,
     ``largest_free`` (bytes) and ``fragmentation`` (0..1). One round trip; blocks."""
     _logical, link = _link(dev)
+    memory.flush_frees(link)
     (arenas,) = link.call(Op.MEM_POOLS)
     out = {}
     for name, rows in zip(ARENAS, arenas, strict=True):
