@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from npuemu.host.acl._wrap import last_error, no_args, ret_only, with_result
-from npuemu.host.core import caching, callbacks, device, kernel, memory, p2p, stream
+from npuemu.host.core import caching, callbacks, device, kernel, memory, mempool, p2p, stream
 from npuemu.shared.enums import EventStatus, RunMode, StreamStatus
 
 # device and context ---------------------------------------------------------------------------
@@ -68,6 +68,16 @@ get_device_utilization_rate = with_result({})(device.utilization_rate)
 # streams --------------------------------------------------------------------------------------
 def _handle(make: Callable[..., Any]) -> Callable[..., int]:
     return lambda *args: make(*args).handle
+
+
+# stream-ordered memory pools (aclrtMemPool*, host/core/mempool.py; issue 12) ----------------
+mem_pool_create = with_result(0)(_handle(mempool.create))
+mem_pool_destroy = ret_only(mempool.destroy)
+mem_pool_malloc_async = with_result(0)(mempool.malloc_async)
+mem_pool_free_async = ret_only(mempool.free_async)
+mem_pool_trim_to = ret_only(mempool.trim_to)
+mem_pool_set_attr = ret_only(mempool.set_attr)
+mem_pool_get_attr = with_result(0)(mempool.get_attr)
 
 
 create_stream = no_args(with_result(0)(_handle(stream.create_stream)))
