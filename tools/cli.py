@@ -163,7 +163,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 _DELEGATED = {"inject": "inject a hardware fault into a card of a running node",
               "smi": "npu-smi: NPU table, health, ECC and memory information",
-              "msnpureport": "msnpureport: export device logs, query and set log levels"}
+              "msnpureport": "msnpureport: export device logs, query and set log levels",
+              "memory": "device memory of a running node: snapshot (torch's format), pools"}
 """Subcommands handled by ``npuemu.tools.<name>.main(argv) -> int`` (their own parsers)."""
 
 

@@ -32,7 +32,7 @@ from npuemu.host.driver.interface import Link
 from npuemu.shared import errors
 from npuemu.shared.protocol import Op
 
-__all__ = ["PoolRow", "leak_report", "memory_stats", "pool_stats", "snapshot"]
+__all__ = ["PoolRow", "leak_report", "memory_stats", "node_snapshot", "pool_stats", "snapshot"]
 
 ARENAS = ("hbm", "ddr")
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(runtime.__file__))))
@@ -164,6 +164,25 @@ def snapshot() -> dict:
                                      "active_allocated", _stack_frames(alloc.stack)))
     segments.sort(key=operator.itemgetter("device", "address"))
     ndev = max(devices, default=-1) + 1
+    return {"segments": segments, "device_traces": [[] for _ in range(ndev)]}
+
+
+def node_snapshot() -> dict:
+    """Every live block of every process on the node's cards (``Op.SNAPSHOT`` per card, one
+    round trip each), in the snapshot format; blocks carry ``client`` (the device-side slot
+    of the owning process) and no frames (other processes' stacks are not known here)."""
+    rt = runtime.get()
+    segments = []
+    ndev = len(rt.visible())
+    for dev in range(ndev):
+        link = rt.open_device(dev).link
+        memory.flush_frees(link)
+        (blocks,) = link.call(Op.SNAPSHOT)
+        for ptr, span, page_class, client in blocks:
+            seg = _segment(dev, Allocation(ptr, span, span, page_class, 0, link), span, span,
+                           "active_allocated", [])
+            seg["client"] = seg["blocks"][0]["client"] = client
+            segments.append(seg)
     return {"segments": segments, "device_traces": [[] for _ in range(ndev)]}
 
 
