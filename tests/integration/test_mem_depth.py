@@ -176,3 +176,40 @@ def test_snapshot_pickles_in_torchs_shape_with_frames(run_py, tmp_path):
     active = [s for s in snap["segments"] if s["blocks"][0]["state"] == "active_allocated"]
     assert all(s["blocks"][0]["frames"] for s in active)  # NPUEMU_TRACK_ALLOC=1
     assert all(w.startswith("<string>:") for w in r["leaks"]) and len(r["leaks"]) == 2
+
+
+def test_stream_ordered_pool_on_real_workers(run_py):
+    r = scenario(run_py, """
+        ok(acl.rt.set_device(0))
+        pool, ret = acl.rt.mem_pool_create({"location": {"type": 1, "id": 0}})
+        ok(ret, "mem_pool_create")
+        a, b = stream(), stream()
+        gate = hold(a)
+        p, ret = acl.rt.mem_pool_malloc_async(8192, pool, a)
+        ok(ret, "malloc_async")
+        ok(acl.rt.memset_async(p, 8192, 0x5A, 8192, a))    # pending behind the gate
+        ok(acl.rt.mem_pool_free_async(p, a))
+        q, ret = acl.rt.mem_pool_malloc_async(8192, pool, b)
+        R["other_stream_same"] = q == p
+        ok(acl.rt.memset_async(q, 8192, 0x11, 8192, b))
+        ok(acl.rt.synchronize_stream(b))
+        again, ret = acl.rt.mem_pool_malloc_async(8192, pool, a)
+        R["same_stream_reuse"] = again == p
+        gate.set()
+        ok(acl.rt.synchronize_stream(a))
+        R["q_intact"] = d2h(q, 8192) == b"\\x11" * 8192
+        R["p_written"] = d2h(p, 8192) == b"\\x5A" * 8192
+        ok(acl.rt.mem_pool_free_async(again, a))
+        ok(acl.rt.mem_pool_free_async(q, b))
+        ok(acl.rt.synchronize_stream(a)); ok(acl.rt.synchronize_stream(b))
+        R["reserved"] = acl.rt.mem_pool_get_attr(pool, 5)[0]
+        free0 = hbm_free()
+        ok(acl.rt.mem_pool_trim_to(pool, 0))
+        R["trimmed_back"] = hbm_free() - free0
+        R["reserved_after"] = acl.rt.mem_pool_get_attr(pool, 5)[0]
+        ok(acl.rt.mem_pool_destroy(pool))
+    """)
+    assert r["other_stream_same"] is False and r["same_stream_reuse"] is True
+    assert r["q_intact"] is True and r["p_written"] is True
+    assert r["reserved"] > 0 and r["trimmed_back"] == r["reserved"]
+    assert r["reserved_after"] == 0
