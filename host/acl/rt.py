@@ -9,7 +9,17 @@ from collections.abc import Callable
 from typing import Any
 
 from npuemu.host.acl._wrap import last_error, no_args, ret_only, with_result
-from npuemu.host.core import caching, callbacks, device, kernel, memory, mempool, p2p, stream
+from npuemu.host.core import (
+    caching,
+    callbacks,
+    device,
+    kernel,
+    memory,
+    mempool,
+    p2p,
+    stream,
+    vmm,
+)
 from npuemu.shared.enums import EventStatus, RunMode, StreamStatus
 
 # device and context ---------------------------------------------------------------------------
@@ -68,16 +78,6 @@ get_device_utilization_rate = with_result({})(device.utilization_rate)
 # streams --------------------------------------------------------------------------------------
 def _handle(make: Callable[..., Any]) -> Callable[..., int]:
     return lambda *args: make(*args).handle
-
-
-# stream-ordered memory pools (aclrtMemPool*, host/core/mempool.py; issue 12) ----------------
-mem_pool_create = with_result(0)(_handle(mempool.create))
-mem_pool_destroy = ret_only(mempool.destroy)
-mem_pool_malloc_async = with_result(0)(mempool.malloc_async)
-mem_pool_free_async = ret_only(mempool.free_async)
-mem_pool_trim_to = ret_only(mempool.trim_to)
-mem_pool_set_attr = ret_only(mempool.set_attr)
-mem_pool_get_attr = with_result(0)(mempool.get_attr)
 
 
 create_stream = no_args(with_result(0)(_handle(stream.create_stream)))
@@ -175,3 +175,25 @@ device_enable_peer_access = ret_only(p2p.enable_peer_access)
 device_disable_peer_access = ret_only(p2p.disable_peer_access)
 device_peer_access_status = with_result(0)(p2p.peer_access_status)
 get_devices_topo = with_result(0)(p2p.devices_topo)
+
+
+# memory in depth (issue 12): stream-ordered pools (aclrtMemPool*, host/core/mempool.py) and
+# virtual memory (host/core/vmm.py); copies and fills also take virtual addresses ---------------
+mem_pool_create = with_result(0)(_handle(mempool.create))
+mem_pool_destroy = ret_only(mempool.destroy)
+mem_pool_malloc_async = with_result(0)(mempool.malloc_async)
+mem_pool_free_async = ret_only(mempool.free_async)
+mem_pool_trim_to = ret_only(mempool.trim_to)
+mem_pool_set_attr = ret_only(mempool.set_attr)
+mem_pool_get_attr = with_result(0)(mempool.get_attr)
+reserve_mem_address = with_result(0)(vmm.reserve_mem_address)
+release_mem_address = ret_only(vmm.release_mem_address)
+malloc_physical = with_result(0)(_handle(vmm.malloc_physical))
+free_physical = ret_only(vmm.free_physical)
+map_mem = ret_only(vmm.map_mem)
+unmap_mem = ret_only(vmm.unmap_mem)
+mem_get_allocation_granularity = with_result(0)(vmm.granularity)
+memcpy = ret_only(vmm.memcpy)
+memset = ret_only(vmm.memset)
+memcpy_async = ret_only(vmm.memcpy_async)
+memset_async = ret_only(vmm.memset_async)
