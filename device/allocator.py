@@ -388,6 +388,12 @@ class Allocator:
         insort(keys, ((end - start) << shift) | start)
         return span, tag
 
+    def retag(self, offset: int, tag: object) -> int:
+        """Give the live block at ``offset`` a new tag (same class); returns its span."""
+        span, _old, cls = self._live[offset]
+        self._live[offset] = (span, tag, cls)
+        return span
+
     # -- queries ------------------------------------------------------------------------
 
     def tag_at(self, offset: int) -> object | None:

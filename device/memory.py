@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from npuemu.device.allocator import HUGE1G_PAGE, HUGE_PAGE, Allocator, PageClass, plan
+from npuemu.device.ipc import ORPHAN, Shares
 from npuemu.device.pools import NormalChunks, PoolStats, pool_stats
 from npuemu.shared import address, errors, shm
 from npuemu.shared.config import PROFILES
@@ -123,6 +124,7 @@ class DeviceMemory:
         self.on_change = on_change
         self.on_pool = on_pool
         self.lock = threading.Lock()
+        self.shares = Shares()  # IPC export keys and importers (ipc.py)
 
     # aclrtMalloc / aclrtFree ---------------------------------------------------------------
     def malloc(self, client: int, size: int, policy: int) -> tuple[int, int, int]:
@@ -178,18 +180,85 @@ class DeviceMemory:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"0x{ptr:x} is not the start of a live allocation of this "
                                    "process")
+        block = (arena.kind, offset)
+        self.shares.unexport(block)
+        if block in self.shares.importers:  # still imported: an orphan until they close
+            span = arena.alloc.retag(offset, Tag(ORPHAN, tag.page_class, tag.p2p))
+            self.on_change(client, arena.kind, tag, -span)
+            return span
+        return self._release(arena, offset, client)
+
+    def _release(self, arena: Arena, offset: int, client: int) -> int:
         span, tag = arena.alloc.free(offset)
         if tag.page_class is _N:
             shrunk = arena.normal.remove(offset, span)
             if shrunk and self.on_pool is not None:
                 self.on_pool(arena, shrunk)
-        self.on_change(client, arena.kind, tag, -span)
+        if client != ORPHAN:
+            self.on_change(client, arena.kind, tag, -span)
         return span
 
+    # IPC shareable handles (ipc.py) ----------------------------------------------------------
+    def export(self, client: int, ptr: int) -> int:
+        """Share key of the live block of ``client`` starting at ``ptr`` (107000 otherwise)."""
+        with self.lock:
+            arena, offset = self._arena_of(ptr)
+            tag = arena.alloc.tag_at(offset)
+            if tag is None or tag.client != client:
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"0x{ptr:x} is not the start of a live allocation of "
+                                       "this process")
+            return self.shares.export(client, (arena.kind, offset))
+
+    def allow_pid(self, client: int, key: int, pid: int) -> None:
+        """Let host ``pid`` import ``key`` (only its exporter may; 107000 otherwise)."""
+        with self.lock:
+            exp = self.shares.exports.get(key)
+            if exp is None or exp.owner != client:
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"share key {key:#x} is not an export of this process")
+            exp.pids.add(pid)
+
+    def import_block(self, client: int, pid: int, key: int) -> tuple[int, int]:
+        """``(ptr, span)`` of the block behind ``key`` for ``client`` (host ``pid``); 107000
+        for an unknown key and when the pid was not allowed (UNVERIFIED code)."""
+        with self.lock:
+            exp = self.shares.exports.get(key)
+            if exp is None:
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"share key {key:#x} is not exported on device {self.dev}")
+            if pid not in exp.pids and client != exp.owner:
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"pid {pid} was not allowed to import {key:#x}")
+            kind, offset = exp.block
+            found = self.arenas[kind].alloc.find(offset)
+            assert found is not None and found[0] == offset
+            self.shares.add_importer(client, exp.block)
+            return address.encode(self.dev, kind, offset), found[1]
+
+    def close_import(self, client: int, ptr: int) -> None:
+        """``client`` no longer uses the imported block at ``ptr`` (107000 if it did not)."""
+        with self.lock:
+            arena, offset = self._arena_of(ptr)
+            block = (arena.kind, offset)
+            if not self.shares.imported(client, block):
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"0x{ptr:x} is not imported by this process")
+            self._drop_import(client, arena, offset)
+
+    def _drop_import(self, client: int, arena: Arena, offset: int) -> None:
+        if self.shares.drop_importer(client, (arena.kind, offset)):
+            tag = arena.alloc.tag_at(offset)
+            if tag is not None and tag.client == ORPHAN:  # the last user of an orphan
+                self._release(arena, offset, ORPHAN)
+
     def reclaim(self, client: int) -> int:
-        """Free every block of ``client`` (its host died or detached); returns bytes freed."""
+        """Free every block of ``client`` (its host died or detached) and drop its imports;
+        returns bytes freed (or orphaned while others still import them)."""
         freed = 0
         with self.lock:
+            for kind, offset in self.shares.blocks_imported_by(client):
+                self._drop_import(client, self.arenas[kind], offset)
             for arena in self.arenas:
                 for start, _span, tag in arena.alloc.snapshot():
                     if tag.client == client:
@@ -206,7 +275,8 @@ class DeviceMemory:
         arena, offset = self._arena_of(ptr)
         with self.lock:
             found = arena.alloc.find(offset)
-        if found is None or found[2].client != client:
+        if found is None or (found[2].client != client and not (
+                self.shares.importers and self.shares.imported(client, (arena.kind, found[0])))):
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"0x{ptr:x} is not in a live allocation of this process")
         start, span, _tag = found

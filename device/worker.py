@@ -242,6 +242,10 @@ class Worker:
                      module="DEVMM")
 
     # client slots --------------------------------------------------------------------------
+    def client_pid(self, slot: int) -> int:
+        """Host pid of the client in ``slot`` (IPC imports check it)."""
+        return self._slot(slot, CLIENT_ENTRY.PID)
+
     def _slot(self, slot: int, field: int) -> int:
         return self.ctl[CTL_CLIENTS + slot * CLIENT_ENTRY.words + field]
 

@@ -29,6 +29,10 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | INJECT      | fault name, {parameters}      |                         | ``device/faults.py`` |
 | SET_TIMEOUT | task execution timeout in us  |                         | (no reply) ``aclrtSetOpExecuteTimeOut*``, per client; 0 = default |
 | MEM_POOLS   |                               | per arena (HBM, DDR): [[name, reserved, used, free, largest free, fragmentation ppm], ...] | page pools (``device/pools.py``) |
+| IPC_EXPORT  | ptr (start of a live block)   | share key               | ``device/ipc.py`` |
+| IPC_SET_PID | share key, host pid           |                         | exporter only     |
+| IPC_IMPORT  | share key                     | ptr, span               | pid must be allowed |
+| IPC_CLOSE   | ptr                           |                         | importer done     |
 
 Stream tasks are fire-and-forget frames ``[op, 0, stream slot, task seq, args...]``; their
 completion is published in the client's stream/event tables (``layout.py``):
@@ -83,6 +87,10 @@ class Op(enum.IntEnum):
     SET_TIMEOUT = 18
     # memory in depth (issue 12)
     MEM_POOLS = 19
+    IPC_EXPORT = 20
+    IPC_SET_PID = 21
+    IPC_IMPORT = 22
+    IPC_CLOSE = 23
     # stream tasks
     COPY_ASYNC = 32
     MEMSET_ASYNC = 33

@@ -13,6 +13,7 @@ from npuemu.host.core import (
     caching,
     callbacks,
     device,
+    ipc,
     kernel,
     memory,
     mempool,
@@ -193,6 +194,9 @@ free_physical = ret_only(vmm.free_physical)
 map_mem = ret_only(vmm.map_mem)
 unmap_mem = ret_only(vmm.unmap_mem)
 mem_get_allocation_granularity = with_result(0)(vmm.granularity)
+mem_export_to_shareable_handle = with_result(0)(ipc.export)
+mem_set_pid_to_shareable_handle = ret_only(ipc.set_pids)
+mem_import_from_shareable_handle = with_result(0)(_handle(ipc.import_handle))
 memcpy = ret_only(vmm.memcpy)
 memset = ret_only(vmm.memset)
 memcpy_async = ret_only(vmm.memcpy_async)

@@ -40,6 +40,7 @@ from npuemu.host.core.runtime import Allocation, index
 from npuemu.host.driver.interface import Link
 from npuemu.shared import address, errors
 from npuemu.shared.enums import MemAttr, MemLocationType
+from npuemu.shared.protocol import Op
 
 __all__ = ["free_physical", "granularity", "malloc_physical", "map_mem", "release_mem_address",
            "reserve_mem_address", "unmap_mem"]
@@ -70,6 +71,7 @@ class Physical:
     handle: int = 0
     destroyed: bool = False
     mapped: int = 0  # how many mappings use it
+    imported: bool = False  # from another process (host/core/ipc.py)
 
 
 @dataclass
@@ -133,15 +135,26 @@ def malloc_physical(size: object, prop: object, flags: object = 0) -> Physical:
     od = rt.open_device(dev)
     saved = getattr(rt.local, "ctx", None)
     rt.local.ctx = od.primary if saved is None or saved.device != dev else saved
+    # aclrtMalloc pads by 32 bytes; a physical handle is whole granules: ask 32 bytes less
+    # (1 GiB pages get no padding) and let the handle use its whole span
+    ask = size if attr in _HUGE1G else size - 32
     try:
-        ptr = memory.malloc(size, _POLICY[attr])
+        ptr = memory.malloc(ask, _POLICY[attr])
     finally:
         rt.local.ctx = saved
-    return rt.register(Physical(rt.allocations[ptr], size, od.link))
+    with rt.lock:
+        alloc = rt.allocations[ptr]
+        alloc.size = alloc.span
+    assert alloc.span == size, (alloc.span, size)
+    return rt.register(Physical(alloc, size, od.link))
 
 
-def _physical(handle: object) -> Physical:
+def lookup_physical(handle: object) -> Physical:
+    """The live physical handle behind ``handle`` (107000 otherwise)."""
     return runtime.lookup(runtime.get().handles, handle, Physical, "physical memory handle")
+
+
+_physical = lookup_physical
 
 
 def free_physical(handle: object) -> None:
@@ -154,7 +167,14 @@ def free_physical(handle: object) -> None:
     rt = runtime.get()
     with rt.lock:
         rt.handles.pop(phys.handle, None)
-    if rt.allocations.get(phys.alloc.ptr) is phys.alloc:
+    if phys.imported:  # close the import; the memory stays its exporter's
+        with rt.lock:
+            if rt.allocations.get(phys.alloc.ptr) is phys.alloc:
+                del rt.allocations[phys.alloc.ptr]
+                del rt.starts[bisect.bisect_left(rt.starts, phys.alloc.ptr)]
+        if phys.link.alive():
+            phys.link.call(Op.IPC_CLOSE, phys.alloc.ptr)
+    elif rt.allocations.get(phys.alloc.ptr) is phys.alloc:
         memory.free(phys.alloc.ptr)
 
 
