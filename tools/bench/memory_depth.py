@@ -3,10 +3,11 @@ path and stream-ordered pools beside the allocator in-process, and the seed's tw
 fragmentation table (§3.3) measured on one generated workload.
 
 ``memory-depth`` (one card): malloc+free pairs of 256 B through the host caching allocator
-(what the Pythonic face uses), through ``acl.rt.malloc``/``free`` (uncached, frees batched)
-and through ``acl.rt.mem_pool_malloc_async``/``free_async`` on one stream, each beside the
-pure device allocator called in-process in the same run (the machine may be loaded: read the
-ratios).
+(what the Pythonic face uses), through ``acl.rt.malloc``/``free`` (uncached, frees batched:
+the same size again takes the waiting block back), the same with a different size each time
+(every malloc a round trip to the worker), and through
+``acl.rt.mem_pool_malloc_async``/``free_async`` on one stream, each beside the pure device
+allocator called in-process in the same run (the machine may be loaded: read the ratios).
 
 ``fragmentation`` (in-process, no node): a workload generator drives the device heap
 (``device/allocator.py``, HUGE_FIRST plans) with a realistic mix of dynamic-shape requests:
@@ -27,6 +28,7 @@ sequence (same seed):
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from npuemu.tools.bench.records import Record, Target
@@ -62,6 +64,12 @@ def fig_memory_depth(ctx: Context) -> list[Record]:
         p, _ = malloc(256, 0)
         free(p)
 
+    sizes = itertools.cycle([256, 320, 384, 448])
+
+    def round_trip_pair() -> None:  # a new size each time: every malloc goes to the worker
+        p, _ = malloc(next(sizes), 0)
+        free(p)
+
     def pool_pair() -> None:
         p, _ = pmalloc(256, pool, stream)
         pfree(p, stream)
@@ -72,11 +80,11 @@ def fig_memory_depth(ctx: Context) -> list[Record]:
         step = plan(256, 0)
         heap.free(heap.alloc(step.span, step.align, (0, step.page_class, step.p2p)))
 
-    for fn in (cached_pair, uncached_pair, pool_pair):  # warm, and check each works
+    for fn in (cached_pair, uncached_pair, round_trip_pair, pool_pair):  # warm and check
         fn()
     reps, sample_s = (3, 0.15) if ctx.quick else (5, 0.4)
-    rates = sample_rates({"cache": cached_pair, "acl": uncached_pair, "pool": pool_pair,
-                          "alloc": allocator_pair}, 1.0, reps, sample_s)
+    rates = sample_rates({"cache": cached_pair, "acl": uncached_pair, "trip": round_trip_pair,
+                          "pool": pool_pair, "alloc": allocator_pair}, 1.0, reps, sample_s)
     check_ret(acl.rt.synchronize_stream(stream), "synchronize_stream")
     check_ret(acl.rt.mem_pool_destroy(pool), "mem_pool_destroy")
     cache.empty_cache()
@@ -86,6 +94,8 @@ def fig_memory_depth(ctx: Context) -> list[Record]:
                Target("≥ 0.5x", "ratio", ">=", 0.5)),
         Record("acl uncached malloc+free (256 B)", rates["acl"], "pairs/s", limit,
                rates["alloc"], Target("≥ 100k/s", "value", ">=", 1e5)),
+        Record("acl uncached malloc+free (sizes vary)", rates["trip"], "pairs/s", limit,
+               rates["alloc"], None),
         Record("pool malloc_async+free_async (256 B)", rates["pool"], "pairs/s", limit,
                rates["alloc"], Target("≥ 300k/s", "value", ">=", 3e5)),
     ]
