@@ -213,3 +213,22 @@ def test_stream_ordered_pool_on_real_workers(run_py):
     assert r["q_intact"] is True and r["p_written"] is True
     assert r["reserved"] > 0 and r["trimmed_back"] == r["reserved"]
     assert r["reserved_after"] == 0
+
+
+def test_pool_growth_and_shrink_are_logged_at_debug(run_py):
+    r = scenario(run_py, """
+        from npuemu.shared import logring, shm
+        ok(acl.rt.set_device(0))
+        p = malloc(4096, 2)          # the normal-page pool takes its first 2 MiB chunk
+        ok(acl.rt.free(p))
+        hbm_free()                   # the free is posted and handled
+        seg = shm.Segment(shm.name(runtime.get().node.name, "d0", "log"))
+        ring = logring.LogRing(seg.buf)
+        R["lines"] = [ln for ln in ring.read().splitlines() if "normal-page pool" in ln]
+        ring.release()
+        seg.close()
+    """, {"ASCEND_GLOBAL_LOG_LEVEL": "0"})
+    assert len(r["lines"]) == 2, r["lines"]
+    assert "hbm normal-page pool grows by 2 MiB to 2 MiB" in r["lines"][0]
+    assert "hbm normal-page pool shrinks by 2 MiB to 0 MiB" in r["lines"][1]
+    assert all("DEVMM" in ln and "DEBUG" in ln for ln in r["lines"]), r["lines"]
