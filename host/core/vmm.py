@@ -22,7 +22,8 @@ attributes), minimum = recommended; ``expectPtr`` is honoured when it is a free,
 granule-aligned address of the virtual window, else 107000 (the reference's 16T-24T window
 is where this emulator's physical cards live); freeing a mapped handle, releasing a range
 that still has mappings and mapping over a mapping are 107000; ``offset`` and ``flags`` must
-be 0 (100000 otherwise). ``aclrtMemSetAccess``/``GetAccess`` are not implemented.
+be 0 (100000 otherwise). ``aclrtMemSetAccess`` sets per-mapping flags that copies and
+fills through the range obey (kernels are not checked).
 
 Threading model: any thread may call in. ``_lock`` guards the reservations, the mapping
 tables and the next free virtual address; device round trips run outside it.
@@ -42,9 +43,10 @@ from npuemu.shared import address, errors
 from npuemu.shared.enums import MemAttr, MemLocationType
 from npuemu.shared.protocol import Op
 
-__all__ = ["free_physical", "granularity", "malloc_physical", "map_mem", "release_mem_address",
-           "reserve_mem_address", "unmap_mem"]
+__all__ = ["free_physical", "get_access", "granularity", "malloc_physical", "map_mem",
+           "release_mem_address", "reserve_mem_address", "set_access", "unmap_mem"]
 
+ACCESS_NONE, ACCESS_READ, ACCESS_READWRITE = 0, 1, 3  # aclrtMemAccessFlags
 GRANULE = 2 << 20
 GRANULE_1G = 1 << 30
 _M = MemAttr
@@ -72,6 +74,7 @@ class Physical:
     destroyed: bool = False
     mapped: int = 0  # how many mappings use it
     imported: bool = False  # from another process (host/core/ipc.py)
+    access: int = 3  # aclrtMemAccessFlags of its current mapping (READWRITE until set)
 
 
 @dataclass
@@ -275,11 +278,76 @@ def unmap_mem(va: object) -> None:
         rng = found[1]  # type: ignore[index]
         del rng.starts[bisect.bisect_left(rng.starts, va - found[0])]  # type: ignore[index]
         phys.mapped -= 1
+        phys.access = ACCESS_READWRITE
+
+
+# access --------------------------------------------------------------------------------------
+def _mappings(va: int, size: int) -> list[Physical]:
+    """The mappings covering ``[va, va+size)`` with no gap (107000 otherwise)."""
+    out, pos, end = [], va, va + size
+    while pos < end:
+        found = _range_of(pos)
+        phys = None
+        if found is not None:
+            base, rng = found
+            i = bisect.bisect_right(rng.starts, pos - base) - 1
+            if i >= 0 and pos - base < rng.starts[i] + rng.maps[rng.starts[i]].size:
+                phys = rng.maps[rng.starts[i]]
+                nxt = base + rng.starts[i] + phys.size
+        if phys is None:
+            raise _param(f"0x{pos:x} in 0x{va:x}+{size} is not mapped")
+        out.append(phys)
+        pos = nxt
+    return out
+
+
+def set_access(va: object, size: object, descs: object) -> None:
+    """Mirrors ``aclrtMemSetAccess(va, size, desc, count)``: ``descs`` a list of
+    ``{"flags": NONE 0 | READ 1 | READWRITE 3, "location": {"type": 1, "id": dev}}``; the
+    range must be fully mapped. The flags apply to the mappings of ``dev``'s memory in it
+    and are checked by copies and fills through the range (READ refuses writes, NONE both:
+    107000). A mapping starts READWRITE (UNVERIFIED default). Does not block."""
+    va = index(va, errors.ACL_ERROR_INVALID_PARAM, "va")
+    size = memory._check_size(size, "size")
+    if not isinstance(descs, list | tuple) or not descs:
+        raise _invalid("desc must be a non-empty list of access descriptors")
+    wanted = {}
+    for desc in descs:
+        if not isinstance(desc, dict) or not isinstance(desc.get("location"), dict):
+            raise _invalid(f"bad access descriptor {desc!r}")
+        flags = index(desc.get("flags"), errors.ACL_ERROR_INVALID_PARAM, "flags")
+        if flags not in (ACCESS_NONE, ACCESS_READ, ACCESS_READWRITE):
+            raise _invalid(f"access flags {flags} are not NONE/READ/READWRITE")
+        loc = desc["location"]
+        if index(loc.get("type", 1), errors.ACL_ERROR_INVALID_PARAM, "location type") != 1:
+            raise _invalid("access is set for device locations (type 1)")
+        wanted[index(loc.get("id", 0), errors.ACL_ERROR_INVALID_PARAM, "location id")] = flags
+    rt = runtime.get()
+    with _lock:
+        for phys in _mappings(va, size):
+            dev = next((d for d, od in rt.devices.items() if od.link is phys.link), None)
+            if dev in wanted:
+                phys.access = wanted[dev]
+
+
+def get_access(va: object, location: object) -> int:
+    """Mirrors ``aclrtMemGetAccess(va, location, &flags)``: the flags of the mapping at
+    ``va`` (for the card holding it; another card's location reads NONE)."""
+    va = index(va, errors.ACL_ERROR_INVALID_PARAM, "va")
+    if not isinstance(location, dict):
+        raise _invalid("location must be a dict {'type': 1, 'id': device}")
+    dev = index(location.get("id", 0), errors.ACL_ERROR_INVALID_PARAM, "location id")
+    rt = runtime.get()
+    with _lock:
+        (phys,) = _mappings(va, 1)
+    od = rt.devices.get(dev)
+    return phys.access if od is not None and od.link is phys.link else ACCESS_NONE
 
 
 # translation ---------------------------------------------------------------------------------
-def _piece(va: int) -> tuple[int, int]:
-    """``(physical pointer, bytes left in this mapping)`` for a mapped virtual byte."""
+def _piece(va: int, write: bool) -> tuple[int, int]:
+    """``(physical pointer, bytes left in this mapping)`` for a mapped virtual byte that may
+    be read (and written, if ``write``) under its access flags."""
     found = _range_of(va)
     if found is not None:
         base, rng = found
@@ -290,6 +358,9 @@ def _piece(va: int) -> tuple[int, int]:
             phys = rng.maps[start]
             if off < start + phys.size and not phys.destroyed and \
                     runtime.get().allocations.get(phys.alloc.ptr) is phys.alloc:
+                if phys.access != ACCESS_READWRITE and (write or phys.access == ACCESS_NONE):
+                    raise _param(f"0x{va:x}: access flags {phys.access} forbid this "
+                                 f"{'write' if write else 'read'}")
                 return phys.alloc.ptr + off - start, start + phys.size - off
     raise _param(f"0x{va:x} is not mapped")
 
@@ -300,9 +371,9 @@ def pieces(dst: int, src: int | None, count: int) -> list[tuple[int, int | None,
     out = []
     with _lock:
         while count > 0:
-            d, left = _piece(dst) if address.is_virtual(dst) else (dst, count)
+            d, left = _piece(dst, True) if address.is_virtual(dst) else (dst, count)
             if src is not None and address.is_virtual(src):
-                s, left_s = _piece(src)
+                s, left_s = _piece(src, False)
                 left = min(left, left_s)
             else:
                 s = src

@@ -114,3 +114,26 @@ def test_bad_input(fake_runtime):
     assert acl.rt.unmap_mem("x") == 107000
     ok(acl.rt.free_physical(h))
     ok(acl.rt.release_mem_address(va))
+
+
+def test_access_flags_are_obeyed_by_copies(mapped):
+    va, _h1, _h2 = mapped
+    buf = bytearray(b"x" * 64)
+    p = acl.util.bytes_to_ptr(buf)
+    dev0 = {"type": 1, "id": 0}
+    assert acl.rt.mem_get_access(va, dev0) == (3, 0)  # READWRITE until set
+    ok(acl.rt.mem_set_access(va, 2 * MiB, [{"flags": 1, "location": dev0}]))
+    assert acl.rt.mem_get_access(va, dev0) == (1, 0)
+    assert acl.rt.mem_get_access(va + 2 * MiB, dev0) == (3, 0)  # the other mapping
+    ok(acl.rt.memcpy(p, 64, va, 64, D2H))  # reading is allowed
+    assert acl.rt.memcpy(va, 64, p, 64, H2D) == 107000  # writing is not
+    assert acl.rt.memset(va + 2 * MiB - 8, 16, 0, 16) == 107000  # crosses into it
+    ok(acl.rt.memset(va + 2 * MiB, 16, 0, 16))
+    ok(acl.rt.mem_set_access(va, 6 * MiB, [{"flags": 0, "location": dev0}]))
+    assert acl.rt.memcpy(p, 64, va + 3 * MiB, 64, D2H) == 107000
+    ok(acl.rt.mem_set_access(va, 6 * MiB, [{"flags": 3, "location": dev0}]))
+    ok(acl.rt.memcpy(va, 64, p, 64, H2D))
+    assert acl.rt.mem_set_access(va, 8 * MiB, [{"flags": 3, "location": dev0}]) == 107000
+    assert acl.rt.mem_set_access(va, 2 * MiB, [{"flags": 2, "location": dev0}]) == 100000
+    assert acl.rt.mem_set_access(va, 2 * MiB, []) == 100000
+    assert acl.rt.mem_get_access(va + 6 * MiB, dev0) == (0, 107000)
