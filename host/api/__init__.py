@@ -37,8 +37,10 @@ Threading model
 
 Blocking
     All copies here are synchronous (``aclrtMemcpy``/``aclrtMemset``): they return once the
-    bytes have moved. ``malloc`` is one round trip to the device worker (~10 us); ``free``
-    only queues the release (``aclrtFree`` does not wait).
+    bytes have moved. Buffers come from the host caching allocator (``host/core/caching.py``,
+    as torch_npu does): ``malloc`` is one round trip to the device worker (~10 us) unless a
+    cached block of its size class is ready (none then); ``free`` keeps the block cached
+    (it stays reserved on the card: ``memory_stats()``, ``empty_cache()`` gives it back).
 
 Forked children
     Objects inherited through ``fork`` are inert in the child: ``free`` and ``__del__`` do
