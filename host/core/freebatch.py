@@ -10,10 +10,11 @@ hardware).
 
 What the program can observe stays exact: every request whose answer depends on frees
 (``aclrtGetMemInfo``, ``aclrtGetMemUsageInfo``, page-pool stats, a malloc that misses and
-goes to the device) posts the card's waiting frees first, and the worker handles frames in
-order. A tool reading the card's counters from another process (``npuemu status``/``smi``)
-may see up to ``DEFER_MAX_BYTES`` of this process's freed blocks as still used until its
-next such request, malloc miss or device reset.
+goes to the device) posts the card's waiting frees first, and so does a kernel launch (the
+worker checks the pointers a kernel touches, so a freed block must be freed there); the
+worker handles frames in order. A tool reading the card's counters from another process
+(``npuemu status``/``smi``) may see up to ``DEFER_MAX_BYTES`` of this process's freed
+blocks as still used until its next such request, malloc miss, launch or device reset.
 
 Threading model: no threads; every function is called with ``Runtime.lock`` held (it guards
 ``_waiting`` together with the runtime's allocation tables).
@@ -36,6 +37,11 @@ DEFER_MAX_BYTES = 8 << 20
 _waiting: dict[Link, dict[tuple[int, int], list[Allocation]]] = {}
 _count = 0
 _bytes = 0
+
+
+def waiting() -> bool:
+    """True if any free waits (a lock-free peek)."""
+    return _count > 0
 
 
 def take(link: Link, size: int, policy: int) -> Allocation | None:

@@ -117,8 +117,12 @@ def free(ptr: int) -> None:
         plog.log(logring.DEBUG, f"free ptr=0x{ptr:x}")
 
 
-def flush_frees(link: Link) -> None:
-    """Post the card's batched frees (before a request whose answer depends on them)."""
+def flush_frees(link: Link, only_if_waiting: bool = False) -> None:
+    """Post the card's batched frees (before a request whose answer depends on them, or a
+    kernel launch: its pointers are checked by the worker). ``only_if_waiting``: skip the
+    lock when nothing waits (a racing free of another thread is the program's race)."""
+    if only_if_waiting and not freebatch.waiting():
+        return
     rt = runtime.get()
     with rt.lock:
         freebatch.flush(link)
