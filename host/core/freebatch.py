@@ -16,11 +16,15 @@ worker handles frames in order. A tool reading the card's counters from another 
 (``npuemu status``/``smi``) may see up to ``DEFER_MAX_BYTES`` of this process's freed
 blocks as still used until its next such request, malloc miss, launch or device reset.
 
-Threading model: no threads; every function is called with ``Runtime.lock`` held (it guards
-``_waiting`` together with the runtime's allocation tables).
+Threading model: no threads; every function but ``check_alive`` and ``waiting`` is called
+with ``Runtime.lock`` held (it guards ``_waiting`` and the counts together with the
+runtime's allocation tables); those two only read, or replace one ``_checked`` entry
+(atomic under the GIL).
 """
 
 from __future__ import annotations
+
+import time
 
 from npuemu.host.core import runtime
 from npuemu.host.core.runtime import Allocation
@@ -37,6 +41,17 @@ DEFER_MAX_BYTES = 8 << 20
 _waiting: dict[Link, dict[tuple[int, int], list[Allocation]]] = {}
 _count = 0
 _bytes = 0
+_checked: dict[Link, float] = {}  # link -> monotonic time of its last liveness check
+ALIVE_CHECK_S = 1e-3
+
+
+def check_alive(link: Link) -> None:
+    """``link.check_alive()`` at most once a millisecond per card: a malloc or free served
+    here finds a lost or stopped card as the request it saves would have."""
+    now = time.monotonic()
+    if now - _checked.get(link, 0.0) > ALIVE_CHECK_S:
+        link.check_alive()
+        _checked[link] = now
 
 
 def waiting() -> bool:
@@ -103,6 +118,7 @@ def _order(alloc: Allocation) -> int:
 def _forget(link: Link) -> None:
     """The card is released: its worker reclaims the blocks; nothing is posted."""
     global _count, _bytes
+    _checked.pop(link, None)
     for same in _waiting.pop(link, {}).values():
         for alloc in same:
             _count -= 1

@@ -87,6 +87,12 @@ def malloc(size: int, policy: int = 0) -> int:
     if again is None:
         ptr, span, page_class = link.call(Op.MALLOC, size, policy)
     else:
+        try:
+            freebatch.check_alive(link)  # as the round trip would have found out
+        except errors.AclError:
+            with rt.lock:
+                freebatch.defer(again)  # not ours again; the card is gone anyway
+            raise
         ptr, span, page_class = again.ptr, again.span, again.page_class
     # NPUEMU_TRACK_ALLOC=1: record the Python stack (for leak reports; ~20 us a malloc)
     stack = "".join(traceback.format_stack(limit=8)[:-1]) if rt.config.track_alloc else ""
@@ -109,9 +115,9 @@ def free(ptr: int) -> None:
         if alloc is None:
             raise _param(f"{ptr!r} is not a live device allocation of this process")
         del rt.starts[bisect.bisect_left(rt.starts, ptr)]
-        if freebatch.defer(alloc):  # posted with the next request that depends on it
-            alloc = None
-    if alloc is not None:
+        freebatch.check_alive(alloc.link)  # a lost or stopped card fails as a post would
+        deferred = freebatch.defer(alloc)  # posted with the next request that needs it
+    if not deferred:
         alloc.link.post(Op.FREE, ptr)
     if plog.debug:
         plog.log(logring.DEBUG, f"free ptr=0x{ptr:x}")
