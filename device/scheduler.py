@@ -180,10 +180,18 @@ class Scheduler:
         stream = self._stream(client, u64(frame[2]))
         seq = u64(frame[3])
         args = frame[4:]
-        for value, kind in zip(args, check, strict=True):
-            kind(value)
-        if op == Op.LAUNCH:  # bind the kernel now: an unload must not break queued work
-            args = (*args, lookup_kernel(client, args[0], args[1]))
+        try:
+            for value, kind in zip(args, check, strict=True):
+                kind(value)
+            if op == Op.LAUNCH:  # bind the kernel now: an unload must not break queued work
+                args = (*args, lookup_kernel(client, args[0], args[1]))
+        except (BadFrame, errors.AclError) as err:
+            # The stream and the task's number were readable: fail that task in its turn, so
+            # the host's count of the stream's tasks is still met and no synchronize waits
+            # forever for a task that was never queued.
+            code = getattr(err, "code", errors.ACL_ERROR_RT_PARAM_INVALID)
+            stream.queue.append(Task(_REFUSED, seq, (code,), stream))
+            raise
         stream.queue.append(Task(op, seq, args, stream))
 
     def callback_done(self, client: Client, slot: int, seq: int) -> None:
@@ -427,8 +435,16 @@ def _event_base(slot: int) -> int:
     return slot * _EE.words
 
 
+_REFUSED = -1
+"""Pseudo op of a task frame the worker refused: it fails with its code when its turn comes."""
+
+
+def _refused(_sched: Scheduler, task: Task, _now: float) -> int:
+    return task.args[0]
+
+
 _INLINE = {Op.RECORD: _record, Op.RESET_EVENT: _reset, Op.WAIT_EVENT: _wait,
-           Op.CALLBACK: _callback}
+           Op.CALLBACK: _callback, _REFUSED: _refused}
 
 
 def _event_slot(value: object) -> None:
@@ -456,10 +472,23 @@ def _blocks(value: object) -> None:
         raise BadFrame(f"num_blocks {value} not in [1, {MAX_BLOCKS}]")
 
 
+_SCALARS = (int, float, bool, str)
+_ARG_DEPTH = 4
+
+
+def _arg_ok(value: object, depth: int) -> bool:
+    if type(value) in _SCALARS:
+        return True
+    return (depth > 0 and type(value) in (tuple, list)
+            and all(_arg_ok(v, depth - 1) for v in value))
+
+
 def _kernel_args(value: object) -> None:
-    if type(value) not in (tuple, list) or not all(
-            type(v) in (int, float, bool, str) for v in value):
-        raise BadFrame("kernel arguments must be an array of ints, floats, bools or strings")
+    """An array of ints, floats, bools, strings and arrays of those, nested at most
+    ``_ARG_DEPTH`` deep (an op's shapes and tiling travel as such arrays)."""
+    if type(value) not in (tuple, list) or not all(_arg_ok(v, _ARG_DEPTH) for v in value):
+        raise BadFrame("kernel arguments must be an array of ints, floats, bools, strings "
+                       f"or arrays of those (at most {_ARG_DEPTH} deep)")
 
 
 _TASK_ARGS = {

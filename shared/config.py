@@ -88,6 +88,7 @@ VARIABLES: dict[str, str] = {
     "NPUEMU_MAX_STREAMS": f"streams per card, 1..{layout.MAX_STREAMS} (default: the maximum)",
     "NPUEMU_ECC_SBE_WARN": "correctable ECC errors before health Warning, >= 1 (default 5)",
     "NPUEMU_TRACK_ALLOC": "1: record the Python stack of every malloc for leak reports",
+    "NPUEMU_HCCL_ALGO": "mesh|ring: the algorithm of in-node collectives (default mesh)",
     "NPUEMU_CACHING_ALLOCATOR": "1: acl.rt.malloc/free use the host caching allocator "
                                 "(read when acl is imported; default 0)",
     "ASCEND_RT_VISIBLE_DEVICES": "visible cards, ascending ids (reference rules)",
@@ -97,6 +98,11 @@ VARIABLES: dict[str, str] = {
     "ASCEND_LOG_PRINT_TO_STDOUT": "1: device log lines also go to the worker's stdout",
     "ASCEND_PROCESS_LOG_PATH": "root of the host and device logs (first choice)",
     "ASCEND_WORK_PATH": "root of the logs when ASCEND_PROCESS_LOG_PATH is unset",
+    "ASCEND_OP_CACHE_MAX_SIZE": "entries of the in-memory op map per card (default 20000)",
+    "ASCEND_CACHE_PATH": "root of the on-disk op compile cache (setting it enables the cache)",
+    "ASCEND_MAX_OP_CACHE_SIZE": "on-disk op cache cap in MB, -1 = no aging (default 500)",
+    "ASCEND_REMAIN_CACHE_SIZE_RATIO": "% of the cap kept when aging, 1..100 (default 50)",
+    "NPUEMU_OP_INCREMENTAL": "0: compile every new op shape instead of re-tiling (default 1)",
 }
 """Every environment variable npuemu reads, with what it means."""
 
@@ -404,3 +410,53 @@ def _check_topology(value: Any, devices: int, what: str) -> str | None:
         prefix = f"{what}: " if what else ""
         raise ValueError(f"{prefix}{exc} (cards 0..{devices - 1})") from None
     return value.strip()
+
+
+# ---- the op caches (host/ops): lenient, as the reference's own parsers are ---------------------
+OP_DISK_CAP_MB = 500
+OP_DISK_REMAIN_PCT = 50
+
+
+def op_map_capacity(env: Mapping[str, str] = os.environ) -> tuple[int | None, str]:
+    """``ASCEND_OP_CACHE_MAX_SIZE``: ``(entries, "")`` if set to a positive int, ``(None,
+    problem)`` if set to anything else (the caller logs it and keeps its default), ``(None,
+    "")`` if unset."""
+    raw = env.get("ASCEND_OP_CACHE_MAX_SIZE")
+    if not raw:
+        return None, ""
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value > 0:
+        return value, ""
+    return None, f"ASCEND_OP_CACHE_MAX_SIZE={raw!r} is not a positive integer; using the default"
+
+
+def op_disk_cache_path(env: Mapping[str, str] = os.environ) -> str | None:
+    """``ASCEND_CACHE_PATH`` (None if unset or empty)."""
+    return env.get("ASCEND_CACHE_PATH") or None
+
+
+def op_disk_cache_limits(env: Mapping[str, str] = os.environ) -> tuple[int, int]:
+    """``(cap MB or -1, remain %)`` from ``ASCEND_MAX_OP_CACHE_SIZE`` and
+    ``ASCEND_REMAIN_CACHE_SIZE_RATIO``; an invalid value falls back to its default."""
+    def read(name: str, default: int) -> int:
+        try:
+            return int(env.get(name, default))
+        except ValueError:
+            return default
+
+    cap = read("ASCEND_MAX_OP_CACHE_SIZE", OP_DISK_CAP_MB)
+    ratio = read("ASCEND_REMAIN_CACHE_SIZE_RATIO", OP_DISK_REMAIN_PCT)
+    if not (cap == -1 or 1 <= cap < 2**31 - 1):
+        cap = OP_DISK_CAP_MB
+    if not 1 <= ratio <= 100:
+        ratio = OP_DISK_REMAIN_PCT
+    return cap, ratio
+
+
+def op_incremental(env: Mapping[str, str] = os.environ) -> bool:
+    """``NPUEMU_OP_INCREMENTAL``: re-tile instead of compiling (default on; ``0`` turns it
+    off)."""
+    return env.get("NPUEMU_OP_INCREMENTAL", "1") != "0"

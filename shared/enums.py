@@ -509,17 +509,6 @@ class DataType(IntEnum):
     ACL_COMPLEX32 = 33
 
 
-DATA_TYPE_SIZES: dict[int, int] = {
-    DataType.ACL_FLOAT: 4, DataType.ACL_FLOAT16: 2, DataType.ACL_INT8: 1,
-    DataType.ACL_INT32: 4, DataType.ACL_UINT8: 1, DataType.ACL_INT16: 2,
-    DataType.ACL_UINT16: 2, DataType.ACL_UINT32: 4, DataType.ACL_INT64: 8,
-    DataType.ACL_UINT64: 8, DataType.ACL_DOUBLE: 8, DataType.ACL_BOOL: 1,
-    DataType.ACL_COMPLEX64: 8, DataType.ACL_COMPLEX128: 16, DataType.ACL_BF16: 2,
-    DataType.ACL_COMPLEX32: 4,
-}
-"""``aclDataTypeSize`` in bytes. Types not listed (``ACL_STRING``, ``ACL_DT_UNDEFINED``, the
-sub-byte ``ACL_INT4``/``ACL_UINT1``, unknown values) have size 0 (our choice for the
-sub-byte ones: UNVERIFIED)."""
 
 # --------------------------------------------------------------------------------------------
 # pyACL numpy type codes (acl.util.ptr_to_numpy); values are numpy's NPY_TYPES numbers

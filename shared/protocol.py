@@ -28,6 +28,8 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | CALLBACK_DONE | slot, task seq              |                         | (no reply) releases a BLOCK callback |
 | INJECT      | fault name, {parameters}      |                         | ``device/faults.py`` |
 | SET_TIMEOUT | task execution timeout in us  |                         | (no reply) ``aclrtSetOpExecuteTimeOut*``, per client; 0 = default |
+| OP_LOAD     | code bytes, name              | bin id, ptr, span, kernels | op binary into HBM (``device/opbin.py``) |
+| OP_UNLOAD   | bin id, ptr                   |                         | frees its HBM     |
 | MEM_POOLS   |                               | per arena (HBM, DDR): [[name, reserved, used, free, largest free, fragmentation ppm], ...] | page pools (``device/pools.py``) |
 | IPC_EXPORT  | ptr (start of a live block)   | share key               | ``device/ipc.py`` |
 | IPC_SET_PID | share key, host pid           |                         | exporter only     |
@@ -85,12 +87,15 @@ class Op(enum.IntEnum):
     CALLBACK_DONE = 16
     INJECT = 17
     SET_TIMEOUT = 18
+    # op kernel binaries (device/opbin.py)
+    OP_LOAD = 19
+    OP_UNLOAD = 20
     # memory in depth (issue 12)
-    MEM_POOLS = 19
-    IPC_EXPORT = 20
-    IPC_SET_PID = 21
-    IPC_IMPORT = 22
-    IPC_CLOSE = 23
+    MEM_POOLS = 21
+    IPC_EXPORT = 22
+    IPC_SET_PID = 23
+    IPC_IMPORT = 24
+    IPC_CLOSE = 25
     # stream tasks
     COPY_ASYNC = 32
     MEMSET_ASYNC = 33

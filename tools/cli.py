@@ -6,7 +6,7 @@
     npuemu stop [--name NAME] [--force]  # refused while programs are attached, unless --force
     npuemu run script.py [args...]      # `import acl` resolves to npuemu's pyACL module
     npuemu demo                          # a short tour on an embedded node
-    npuemu bench [--quick] [--json PATH]
+    npuemu bench [--quick] [--json PATH] [--only KEYS]
     npuemu inject [--name NAME] -d DEV KIND [key=value ...]   # a hardware fault
     npuemu smi info|set ...              # npu-smi: health, ECC, memory, processes
     npuemu msnpureport [report|config ...]   # device logs and log levels
@@ -123,6 +123,9 @@ def install_acl() -> None:
     from npuemu.host.acl import toplevel
 
     toplevel.install()
+    from npuemu.host.acl import hccl  # pyhccl's names (collectives)
+
+    sys.modules["pyhccl"] = hccl
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -158,12 +161,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from npuemu.tools import bench
 
-    return bench.main(quick=args.quick, json_path=args.json)
+    return bench.main(quick=args.quick, json_path=args.json, only=args.only)
 
 
 _DELEGATED = {"inject": "inject a hardware fault into a card of a running node",
               "smi": "npu-smi: NPU table, health, ECC and memory information",
               "msnpureport": "msnpureport: export device logs, query and set log levels",
+              "atc": "ATC: ONNX models (--model) or single-op descriptions (--singleop) "
+                     "into .om files",
+              "hccl-test": "hccl_test: collective benchmarks (all_reduce, ...) on the cards",
               "memory": "device memory of a running node: snapshot (torch's format), pools"}
 """Subcommands handled by ``npuemu.tools.<name>.main(argv) -> int`` (their own parsers)."""
 
@@ -171,7 +177,7 @@ _DELEGATED = {"inject": "inject a hardware fault into a card of a running node",
 def _delegate(name: str, argv: list[str]) -> int:
     import importlib
 
-    return importlib.import_module(f"npuemu.tools.{name}").main(argv)
+    return importlib.import_module(f"npuemu.tools.{name.replace('-', '_')}").main(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -210,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="measure npuemu against this machine's limits")
     p.add_argument("--quick", action="store_true", help="fewer samples, no 256 MiB copies (~20 s)")
     p.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")
+    p.add_argument("--only", metavar="KEYS", type=lambda v: v.split(","),
+                   help="run only these figures (comma-separated keys, e.g. ops,models)")
     p.set_defaults(func=cmd_bench)
     for name, text in _DELEGATED.items():  # parsed by the tool itself (see main)
         p = sub.add_parser(name, help=text, add_help=False)

@@ -13,9 +13,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from npuemu.host.acl import data, rt, util
+from npuemu.host.acl import data, mdl, op, rt, tensor, util
 from npuemu.host.acl._wrap import fail as _fail
 from npuemu.host.acl._wrap import recent_message as _recent_message
+from npuemu.host.acl.tensor import *  # noqa: F403  (tensor descriptors, op attributes)
 from npuemu.host.core import device, plog
 from npuemu.host.core.runtime import get as _runtime
 from npuemu.shared import errors, logring
@@ -38,8 +39,8 @@ def on_finalize(hook: Callable[[], Any]) -> None:
 
 def init(config_path: str | None = None, *_ignored: Any) -> int:
     """Mirrors ``aclInit``; a second call returns ACL_ERROR_REPEAT_INITIALIZE (100002);
-    after ``finalize`` it initializes again. The config file is not read (no config key
-    changes the emulator yet). The node configuration (``NPUEMU_*``, ``ASCEND_*``) is
+    after ``finalize`` it initializes again. Of the config file only ``max_opqueue_num``
+    is read (``acl.op``; 100000 if <= 0). The node configuration (``NPUEMU_*``, ``ASCEND_*``) is
     checked here: a bad value returns 100000 with one line in ``get_recent_err_msg``."""
     global _finalized
     rt_ = _runtime()
@@ -50,6 +51,9 @@ def init(config_path: str | None = None, *_ignored: Any) -> int:
             rt_.check_config()
         except errors.AclError as err:
             return _fail(err, "init", errors.ACL_ERROR_INVALID_PARAM)
+        ret = op.configure(config_path)  # the "max_opqueue_num" key
+        if ret:
+            return ret
         rt_.initialized = True
         _finalized = False
     return 0
@@ -128,4 +132,5 @@ data_type_size = data.type_size
 __all__ = ["app_log", "create_data_buffer", "data_type_size", "destroy_data_buffer",
            "finalize", "get_data_buffer_addr", "get_data_buffer_size",
            "get_data_buffer_size_v2", "get_recent_err_msg", "get_soc_name", "get_version",
-           "init", "on_finalize", "rt", "update_data_buffer", "util"]
+           "init", "mdl", "on_finalize", "op", "rt", "update_data_buffer", "util",
+           *tensor.__all__]

@@ -6,35 +6,23 @@ it, as in the reference. Handles are ints; a null or unknown handle behaves like
 ``aclDataBuffer*``: getters return 0, ``destroy``/``update`` return ACL_ERROR_INVALID_PARAM
 (100000) (hardware would dereference it: stricter, never looser). Nothing here blocks.
 
-Threading model: ``_lock`` guards ``_buffers`` (handle -> buffer); a buffer's fields are
-replaced as one tuple, so a reader sees either the old or the new (address, size).
+The buffers themselves live in one table, ``npuemu.host.ops.desc.BUFFERS`` (``acl.op`` and
+``acl.mdl`` look them up there, and every change bumps the op executor's generation); this
+module adds pyACL's argument rules on top.
+
+Threading model: the table and its lock belong to ``host/ops/desc.py``; nothing here holds
+state of its own.
 """
 
 from __future__ import annotations
 
-import itertools
 import operator
-import threading
-from dataclasses import dataclass
 
+from npuemu.host.ops import desc as _store
+from npuemu.host.ops import types as _types
 from npuemu.shared import errors
-from npuemu.shared.enums import DATA_TYPE_SIZES
 
 _SIZE_LIMIT = 1 << 64  # size_t
-_HANDLE_BASE = 0x5B000000
-
-
-@dataclass
-class DataBuffer:
-    """``aclDataBuffer``: ``(address, size)`` of memory owned by the caller."""
-
-    handle: int
-    span: tuple[int, int]
-
-
-_lock = threading.Lock()
-_buffers: dict[int, DataBuffer] = {}
-_handles = itertools.count(_HANDLE_BASE, 0x20)
 
 
 def _uint(value: object, what: str) -> int:
@@ -51,38 +39,29 @@ def _uint(value: object, what: str) -> int:
 def create(data: int, size: int) -> int:
     """Mirrors ``aclCreateDataBuffer``: a handle describing ``size`` bytes at ``data``
     (0, 0 is allowed: an empty buffer). pyACL returns the handle alone."""
-    span = (_uint(data, "data"), _uint(size, "size"))
-    with _lock:
-        buf = DataBuffer(next(_handles), span)
-        _buffers[buf.handle] = buf
-    return buf.handle
-
-
-def _find(handle: object) -> DataBuffer | None:
-    if type(handle) is not int:
-        return None
-    with _lock:
-        return _buffers.get(handle)
+    return _store.create_data_buffer(_uint(data, "data"), _uint(size, "size")).handle
 
 
 def destroy(handle: int) -> int:
     """Mirrors ``aclDestroyDataBuffer`` (the memory itself is not freed); returns ``ret``."""
-    with _lock:
-        buf = _buffers.pop(handle, None) if type(handle) is int else None
-    return 0 if buf is not None else errors.ACL_ERROR_INVALID_PARAM
+    try:
+        _store.destroy_data_buffer(handle)
+    except errors.AclError as err:
+        return err.code
+    return 0
 
 
 def get_addr(handle: int) -> int:
     """Mirrors ``aclGetDataBufferAddr``: the address, 0 for a null or unknown handle."""
-    buf = _find(handle)
-    return 0 if buf is None else buf.span[0]
+    buf = _store.buffer_of(handle)
+    return 0 if buf is None else buf.addr
 
 
 def get_size(handle: int) -> int:
     """Mirrors ``aclGetDataBufferSizeV2`` (and the older ``aclGetDataBufferSize``, which
     returns a ``uint32_t``: see :func:`get_size_u32`); 0 for a null or unknown handle."""
-    buf = _find(handle)
-    return 0 if buf is None else buf.span[1]
+    buf = _store.buffer_of(handle)
+    return 0 if buf is None else buf.size
 
 
 def get_size_u32(handle: int) -> int:
@@ -93,21 +72,25 @@ def get_size_u32(handle: int) -> int:
 def update(handle: int, data: int, size: int) -> int:
     """Mirrors ``aclUpdateDataBuffer``: point the buffer at other memory; returns ``ret``."""
     span = (_uint(data, "data"), _uint(size, "size"))
-    buf = _find(handle)
-    if buf is None:
-        return errors.ACL_ERROR_INVALID_PARAM
-    buf.span = span
+    try:
+        _store.update_data_buffer(handle, *span)
+    except errors.AclError as err:
+        return err.code
     return 0
 
 
 def type_size(data_type: int) -> int:
-    """Mirrors ``aclDataTypeSize``: bytes per element of an ``aclDataType``; 0 for
-    ``ACL_STRING``, ``ACL_DT_UNDEFINED``, sub-byte and unknown types."""
-    return DATA_TYPE_SIZES.get(operator.index(data_type), 0)
+    """Mirrors ``aclDataTypeSize``: bytes per element of an ``aclDataType``, as the
+    reference's switch gives them (``ACL_DT_UNDEFINED``/``ACL_STRING`` 0, the sub-byte
+    ``ACL_INT4``/``ACL_UINT1`` 1, and 8 from its default branch for any unlisted value).
+    A value outside a C ``int`` is OverflowError, as pyACL's argument parser raises."""
+    value = operator.index(data_type)
+    if not -(2**31) <= value < 2**31:
+        raise OverflowError(f"data type {value} is out of range for a C int")
+    return _types.data_type_size(value)
 
 
 def live_count() -> int:
     """Data buffers not yet destroyed (``aclFinalize`` reports them, as the reference's
     resource statistics do)."""
-    with _lock:
-        return len(_buffers)
+    return len(_store.BUFFERS)

@@ -771,3 +771,12 @@ def load_kernels(path: str | None = None, device: Device | int | None = None) ->
         binary = _kernel.binary_load_from_file(path or _kernel.LIBRARY)
         return {name: Kernel(_kernel.binary_get_function(binary.handle, name).handle, name,
                              engine) for name, engine in binary.kernels.items()}
+
+# the feature faces (ops, models, collectives) need DeviceArray above
+from npuemu.host.api import hccl  # noqa: E402
+from npuemu.host.api.models import Model as Model  # noqa: E402
+from npuemu.host.api.ops import op_cache_stats as op_cache_stats  # noqa: E402
+from npuemu.host.api.ops import run_op as run_op  # noqa: E402
+from npuemu.host.api.ops import set_max_op_queue_num as set_max_op_queue_num  # noqa: E402
+
+__all__ += ["hccl"]

@@ -143,12 +143,17 @@ def leak_report() -> list[dict]:
                  "stack": a.stack} for a in rt.allocations.values()]
 
 
+USAGE_COMPONENTS: list = []
+"""Features add ``fn(link) -> {"name", "curMemSize", "memPeakSize"} | None`` here to show
+their own part of this process's usage (e.g. ``host/ops``: "op kernels")."""
+
+
 def get_mem_usage_info(dev: int) -> list[dict]:
     """Mirrors ``aclrtGetMemUsageInfo``: one entry per component, largest current usage
     first. Components here are the host processes using the card (``"pid <n>"``, from the
-    device's per-client accounting) plus ``"total"``; names are our choice."""
-    rt = runtime.get()
-    link = rt.open_device(dev).link
+    device's per-client accounting), ``"total"``, and the parts features register in
+    ``USAGE_COMPONENTS`` (included in their process's figure); names are our choice."""
+    link = runtime.get().open_device(dev).link
     flush_frees(link)
     link.call(Op.PING)  # frees queued before are counted
     mem = link.memory_usage()
@@ -156,6 +161,7 @@ def get_mem_usage_info(dev: int) -> list[dict]:
                 "memPeakSize": mem.hbm_peak + mem.ddr_peak}]
     entries += [{"name": f"pid {c.pid}", "curMemSize": c.used, "memPeakSize": c.peak}
                 for c in link.client_usage()]
+    entries += [e for e in (fn(link) for fn in USAGE_COMPONENTS) if e is not None]
     return sorted(entries, key=lambda e: -e["curMemSize"])
 
 

@@ -73,6 +73,11 @@ def _bench_helpers() -> list[str]:
     return found
 
 
+CORE_FIGURES = ("sync-round-trip", "idle-cpu", "node-start-up", "copy-bandwidth", "malloc-free",
+                "execution", "stream-create-destroy", "p2p-bandwidth")
+"""The runtime's own figures; the feature figures (ops, models, ...) have tests of their own."""
+
+
 def test_bench_quick_writes_consistent_records(tmp_path) -> None:
     before = set(shm.leftovers())
     path = tmp_path / "bench.json"
@@ -80,8 +85,9 @@ def test_bench_quick_writes_consistent_records(tmp_path) -> None:
            k == "NPUEMU_TEST_SESSION"}
     try:
         res = subprocess.run([sys.executable, "-m", "npuemu.tools.cli", "bench", "--quick",
-                              "--json", str(path)], env=env, stdin=subprocess.DEVNULL,
-                             capture_output=True, text=True, timeout=120)
+                              "--only", ",".join(CORE_FIGURES), "--json", str(path)],
+                             env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=120)
     except subprocess.TimeoutExpired as err:
         pytest.fail(f"npuemu bench --quick did not finish in 120 s\n{err.stdout}\n{err.stderr}")
     assert res.returncode == 0, f"--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}"
@@ -129,3 +135,18 @@ def test_bench_quick_writes_consistent_records(tmp_path) -> None:
         time.sleep(0.05)
     assert not _bench_leftovers(before)
     assert not _bench_helpers()
+
+
+def test_bench_only_runs_the_named_figures_and_refuses_unknown_keys(tmp_path) -> None:
+    path = tmp_path / "bench.json"
+    res = subprocess.run([sys.executable, "-m", "npuemu.tools.cli", "bench", "--quick",
+                          "--only", "ops,models", "--json", str(path)], stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}"
+    records = json.loads(path.read_text())
+    assert records and "[1/2] ops" in res.stdout and "[2/2] models" in res.stdout
+    for r in records:
+        assert math.isfinite(r["value"]) and r["limit_value"] > 0, r
+    bad = subprocess.run([sys.executable, "-m", "npuemu.tools.cli", "bench", "--only", "nope"],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no figure nope" in bad.stderr, bad.stderr

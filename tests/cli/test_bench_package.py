@@ -20,7 +20,6 @@ def test_public_names_and_table_order():
     assert [f.key for f in bench.FIGURES][:8] == [
         "sync-round-trip", "idle-cpu", "node-start-up", "copy-bandwidth", "malloc-free",
         "execution", "stream-create-destroy", "p2p-bandwidth"]
-    assert "npuemu.tools.bench_ops" in bench.EXTRA_FIGURE_MODULES
 
 
 EXTRA = '''

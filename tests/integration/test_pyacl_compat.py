@@ -141,7 +141,7 @@ def test_calls_without_parameters_data_buffers_app_log_and_type_sizes(run_py, tm
     assert r["addr"] and r["size"] == [64, 64] and r["update"] == 0 and r["after"] == [32, 32]
     assert r["empty"] == 0 and r["destroy"] == 0 and r["destroy_again"] == INVALID_PARAM
     assert r["gone"] == [0, 0]
-    assert r["sizes"] == [4, 2, 1, 4, 8, 8, 1, 0, 2, 0, 0]
+    assert r["sizes"] == [4, 2, 1, 4, 8, 8, 1, 0, 2, 0, 8]
     assert r["bad_level"] is None
     logs = "".join(pathlib.Path(p).read_text()
                    for p in glob.glob(f"{tmp_path}/debug/plog/plog-*.log"))

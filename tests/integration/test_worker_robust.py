@@ -214,7 +214,27 @@ def test_malformed_frames_and_task_frames_are_refused_not_fatal(run_py):
                 "unknown_op", "inject_bad"):
         assert r[key] == ["err", PARAM_INVALID], (key, r[key])
     assert r["bad_frames"] >= 15
-    assert r["serves"] and r["same_worker"] and r["stream_ok"] == 0
+    # the refused task frames that named a real stream and task number fail in their turn
+    assert r["serves"] and r["same_worker"] and r["stream_ok"] == PARAM_INVALID
+
+
+def test_a_refused_task_frame_fails_its_task_instead_of_hanging_the_stream(run_py):
+    r = scenario(run_py, """
+        ok(acl.rt.set_device(0))
+        s = stream()
+        st = core_stream.resolve(s)
+        p = malloc(4096)
+        with link().lock:  # counted by the host exactly as a real task, then refused
+            st.submitted += 1
+            link()._push(protocol.pack((Op.LAUNCH, 0, st.slot, st.submitted, 1, "k", 1,
+                                        [{"not": "an argument"}])))
+        R["sync"] = acl.rt.synchronize_stream_with_timeout(s, 20000)
+        ok(acl.rt.memset_async(p, 4096, 1, 16, s), "memset_async")
+        R["after"] = acl.rt.synchronize_stream_with_timeout(s, 20000)
+        R["serves"] = serves()
+    """)
+    assert r["sync"] == PARAM_INVALID  # not 507046: the stream did not wait for it
+    assert r["after"] == 0 and r["serves"]
 
 
 def test_corrupt_ring_header_detaches_that_client_only(module_node, run_py):

@@ -156,11 +156,12 @@ from npuemu.tools.bench.runner import main
 from npuemu.tools.bench.sampling import calibrate, check_ret, sample_rates, time_each, time_k
 from npuemu.tools.sizes import GiB, KiB, MiB, format_size
 
-FAMILIES = ("ring", "nodes", "memory", "execution", "streams", "p2p", "memory_depth")
+FAMILIES = ("ring", "nodes", "memory", "execution", "streams", "p2p", "ops", "models", "hccl",
+            "memory_depth")
 """The figure modules of this package, in the order of the table."""
-EXTRA_FIGURE_MODULES = ("npuemu.tools.bench_ops", "npuemu.tools.bench.ops")
-"""Figure modules imported after the families above if they exist (the operator figures of
-``tools/bench_ops.py``, or the same file moved into this package as ``ops.py``)."""
+EXTRA_FIGURE_MODULES: tuple[str, ...] = ()
+"""Figure modules imported after the families above if they exist (a place for figures kept
+outside this package)."""
 
 
 def _import_figures() -> None:

@@ -25,7 +25,7 @@ NODE_ENV = {"NPUEMU_HBM": "4G", "NPUEMU_DDR": "1G"}
 
 
 # ---------------------------------------------------------------------------- the runner
-def _child_env(devices: int) -> dict[str, str]:
+def child_env(devices: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
     env.update(NODE_ENV, NPUEMU_DEVICES=str(devices))
     return env
@@ -46,7 +46,7 @@ def _run_figure(fig: Figure, quick: bool) -> tuple[list[Record], Tracker, list[s
         out, track_path = os.path.join(tmp, "out.json"), os.path.join(tmp, "track")
         cmd = [sys.executable, "-m", "npuemu.tools.bench", "--figure", fig.key,
                "--out", out, "--track", track_path] + (["--quick"] if quick else [])
-        proc = subprocess.Popen(cmd, env=_child_env(fig.devices), stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, env=child_env(fig.devices), stdin=subprocess.DEVNULL)
         try:
             try:
                 rc = proc.wait(fig.timeout)
@@ -99,15 +99,17 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def main(quick: bool = False, json_path: str | None = None) -> int:
-    """Run every figure, print the table, write ``json_path``; 1 if a figure failed.
+def main(quick: bool = False, json_path: str | None = None,
+         only: list[str] | None = None) -> int:
+    """Run every figure (or those whose keys ``only`` names), print the table, write
+    ``json_path``; 1 if a figure failed; 2 if ``only`` names an unknown figure.
     SIGTERM and Ctrl-C stop the bench after cleaning up what the running figure started."""
     previous = None
     if (threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return _main(quick, json_path)
+        return _main(quick, json_path, only)
     except (KeyboardInterrupt, SystemExit) as stop:
         code = stop.code if isinstance(stop, SystemExit) else 130
         print(f"\nnpuemu bench: stopped ({'SIGTERM' if code == 143 else 'interrupted'}); "
@@ -118,7 +120,15 @@ def main(quick: bool = False, json_path: str | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
-def _main(quick: bool, json_path: str | None) -> int:
+def _main(quick: bool, json_path: str | None, only: list[str] | None = None) -> int:
+    figures = list(FIGURES)
+    if only:
+        unknown = sorted(set(only) - {f.key for f in FIGURES})
+        if unknown:
+            print(f"npuemu bench: no figure {', '.join(unknown)} (figures: "
+                  f"{', '.join(f.key for f in FIGURES)})", file=sys.stderr)
+            return 2
+        figures = [f for f in FIGURES if f.key in only]
     try:
         "µ≤≥".encode(getattr(sys.stdout, "encoding", None) or "ascii")
     except UnicodeEncodeError:
@@ -132,9 +142,9 @@ def _main(quick: bool, json_path: str | None) -> int:
     tracks: list[Tracker] = []
     notes: list[str] = []
     failed: list[str] = []
-    for i, fig in enumerate(FIGURES, 1):
+    for i, fig in enumerate(figures, 1):
         t0 = time.perf_counter()
-        print(f"[{i}/{len(FIGURES)}] {fig.key} ...", end="", flush=True)
+        print(f"[{i}/{len(figures)}] {fig.key} ...", end="", flush=True)
         try:
             recs, track, fig_notes = _run_figure(fig, quick)
             tracks.append(track)
@@ -173,6 +183,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--track", help="with --figure: where it logs what it starts (internal)")
     p.add_argument("--quick", action="store_true", help="fewer samples, no 256 MiB copies")
     p.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")
+    p.add_argument("--only", metavar="KEYS", type=lambda v: v.split(","),
+                   help="run only these figures (comma-separated keys, e.g. ops,models)")
     p.add_argument("--ring-pong", nargs=3, metavar=("SEG", "BELL", "WAKE"),
                    help="a bare ring peer (internal)")
     p.add_argument("--sem-pong", nargs=2, metavar=("PING", "PONG"),
@@ -189,4 +201,4 @@ def entry(argv: list[str]) -> int:
         return sem_pong(*args.sem_pong)
     if args.figure:
         return _child_figure(args.figure, args.quick, args.out, args.track)
-    return main(args.quick, args.json)
+    return main(args.quick, args.json, args.only)

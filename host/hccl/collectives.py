@@ -1,0 +1,524 @@
+"""The collectives (``HcclAllReduce`` and friends), queued on the caller's stream.
+
+Every call is **asynchronous**: it checks its arguments (HCCL's codes: E_PTR for a null
+buffer, E_PARA for a bad count, dtype, op, root, stream or a call that differs from a
+peer's), then queues this rank's whole part on the stream and returns. The steps are DMA
+copies (staging into the rank's own input buffer, P2P pulls from peers' buffers), AI Vector
+``reduce`` tasks and rendezvous points (``comm.py``); they run in stream order with the
+user's other work, so events before and after a collective order it like any task.
+
+Algorithms (``NPUEMU_HCCL_ALGO=mesh|ring`` or ``algo=`` of the Pythonic face overrides the
+choice; the default is mesh, as HCCL uses fullmesh within an HCCS group):
+
+- **mesh**: every rank pulls from all peers at once per phase (all_reduce: a reduce-scatter
+  phase in which rank r reduces block r, then an all-gather phase): 2-3 rendezvous per chunk.
+- **ring**: p-1 steps per phase, each rank pulling one block from its left neighbour
+  (all_reduce, all_gather, reduce_scatter, broadcast as a chain); a rendezvous per step.
+- reduce, all_to_all(v), send/recv, barrier have one algorithm (mesh / pairwise).
+
+Across HCCS groups (no P2P path) a pull reads the peer's pinned host mirror instead of its
+card (``Communicator.hin``/``hout``): the owner publishes each region it writes by a D2H DMA
+task before the rendezvous, the puller copies H2D (``_Run.pull``/``publish``).
+
+Missing (stated, not emulated): chunks are not pipelined (a rank's pulls run one after the
+other on its DMA engine); the algorithm is not chosen by size or topology (mesh unless
+overridden; no hierarchical mesh-in-group + ring-across-groups); all_to_allv data per peer
+must fit in ``HCCL_BUFFSIZE / rank_size`` (E_NOT_SUPPORT beyond); bfloat16.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from npuemu.host.core import stream as streams
+from npuemu.host.hccl import comm as comms
+from npuemu.host.hccl.comm import Communicator
+from npuemu.host.hccl.types import HcclError, HcclResult, numpy_dtype, reduce_name
+from npuemu.shared import errors
+
+ALGOS = ("mesh", "ring")
+_H2D, _D2H = 1, 2
+
+
+def _blocks(m: int, p: int) -> list[tuple[int, int]]:
+    """Split ``m`` elements into ``p`` contiguous blocks (start, length)."""
+    return [(k * m // p, (k + 1) * m // p - k * m // p) for k in range(p)]
+
+
+def _count(value: object, what: str = "count") -> int:
+    if type(value) is not int or value < 0:
+        raise HcclError(HcclResult.HCCL_E_PARA, f"{what} {value!r} must be an int >= 0")
+    return value
+
+
+def _root(value: object, comm: Communicator) -> int:
+    if type(value) is not int or not 0 <= value < comm.size:
+        raise HcclError(HcclResult.HCCL_E_PARA, f"root {value!r} not in [0, {comm.size})")
+    return value
+
+
+def _stream(handle: object, comm: Communicator) -> object:
+    try:
+        if not handle:  # the default stream of the rank's card
+            with comms.on_device(comm):
+                return streams.resolve(0)
+        stream = streams.resolve(handle)
+    except errors.AclError as err:
+        raise HcclError(HcclResult.HCCL_E_PARA, f"stream: {err}") from err
+    if stream.device != comm.device:
+        raise HcclError(HcclResult.HCCL_E_PARA,
+                        f"stream of device {stream.device} given to rank {comm.rank} on "
+                        f"device {comm.device}")
+    return stream
+
+
+def _algo(comm: Communicator, algo: str | None) -> str:
+    choice = algo or comm.algo or "mesh"
+    if choice not in ALGOS:
+        raise HcclError(HcclResult.HCCL_E_PARA, f"algorithm {choice!r} not in {ALGOS}")
+    return choice
+
+
+class _Run:
+    """One rank's part of one collective: the helpers its algorithm is written with."""
+
+    def __init__(self, comm: Communicator, stream: object, dtype: np.dtype, seq: int) -> None:
+        self.c, self.s, self.dt, self.seq = comm, stream, dtype, seq
+        self.r, self.p, self.e = comm.rank, comm.size, dtype.itemsize
+        self.step = 0
+        self.all = tuple(range(self.p))
+
+    def peer(self, rank: int) -> Communicator:
+        return self.c.group.comm(rank % self.p)
+
+    def copy(self, dst: int, src: int, elems: int) -> None:
+        self.c.copy(self.s, dst, src, elems * self.e)
+
+    def pull(self, dst: int, peer: Communicator, region: str, elems_off: int,
+             elems: int) -> None:
+        """Copy ``elems`` from a peer's ``in``/``out`` buffer at ``elems_off``: by P2P from
+        its card, or from its pinned host mirror when it is in another HCCS group."""
+        off = elems_off * self.e
+        if peer.rank in self.c.far:
+            src = (peer.hin if region == "in" else peer.hout) + off
+            self.c.copy(self.s, dst, src, elems * self.e, _H2D)
+        else:
+            src = (peer.in_ptr if region == "in" else peer.out_ptr) + off
+            self.c.copy(self.s, dst, src, elems * self.e)
+
+    def publish(self, region: str, elems_off: int, elems: int) -> None:
+        """Mirror a region of this rank's buffer to its pinned host copy (only when a peer
+        is in another HCCS group)."""
+        if self.c.hin:
+            off = elems_off * self.e
+            host = (self.c.hin if region == "in" else self.c.hout) + off
+            dev = (self.c.in_ptr if region == "in" else self.c.out_ptr) + off
+            self.c.copy(self.s, host, dev, elems * self.e, _D2H)
+
+    def reduce(self, acc: int, src: int, elems: int, op: str) -> None:
+        self.c.reduce(self.s, acc, src, elems, op, self.dt.name)
+
+    def meet(self, parties: tuple[int, ...] | None = None, key: tuple | None = None) -> None:
+        self.step += 1
+        self.c.meet(self.s, key or ("coll", self.seq, self.step), parties or self.all)
+
+    def chunk(self, divisor: int) -> int:
+        """Elements per chunk so that ``divisor`` chunks fit in half a buffer."""
+        return max(1, self.c.cap // (2 * divisor * self.e))
+
+
+def _over_mpi(c: Communicator, stream_handle: object, dtype: object, fn_name: str,
+              *args: object) -> bool:
+    """Run the collective over MPI if the rank's peers are other processes (``mpi.py``)."""
+    if c.mpi is None:
+        return False
+    from npuemu.host.hccl import mpi
+
+    stream = _stream(stream_handle, c)
+    with comms.on_device(c):
+        getattr(mpi, fn_name)(c, stream, numpy_dtype(dtype), *args)
+    return True
+
+
+def _call(comm_handle: object, stream_handle: object, dtype: object, desc: tuple,
+          body: Callable[[_Run], None]) -> None:
+    comm = comms.get(comm_handle)
+    dt = numpy_dtype(dtype)
+    stream = _stream(stream_handle, comm)
+    comm.group.post(comm.seq, comm.rank, desc)
+    run = _Run(comm, stream, dt, comm.seq)
+    comm.seq += 1
+    with comms.on_device(comm):
+        body(run)
+
+
+# all_reduce ------------------------------------------------------------------------------
+def all_reduce(send: int, recv: int, count: int, dtype: int, op: int, comm: object,
+               stream: object, algo: str | None = None) -> None:
+    """Mirrors ``HcclAllReduce`` (async on ``stream``)."""
+    c = comms.get(comm)
+    count, opname, dt = _count(count), reduce_name(op), numpy_dtype(dtype)
+    comms.element_pointer(send, count, dt, c, "send")
+    comms.element_pointer(recv, count, dt, c, "recv")
+    how = _algo(c, algo)
+    if _over_mpi(c, stream, dtype, "all_reduce", send, recv, count, opname):
+        return
+    _call(comm, stream, dtype, ("all_reduce", count, int(dtype), opname, how),
+          lambda run: _all_reduce(run, send, recv, count, opname, how))
+
+
+def _all_reduce(run: _Run, send: int, recv: int, count: int, op: str, how: str) -> None:
+    c, e, r, p = run.c, run.e, run.r, run.p
+    if p == 1:
+        run.copy(recv, send, count)
+        return
+    m = run.chunk(1)
+    for c0 in range(0, count, m):
+        n = min(m, count - c0)
+        blocks = _blocks(n, p)
+        run.copy(c.in_ptr, send + c0 * e, n)
+        run.publish("in", 0, n)
+        run.meet()
+        if how == "mesh":
+            lo, ln = blocks[r]
+            acc, scratch = c.out_ptr, c.out_ptr + c.cap // 2
+            run.copy(acc, c.in_ptr + lo * e, ln)
+            for j in range(1, p):
+                run.pull(scratch, run.peer(r + j), "in", lo, ln)
+                run.reduce(acc, scratch, ln, op)
+            run.publish("out", 0, ln)
+            run.meet()
+            for j in range(p):
+                jlo, jln = blocks[(r + j) % p]
+                if j:
+                    run.pull(recv + (c0 + jlo) * e, run.peer(r + j), "out", 0, jln)
+                else:
+                    run.copy(recv + (c0 + jlo) * e, c.out_ptr, jln)
+            run.meet()
+        else:
+            _ring_reduce_scatter(run, blocks, op)
+            _ring_all_gather(run, blocks)
+            run.copy(recv + c0 * e, c.in_ptr, n)
+
+
+def _ring_reduce_scatter(run: _Run, blocks: list[tuple[int, int]], op: str) -> None:
+    """After it, rank r's input buffer holds the reduced block r (blocks in elements)."""
+    c, e, r, p = run.c, run.e, run.r, run.p
+    left = run.peer(r - 1)
+    scratch = c.out_ptr
+    for k in range(p - 1):
+        lo, ln = blocks[(r - k - 2) % p]
+        run.pull(scratch, left, "in", lo, ln)
+        run.reduce(c.in_ptr + lo * e, scratch, ln, op)
+        run.publish("in", lo, ln)
+        run.meet()
+
+
+def _ring_all_gather(run: _Run, blocks: list[tuple[int, int]]) -> None:
+    """From rank r holding block r, every rank's input buffer holds every block."""
+    c, e, r, p = run.c, run.e, run.r, run.p
+    left = run.peer(r - 1)
+    for k in range(p - 1):
+        lo, ln = blocks[(r - 1 - k) % p]
+        run.pull(c.in_ptr + lo * e, left, "in", lo, ln)
+        run.publish("in", lo, ln)
+        run.meet()
+
+
+# all_gather / reduce_scatter ---------------------------------------------------------------
+def all_gather(send: int, recv: int, send_count: int, dtype: int, comm: object,
+               stream: object, algo: str | None = None) -> None:
+    """Mirrors ``HcclAllGather``: recv holds ``send_count * rank_size`` elements, in rank
+    order (async)."""
+    c = comms.get(comm)
+    count, dt = _count(send_count, "send_count"), numpy_dtype(dtype)
+    comms.element_pointer(send, count, dt, c, "send")
+    comms.element_pointer(recv, count * c.size, dt, c, "recv")
+    how = _algo(c, algo)
+    if _over_mpi(c, stream, dtype, "all_gather", send, recv, count):
+        return
+    _call(comm, stream, dtype, ("all_gather", count, int(dtype), how),
+          lambda run: _all_gather(run, send, recv, count, how))
+
+
+def _all_gather(run: _Run, send: int, recv: int, count: int, how: str) -> None:
+    c, e, r, p = run.c, run.e, run.r, run.p
+    m = run.chunk(p)
+    for c0 in range(0, count, m):
+        n = min(m, count - c0)
+        blocks = [(k * n, n) for k in range(p)]
+        run.copy(c.in_ptr + blocks[r][0] * e, send + c0 * e, n)
+        run.publish("in", blocks[r][0], n)
+        run.meet()
+        if how == "mesh":
+            for j in range(p):
+                src = run.peer(r + j)
+                dst = recv + (src.rank * count + c0) * e
+                if j:
+                    run.pull(dst, src, "in", blocks[src.rank][0], n)
+                else:
+                    run.copy(dst, c.in_ptr + blocks[r][0] * e, n)
+            run.meet()
+        else:
+            _ring_all_gather(run, blocks)
+            for j in range(p):
+                run.copy(recv + (j * count + c0) * e, c.in_ptr + blocks[j][0] * e, n)
+
+
+def reduce_scatter(send: int, recv: int, recv_count: int, dtype: int, op: int, comm: object,
+                   stream: object, algo: str | None = None) -> None:
+    """Mirrors ``HcclReduceScatter``: send holds ``recv_count * rank_size`` elements; rank
+    i receives the reduced block i (async)."""
+    c = comms.get(comm)
+    count, opname, dt = _count(recv_count, "recv_count"), reduce_name(op), numpy_dtype(dtype)
+    comms.element_pointer(send, count * c.size, dt, c, "send")
+    comms.element_pointer(recv, count, dt, c, "recv")
+    how = _algo(c, algo)
+    if _over_mpi(c, stream, dtype, "reduce_scatter", send, recv, count, opname):
+        return
+    _call(comm, stream, dtype, ("reduce_scatter", count, int(dtype), opname, how),
+          lambda run: _reduce_scatter(run, send, recv, count, opname, how))
+
+
+def _reduce_scatter(run: _Run, send: int, recv: int, count: int, op: str, how: str) -> None:
+    c, e, r, p = run.c, run.e, run.r, run.p
+    m = run.chunk(p)
+    for c0 in range(0, count, m):
+        n = min(m, count - c0)
+        blocks = [(k * n, n) for k in range(p)]
+        for j in range(p):
+            run.copy(c.in_ptr + blocks[j][0] * e, send + (j * count + c0) * e, n)
+        run.publish("in", 0, n * p)
+        if p > 1:
+            run.meet()
+        if how == "mesh" or p == 1:
+            acc, scratch = c.out_ptr, c.out_ptr + c.cap // 2
+            run.copy(acc, c.in_ptr + blocks[r][0] * e, n)
+            for j in range(1, p):
+                run.pull(scratch, run.peer(r + j), "in", blocks[r][0], n)
+                run.reduce(acc, scratch, n, op)
+            run.copy(recv + c0 * e, acc, n)
+        else:
+            _ring_reduce_scatter(run, blocks, op)
+            run.copy(recv + c0 * e, c.in_ptr + blocks[r][0] * e, n)
+        if p > 1:
+            run.meet()
+
+
+# broadcast / reduce ----------------------------------------------------------------------
+def broadcast(buf: int, count: int, dtype: int, root: int, comm: object, stream: object,
+              algo: str | None = None) -> None:
+    """Mirrors ``HcclBroadcast``: in place, from ``root`` (async)."""
+    c = comms.get(comm)
+    count, dt, root = _count(count), numpy_dtype(dtype), _root(root, c)
+    comms.element_pointer(buf, count, dt, c, "buf")
+    how = _algo(c, algo)
+    if _over_mpi(c, stream, dtype, "broadcast", buf, count, root):
+        return
+    _call(comm, stream, dtype, ("broadcast", count, int(dtype), root, how),
+          lambda run: _broadcast(run, buf, count, root, how))
+
+
+def _broadcast(run: _Run, buf: int, count: int, root: int, how: str) -> None:
+    c, e, r, p = run.c, run.e, run.r, run.p
+    if p == 1:
+        return
+    m = run.chunk(1)
+    for c0 in range(0, count, m):
+        n = min(m, count - c0)
+        if r == root:
+            run.copy(c.in_ptr, buf + c0 * e, n)
+            run.publish("in", 0, n)
+        run.meet()
+        if how == "mesh":
+            if r != root:
+                run.pull(buf + c0 * e, run.peer(root), "in", 0, n)
+        else:  # a chain: step k, rank root+k pulls from rank root+k-1
+            for k in range(1, p):
+                if r == (root + k) % p:
+                    run.pull(c.in_ptr, run.peer(r - 1), "in", 0, n)
+                    run.publish("in", 0, n)
+                run.meet()
+            if r != root:
+                run.copy(buf + c0 * e, c.in_ptr, n)
+        run.meet()
+
+
+def reduce(send: int, recv: int, count: int, dtype: int, op: int, root: int, comm: object,
+           stream: object) -> None:
+    """Mirrors ``HcclReduce``: the result only on ``root`` (recv of others untouched;
+    async)."""
+    c = comms.get(comm)
+    count, opname, dt, root = _count(count), reduce_name(op), numpy_dtype(dtype), _root(root, c)
+    comms.element_pointer(send, count, dt, c, "send")
+    if c.rank == root:
+        comms.element_pointer(recv, count, dt, c, "recv")
+    if _over_mpi(c, stream, dtype, "reduce", send, recv, count, opname, root):
+        return
+    _call(comm, stream, dtype, ("reduce", count, int(dtype), opname, root),
+          lambda run: _reduce(run, send, recv, count, opname, root))
+
+
+def _reduce(run: _Run, send: int, recv: int, count: int, op: str, root: int) -> None:
+    c, e, r, p = run.c, run.e, run.r, run.p
+    m = run.chunk(1)
+    for c0 in range(0, count, m):
+        n = min(m, count - c0)
+        run.copy(c.in_ptr, send + c0 * e, n)
+        run.publish("in", 0, n)
+        if p > 1:
+            run.meet()
+        if r == root:
+            acc, scratch = c.out_ptr, c.out_ptr + c.cap // 2
+            run.copy(acc, c.in_ptr, n)
+            for j in range(1, p):
+                run.pull(scratch, run.peer(r + j), "in", 0, n)
+                run.reduce(acc, scratch, n, op)
+            run.copy(recv + c0 * e, acc, n)
+        if p > 1:
+            run.meet()
+
+
+# all_to_all(v) ---------------------------------------------------------------------------
+def all_to_all(send: int, send_count: int, send_type: int, recv: int, recv_count: int,
+               recv_type: int, comm: object, stream: object) -> None:
+    """Mirrors ``HcclAlltoAll``: ``send_count`` elements to each peer, in rank order; the
+    counts and types must match and send must differ from recv (E_PARA; async)."""
+    c = comms.get(comm)
+    count = _count(send_count, "send_count")
+    if recv_count != send_count or send_type != recv_type:
+        raise HcclError(HcclResult.HCCL_E_PARA, "all_to_all: recv count and type must equal "
+                        "the send count and type")
+    dt = numpy_dtype(send_type)
+    if send == recv and count:
+        raise HcclError(HcclResult.HCCL_E_PARA, "all_to_all: send and recv must differ")
+    comms.element_pointer(send, count * c.size, dt, c, "send")
+    comms.element_pointer(recv, count * c.size, dt, c, "recv")
+    if _over_mpi(c, stream, send_type, "all_to_all", send, recv, count):
+        return
+    _call(comm, stream, send_type, ("all_to_all", count, int(send_type)),
+          lambda run: _all_to_all(run, send, recv, count))
+
+
+def _all_to_all(run: _Run, send: int, recv: int, count: int) -> None:
+    c, e, r, p = run.c, run.e, run.r, run.p
+    m = run.chunk(p)
+    for c0 in range(0, count, m):
+        n = min(m, count - c0)
+        for j in range(p):
+            run.copy(c.in_ptr + j * n * e, send + (j * count + c0) * e, n)
+        run.publish("in", 0, n * p)
+        run.meet()
+        for j in range(p):
+            src = run.peer(r + j)
+            run.pull(recv + (src.rank * count + c0) * e, src, "in", r * n, n)
+        run.meet()
+
+
+def _counts(values: object, p: int, what: str) -> list[int]:
+    if not isinstance(values, list | tuple) or len(values) != p:
+        raise HcclError(HcclResult.HCCL_E_PARA, f"{what} must be a list of {p} ints")
+    return [_count(v, what) for v in values]
+
+
+def all_to_allv(send: int, send_counts: list[int], sdispls: list[int], send_type: int,
+                recv: int, recv_counts: list[int], rdispls: list[int], recv_type: int,
+                comm: object, stream: object) -> None:
+    """Mirrors ``HcclAlltoAllV``: ``send_counts[i]`` elements from ``send + sdispls[i]`` go
+    to rank i, which stores them at ``recv + rdispls[r]``; counts in elements (async).
+    What one rank sends one peer must fit in ``HCCL_BUFFSIZE / rank_size`` (E_NOT_SUPPORT
+    beyond: larger transfers would need the counts of every rank at every rank)."""
+    c = comms.get(comm)
+    p = c.size
+    if send_type != recv_type:
+        raise HcclError(HcclResult.HCCL_E_PARA, "all_to_allv: send and recv types differ")
+    dt = numpy_dtype(send_type)
+    sc, sd = _counts(send_counts, p, "send_counts"), _counts(sdispls, p, "sdispls")
+    rc, rd = _counts(recv_counts, p, "recv_counts"), _counts(rdispls, p, "rdispls")
+    slot = c.cap // p // dt.itemsize  # elements per peer
+    if max(sc + rc) > slot:
+        raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT,
+                        f"all_to_allv: more than {slot} elements to one peer (HCCL_BUFFSIZE)")
+    if _over_mpi(c, stream, send_type, "all_to_allv", send, sc, sd, recv, rc, rd):
+        return
+    for j in range(p):
+        if sc[j]:
+            comms.element_pointer(send + sd[j] * dt.itemsize, sc[j], dt, c, "send")
+        if rc[j]:
+            comms.element_pointer(recv + rd[j] * dt.itemsize, rc[j], dt, c, "recv")
+    _call(comm, stream, send_type, ("all_to_allv", int(send_type)),
+          lambda run: _all_to_allv(run, send, sc, sd, recv, rc, rd, slot))
+
+
+def _all_to_allv(run: _Run, send: int, sc: list[int], sd: list[int], recv: int,
+                 rc: list[int], rd: list[int], slot: int) -> None:
+    c, e, r, p = run.c, run.e, run.r, run.p
+    for j in range(p):
+        run.copy(c.in_ptr + j * slot * e, send + sd[j] * e, sc[j])
+        run.publish("in", j * slot, sc[j])
+    run.meet()
+    for j in range(p):
+        src = run.peer(r + j)
+        run.pull(recv + rd[src.rank] * e, src, "in", r * slot, rc[src.rank])
+    run.meet()
+
+
+# send / recv / barrier -------------------------------------------------------------------
+def _pair_seq(c: Communicator, src: int, dst: int) -> int:
+    n = c.p2p.get((src, dst), 0)
+    c.p2p[(src, dst)] = n + 1
+    return n
+
+
+def send(buf: int, count: int, dtype: int, dest: int, comm: object, stream: object) -> None:
+    """Mirrors ``HcclSend``: pairs with the peer's ``recv`` (the stream waits for it;
+    async)."""
+    c = comms.get(comm)
+    count, dt = _count(count), numpy_dtype(dtype)
+    if type(dest) is not int or not 0 <= dest < c.size or dest == c.rank:
+        raise HcclError(HcclResult.HCCL_E_PARA, f"destination rank {dest!r}")
+    comms.element_pointer(buf, count, dt, c, "send")
+    if _over_mpi(c, stream, dtype, "send", buf, count, dest):
+        return
+    s = _stream(stream, c)
+    n = _pair_seq(c, c.rank, dest)
+    run = _Run(c, s, dt, -1)
+    parties = (c.rank, dest)
+    with comms.on_device(c):
+        m = run.chunk(1)
+        for k, c0 in enumerate(range(0, count, m)):
+            run.copy(c.in_ptr, buf + c0 * run.e, min(m, count - c0))
+            run.publish("in", 0, min(m, count - c0))
+            run.meet(parties, ("p2p", c.rank, dest, n, k, 0))
+            run.meet(parties, ("p2p", c.rank, dest, n, k, 1))
+
+
+def recv(buf: int, count: int, dtype: int, src: int, comm: object, stream: object) -> None:
+    """Mirrors ``HcclRecv``: pairs with the peer's ``send`` of the same count (async)."""
+    c = comms.get(comm)
+    count, dt = _count(count), numpy_dtype(dtype)
+    if type(src) is not int or not 0 <= src < c.size or src == c.rank:
+        raise HcclError(HcclResult.HCCL_E_PARA, f"source rank {src!r}")
+    comms.element_pointer(buf, count, dt, c, "recv")
+    if _over_mpi(c, stream, dtype, "recv", buf, count, src):
+        return
+    s = _stream(stream, c)
+    n = _pair_seq(c, src, c.rank)
+    run = _Run(c, s, dt, -1)
+    parties = (src, c.rank)
+    peer = run.peer(src)
+    with comms.on_device(c):
+        m = run.chunk(1)
+        for k, c0 in enumerate(range(0, count, m)):
+            run.meet(parties, ("p2p", src, c.rank, n, k, 0))
+            run.pull(buf + c0 * run.e, peer, "in", 0, min(m, count - c0))
+            run.meet(parties, ("p2p", src, c.rank, n, k, 1))
+
+
+def barrier(comm: object, stream: object) -> None:
+    """Mirrors ``HcclBarrier``: the stream goes on once every rank's stream reached it."""
+    if _over_mpi(comms.get(comm), stream, 4, "barrier"):
+        return
+    _call(comm, stream, 4, ("barrier",), lambda run: run.meet() if run.p > 1 else None)

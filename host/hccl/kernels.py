@@ -1,0 +1,24 @@
+"""The reduce kernel of the collectives: a kernel binary (see ``npuemu.shared.kernel``)
+loaded into each card a communicator uses, run on the AI Vector engine.
+
+| kernel | engine   | arguments              | computes                       |
+|--------|----------|------------------------|--------------------------------|
+| reduce | aivector | acc, x, n, op, dtype   | acc = op(acc, x), op sum/prod/max/min |
+
+Integer sums and products wrap as on the card (numpy's modular arithmetic).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from npuemu.shared.kernel import kernel
+
+_UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+@kernel("aivector")
+def reduce(ctx, acc, x, n, op="sum", dtype="float32"):
+    lo, hi = ctx.split(n)
+    out = ctx.tensor(acc, dtype, n)[lo:hi]
+    _UFUNCS[op](out, ctx.tensor(x, dtype, n)[lo:hi], out=out)

@@ -1,0 +1,195 @@
+"""HCCL's public types (``hccl_types.h``): result codes, data types, reduce ops, and the
+environment settings the communicators read.
+
+The values are HCCL's (CANN_OPS_MODELS_REFERENCE §5.1); **HcclDataType numbering differs from
+aclDataType**. ``HcclError`` is the Python exception of the Pythonic face; it carries
+``.code`` (an ``HcclResult``) and pickles.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+
+import numpy as np
+
+HCCL_ROOT_INFO_BYTES = 4108
+
+
+class HcclResult(enum.IntEnum):
+    HCCL_SUCCESS = 0
+    HCCL_E_PARA = 1
+    HCCL_E_PTR = 2
+    HCCL_E_MEMORY = 3
+    HCCL_E_INTERNAL = 4
+    HCCL_E_NOT_SUPPORT = 5
+    HCCL_E_NOT_FOUND = 6
+    HCCL_E_UNAVAIL = 7
+    HCCL_E_SYSCALL = 8
+    HCCL_E_TIMEOUT = 9
+    HCCL_E_OPEN_FILE_FAILURE = 10
+    HCCL_E_TCP_CONNECT = 11
+    HCCL_E_ROCE_CONNECT = 12
+    HCCL_E_TCP_TRANSFER = 13
+    HCCL_E_ROCE_TRANSFER = 14
+    HCCL_E_RUNTIME = 15
+    HCCL_E_DRV = 16
+    HCCL_E_PROFILING = 17
+    HCCL_E_CCE = 18
+    HCCL_E_NETWORK = 19
+    HCCL_E_AGAIN = 20
+    HCCL_E_REMOTE = 21
+    HCCL_E_SUSPENDING = 22
+    HCCL_E_OPRETRY_FAIL = 23
+    HCCL_E_OOM = 24
+    HCCL_E_IN_STATUS = 1041
+    HCCL_E_RESERVED = 1042
+
+
+class HcclDataType(enum.IntEnum):
+    HCCL_DATA_TYPE_INT8 = 0
+    HCCL_DATA_TYPE_INT16 = 1
+    HCCL_DATA_TYPE_INT32 = 2
+    HCCL_DATA_TYPE_FP16 = 3
+    HCCL_DATA_TYPE_FP32 = 4
+    HCCL_DATA_TYPE_INT64 = 5
+    HCCL_DATA_TYPE_UINT64 = 6
+    HCCL_DATA_TYPE_UINT8 = 7
+    HCCL_DATA_TYPE_UINT16 = 8
+    HCCL_DATA_TYPE_UINT32 = 9
+    HCCL_DATA_TYPE_FP64 = 10
+    HCCL_DATA_TYPE_BFP16 = 11
+    HCCL_DATA_TYPE_INT128 = 12
+    HCCL_DATA_TYPE_HIF8 = 14
+    HCCL_DATA_TYPE_FP8E4M3 = 15
+    HCCL_DATA_TYPE_FP8E5M2 = 16
+    HCCL_DATA_TYPE_FP8E8M0 = 17
+    HCCL_DATA_TYPE_RESERVED = 255
+
+
+class HcclReduceOp(enum.IntEnum):
+    HCCL_REDUCE_SUM = 0
+    HCCL_REDUCE_PROD = 1
+    HCCL_REDUCE_MAX = 2
+    HCCL_REDUCE_MIN = 3
+    HCCL_REDUCE_RESERVED = 255
+
+
+class HcclSendRecvType(enum.IntEnum):
+    HCCL_SEND = 0
+    HCCL_RECV = 1
+
+
+_MESSAGES = {
+    HcclResult.HCCL_SUCCESS: "success",
+    HcclResult.HCCL_E_PARA: "parameter error",
+    HcclResult.HCCL_E_PTR: "empty pointer",
+    HcclResult.HCCL_E_MEMORY: "memory error",
+    HcclResult.HCCL_E_INTERNAL: "internal error",
+    HcclResult.HCCL_E_NOT_SUPPORT: "not support feature",
+    HcclResult.HCCL_E_NOT_FOUND: "not found specific resource",
+    HcclResult.HCCL_E_TIMEOUT: "timeout",
+    HcclResult.HCCL_E_OPEN_FILE_FAILURE: "open file fail",
+    HcclResult.HCCL_E_RUNTIME: "call runtime api fail",
+    HcclResult.HCCL_E_REMOTE: "remote error",
+}
+
+# Data types the emulated cards compute on (numpy names for the reduce kernel). bfloat16
+# needs ml_dtypes, which is not a dependency: HCCL_DATA_TYPE_BFP16 is E_NOT_SUPPORT here.
+NUMPY = {
+    HcclDataType.HCCL_DATA_TYPE_INT8: "int8",
+    HcclDataType.HCCL_DATA_TYPE_INT16: "int16",
+    HcclDataType.HCCL_DATA_TYPE_INT32: "int32",
+    HcclDataType.HCCL_DATA_TYPE_FP16: "float16",
+    HcclDataType.HCCL_DATA_TYPE_FP32: "float32",
+    HcclDataType.HCCL_DATA_TYPE_INT64: "int64",
+    HcclDataType.HCCL_DATA_TYPE_UINT64: "uint64",
+    HcclDataType.HCCL_DATA_TYPE_UINT8: "uint8",
+    HcclDataType.HCCL_DATA_TYPE_UINT16: "uint16",
+    HcclDataType.HCCL_DATA_TYPE_UINT32: "uint32",
+    HcclDataType.HCCL_DATA_TYPE_FP64: "float64",
+}
+OPS = {HcclReduceOp.HCCL_REDUCE_SUM: "sum", HcclReduceOp.HCCL_REDUCE_PROD: "prod",
+       HcclReduceOp.HCCL_REDUCE_MAX: "max", HcclReduceOp.HCCL_REDUCE_MIN: "min"}
+
+
+class HcclError(Exception):
+    """A failed HCCL call; ``.code`` is its ``HcclResult``."""
+
+    def __init__(self, code: int, detail: str = "") -> None:
+        super().__init__(code, detail)
+        self.code = int(code)
+        self.detail = detail
+
+    @property
+    def name(self) -> str:
+        try:
+            return HcclResult(self.code).name
+        except ValueError:
+            return str(self.code)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.code}): {self.detail}"
+
+
+def error_string(code: int) -> str:
+    """Mirrors ``HcclGetErrorString``."""
+    try:
+        return _MESSAGES.get(HcclResult(code), HcclResult(code).name)
+    except ValueError:
+        return "unknown error"
+
+
+def numpy_dtype(dtype: object) -> np.dtype:
+    """The numpy dtype of an ``HcclDataType`` (E_PARA if unknown, E_NOT_SUPPORT if the
+    emulated cards cannot compute on it)."""
+    if type(dtype) is not int and not isinstance(dtype, HcclDataType):
+        raise HcclError(HcclResult.HCCL_E_PARA, f"data type {dtype!r} is not an int")
+    try:
+        member = HcclDataType(dtype)
+    except ValueError as err:
+        raise HcclError(HcclResult.HCCL_E_PARA, f"unknown data type {dtype}") from err
+    if member not in NUMPY:
+        raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT, f"data type {member.name} is not "
+                        "supported by the emulated cards")
+    return np.dtype(NUMPY[member])
+
+
+def reduce_name(op: object) -> str:
+    if type(op) is not int and not isinstance(op, HcclReduceOp):
+        raise HcclError(HcclResult.HCCL_E_PARA, f"reduce op {op!r} is not an int")
+    try:
+        return OPS[HcclReduceOp(op)]
+    except (ValueError, KeyError) as err:
+        raise HcclError(HcclResult.HCCL_E_PARA, f"unknown reduce op {op}") from err
+
+
+def _env_int(name: str, default: int, lo: int) -> int:
+    raw = os.environ.get(name, "")
+    try:
+        value = int(raw) if raw.strip() else default
+    except ValueError:
+        value = default
+    return max(value, lo)
+
+
+def exec_timeout_s() -> float:
+    """``HCCL_EXEC_TIMEOUT`` (default 1836 s; 0 = never). The emulator takes any whole number
+    of seconds ≥ 1 (hardware clamps per mode, e.g. a minimum of 68 on 910): tests use small
+    values. 0 means 'never' as on hardware; it is kept as a very long wait (one day)."""
+    value = _env_int("HCCL_EXEC_TIMEOUT", 1836, 0)
+    return 86400.0 if value == 0 else float(value)
+
+
+def connect_timeout_s() -> float:
+    """``HCCL_CONNECT_TIMEOUT``: [120, 7200] s on hardware, and the real wait is 20 s longer.
+    The emulator accepts values from 1 (tests use small ones) and adds the same 20 s only
+    when the value is in the hardware range."""
+    value = _env_int("HCCL_CONNECT_TIMEOUT", 120, 1)
+    return float(value + 20 if value >= 120 else value)
+
+
+def buffer_bytes() -> int:
+    """``HCCL_BUFFSIZE`` in MB (default 200): each communicator takes it twice on its card
+    (an input and an output buffer)."""
+    return _env_int("HCCL_BUFFSIZE", 200, 1) << 20

@@ -1,0 +1,223 @@
+"""The ATC model path: ``convert`` (ONNX -> OM, ``--mode=0``) and ``dump`` (OM -> JSON,
+``--mode=1``), plus :func:`run`, the argument handling of ``npuemu atc`` in model mode.
+
+``convert`` loads and checks the ONNX model, folds constants, infers shapes (per batch gear
+for ``--dynamic_batch_size``), lowers every node onto the op library (one error naming every
+unsupported op and its node, before anything is written), orders the tasks, spreads
+independent branches over streams, plans the workspace and writes the OM file atomically (a
+temporary file renamed into place, so a failed conversion never leaves a half-written file).
+
+Streams "where that helps": branches go to up to ``max_streams`` streams unless the plan then
+needs more than :data:`STREAM_MEMORY_SLACK` times the serial lower bound, in which case fewer
+streams are tried (down to one); concurrency that costs memory beyond that is refused.
+
+Dynamic batch: one program per gear (shapes and op signatures differ per gear) over shared
+weights and one workspace, planned at the largest gear; every smaller gear's block must fit
+its slot, which is checked. Each op reference carries the op library's tiling for its
+shapes (block_dim, rows, tile, loops). The library's ops declare no workspace, so the plan
+holds only intermediates (the planner takes per-task workspace sizes when ops have them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from npuemu.host.models import lowering, omfile, onnx_front, planner, streams
+from npuemu.host.models.codes import (
+    ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
+    ACL_ERROR_GE_PARAM_INVALID,
+    ModelError,
+)
+from npuemu.host.models.graph import ACL_FORMATS, Graph, signature
+from npuemu.shared.config import PROFILES
+
+STREAM_MEMORY_SLACK = 1.05
+MAX_GEARS = 100
+
+
+def parse_dynamic_batch(text: str | None) -> list[int]:
+    """``--dynamic_batch_size="1,2,4,8"`` -> sorted distinct gears (2..100 of them, each > 0)."""
+    if not text:
+        return []
+    try:
+        gears = [int(x) for x in text.split(",")]
+    except ValueError as exc:
+        raise ModelError(ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
+                         f"--dynamic_batch_size {text!r}: not a list of integers") from exc
+    if len(set(gears)) != len(gears) or not 2 <= len(gears) <= MAX_GEARS or min(gears) < 1:
+        raise ModelError(ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
+                         f"--dynamic_batch_size {text!r}: needs 2..{MAX_GEARS} distinct "
+                         "positive gears")
+    return sorted(gears)
+
+
+def _gear_shapes(shapes: dict[str, list[int]], gears: list[int]) -> list[dict[str, list[int]]]:
+    marked = {n for n, dims in shapes.items() if -1 in dims}
+    if gears and not marked:
+        raise ModelError(ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
+                         "--dynamic_batch_size needs -1 on N in --input_shape")
+    if marked and not gears:
+        raise ModelError(ACL_ERROR_GE_PARAM_INVALID,
+                         f"--input_shape has -1 for {sorted(marked)} but no gears are given")
+    for name in marked:
+        if shapes[name][0] != -1 or shapes[name].count(-1) != 1:
+            raise ModelError(ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
+                             f"input {name!r}: only the batch dim (first) may be -1")
+    if not gears:
+        return [shapes]
+    return [{n: [g if d == -1 else d for d in dims] for n, dims in shapes.items()}
+            for g in gears]
+
+
+def build_graphs(model: str | os.PathLike, input_shape: str | None = None,
+                 dynamic_batch_size: str | None = None) -> tuple[list[Graph], list[int]]:
+    """Front end + lowering for every gear (one graph for a static model)."""
+    gears = parse_dynamic_batch(dynamic_batch_size)
+    shapes = onnx_front.parse_input_shape(input_shape)
+    base = onnx_front.load(model)
+    graphs = [lowering.lower(onnx_front.prepare(base, s)) for s in _gear_shapes(shapes, gears)]
+    ref = graphs[-1]
+    for g in graphs[:-1]:
+        if [(n.op, n.inputs, n.outputs) for n in g.nodes] != \
+           [(n.op, n.inputs, n.outputs) for n in ref.nodes] or g.weights.keys() != \
+           ref.weights.keys():
+            raise ModelError(ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
+                             "the graph's structure or weights change with the batch size")
+    return graphs, gears
+
+
+def schedule_and_plan(graph: Graph, max_streams: int = 4
+                      ) -> tuple[streams.Schedule, planner.MemoryPlan]:
+    """The most streams (<= max_streams) whose plan stays within the memory slack."""
+    for count in range(max(1, max_streams), 0, -1):
+        sched = streams.assign_streams(graph, count)
+        mplan = planner.plan(graph, sched)
+        if count == 1 or mplan.size <= STREAM_MEMORY_SLACK * mplan.lower_bound:
+            return sched, mplan
+    raise AssertionError("unreachable")
+
+
+def convert(model: str | os.PathLike, output: str | os.PathLike, soc_version: str,
+            input_shape: str | None = None, input_format: str = "NCHW",
+            dynamic_batch_size: str | None = None, max_streams: int = 4) -> dict[str, Any]:
+    """ONNX -> OM (ATC ``--mode=0 --framework=5``). Returns the report; raises ModelError."""
+    if soc_version not in PROFILES:
+        raise ModelError(ACL_ERROR_GE_PARAM_INVALID,
+                         f"--soc_version {soc_version!r} unknown (known: {sorted(PROFILES)})")
+    if input_format not in ACL_FORMATS:
+        raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"--input_format {input_format!r}")
+    graphs, gears = build_graphs(model, input_shape, dynamic_batch_size)
+    big = graphs[-1]
+    sched, mplan = schedule_and_plan(big, max_streams)
+    planner.verify(mplan, big, sched)
+    for g in graphs[:-1]:
+        for blk in planner.collect_blocks(g):
+            if blk.size > mplan.blocks[blk.name].size:
+                raise ModelError(ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
+                                 f"{blk.name!r} grows when the batch shrinks")
+    om = _assemble(graphs, gears, sched, mplan, soc_version, input_format)
+    path = os.fspath(output)
+    path = path if path.endswith(".om") else path + ".om"
+    size = omfile.write(path, om)
+    return {"om": path, "bytes": size, **om.model_def["report"]}
+
+
+def _assemble(graphs: list[Graph], gears: list[int], sched: streams.Schedule,
+              mplan: planner.MemoryPlan, soc: str, fmt: str) -> omfile.OmModel:
+    big = graphs[-1]
+    blob, offsets = omfile.pack_weights({k: v.tobytes() for k, v in big.weights.items()})
+    programs, op_refs, index = [], [], {}
+    for g, batch in zip(graphs, gears or [0], strict=True):
+        tasks = []
+        for i, node in enumerate(g.nodes):
+            key = signature(g, node)
+            if key not in index:
+                index[key] = len(op_refs)
+                op_refs.append([node.op, node.attrs, node.tiling])
+            tasks.append([index[key], node.inputs, node.outputs, sched.stream_of[i]])
+        programs.append({"batch": batch, "streams": sched.streams,
+                         "events": [list(e) for e in sched.events], "tasks": tasks})
+    tensors = []
+    for name, t in big.tensors.items():
+        shapes = [list(g.tensors[name].shape) for g in graphs]
+        where: Any = {"weight": lambda n: [offsets[n], big.tensors[n].nbytes],
+                      "intermediate": lambda n: n,
+                      "input": big.inputs.index, "output": big.outputs.index}[t.kind](name)
+        tensors.append([name, t.dtype, t.kind, shapes, where])
+    report = {**mplan.report(), "streams": len(sched.streams), "events": len(sched.events),
+              "tasks": len(big.nodes), "op_signatures": len(op_refs),
+              "weight_bytes": len(blob)}
+    model_def = {"name": big.name, "soc_version": soc, "framework": 5, "input_format": fmt,
+                 "inputs": big.inputs, "outputs": big.outputs, "dynamic_batch": gears,
+                 "report": report}
+    plan_part = {"size": mplan.size, "naive": mplan.naive, "lower_bound": mplan.lower_bound,
+                 "blocks": [[b.name, b.offset, b.size, b.producer, b.users]
+                            for b in mplan.blocks.values()]}
+    return omfile.OmModel(omfile.FORMAT_VERSION, big.name[:32], bool(gears), model_def,
+                          tensors, programs, op_refs, plan_part, blob)
+
+
+def dump(om_path: str | os.PathLike, json_path: str | os.PathLike) -> dict[str, Any]:
+    """OM -> JSON (ATC ``--mode=1 --om X.om --json X.json``): everything but weight bytes."""
+    om = omfile.read_file(om_path)
+    doc = {"format_version": om.version, "name": om.name, "dynamic": om.dynamic,
+           "model_def": om.model_def, "weights_bytes": om.weight_size,
+           "tensors": [dict(zip(("name", "dtype", "kind", "shapes", "location"), t,
+                                strict=True)) for t in om.tensors],
+           "op_refs": [dict(zip(("op", "attrs", "tiling"), r, strict=True))
+                       for r in om.op_refs],
+           "programs": om.programs, "memory_plan": om.memory_plan}
+    with open(json_path, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    return doc
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ATC flags of model mode (reference §3.10), for ``tools/atc.py`` to wire in."""
+    p = argparse.ArgumentParser(prog="npuemu atc", description="ONNX -> OM offline model")
+    p.add_argument("--mode", type=int, default=0, choices=(0, 1))
+    p.add_argument("--model")
+    p.add_argument("--framework", type=int, default=5)
+    p.add_argument("--output")
+    p.add_argument("--soc_version")
+    p.add_argument("--input_shape")
+    p.add_argument("--input_format", default="NCHW")
+    p.add_argument("--dynamic_batch_size")
+    p.add_argument("--log", default="null", choices=("debug", "info", "warning", "error", "null"))
+    p.add_argument("--om")
+    p.add_argument("--json")
+    return p
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """``npuemu atc`` model mode: 0 on success, 1 with an ``ATC run failed`` message."""
+    args = parser().parse_args(argv)
+    try:
+        if args.mode == 1:
+            _need(args, "om", "json")
+            dump(args.om, args.json)
+        else:
+            _need(args, "model", "output", "soc_version")
+            if args.framework != 5:
+                raise ModelError(ACL_ERROR_GE_PARAM_INVALID,
+                                 f"--framework={args.framework}: only 5 (ONNX) is supported")
+            report = convert(args.model, args.output, args.soc_version, args.input_shape,
+                             args.input_format, args.dynamic_batch_size)
+            if args.log in ("debug", "info"):
+                print(json.dumps(report), file=sys.stderr)
+    except ModelError as exc:
+        print(f"ATC run failed: {exc}", file=sys.stderr)
+        return 1
+    print("ATC run success, welcome to the next use.")
+    return 0
+
+
+def _need(args: argparse.Namespace, *names: str) -> None:
+    missing = [f"--{n}" for n in names if not getattr(args, n)]
+    if missing:
+        raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"missing {', '.join(missing)}")

@@ -1,0 +1,249 @@
+"""The OM file: npuemu's own versioned container for an offline model (seed §5.1).
+
+It borrows the real container's outline (reference §3.9: a 256-byte header starting with the
+bytes ``IMOD``, then a partition table) but not its contents, which are our own. All integers
+are little-endian. Layout, written once:
+
+====== ====== =============================================================================
+offset bytes  field
+====== ====== =============================================================================
+0      4      magic ``b"IMOD"`` (0x444F4D49 read as u32, as the real header)
+4      4      u32 header size = 256
+8      4      u32 format version (:data:`FORMAT_VERSION`); a reader refuses a newer one
+12     32     sha256 of the whole file with these 32 bytes zeroed
+44     8      u64 file length in bytes (header + table + partitions)
+52     4      u32 number of partitions ``n``
+56     1      u8 dynamic: 1 when built with ``--dynamic_batch_size``
+57     32     model name, UTF-8, NUL-padded
+89     167    reserved, zero
+256    24*n   partition table: ``n`` entries of (u32 type, u32 reserved, u64 offset, u64 size);
+              offsets count from the start of the file and are multiples of 64
+...           partitions, each starting at a 64-byte aligned offset
+====== ====== =============================================================================
+
+Partitions (type numbers follow the real ``ModelPartitionType`` where one fits):
+
+====== ================ ======================================================================
+type   name             contents
+====== ================ ======================================================================
+0      MODEL_DEF        msgpack map: name, soc_version, framework, input/output names, formats,
+                        dynamic batch gears, the ATC report (planner figures, streams)
+1      WEIGHTS_DATA     raw weight bytes; each weight at a 64-byte aligned offset in it
+2      TASK_INFO        msgpack list of programs (one per batch gear; one for a static model):
+                        ``{batch, streams: [[task, ...], ...], events: [[id, producer,
+                        consumer], ...], tasks: [[op_ref, [inputs], [outputs], stream], ...]}``
+8      TENSOR_DESC      msgpack list of ``[name, dtype, kind, [shape per program], location]``;
+                        location: weight offset, workspace block name, or user buffer index
+12     TILING_DATA      msgpack list of op references: ``[op_type, attrs, tiling]``, one per
+                        distinct op signature (what the op library compiles once)
+100    MEMORY_PLAN      msgpack map: workspace size, naive, lower bound, and
+                        ``blocks: [[name, offset, size, producer, [users]], ...]``
+====== ================ ======================================================================
+
+:func:`read` rejects a truncated, corrupted, malformed or newer-version file with
+``ACL_ERROR_GE_PARAM_INVALID`` (145000, the reference's code for bad model content) and an
+unreadable or empty path with ``ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID`` (145002); it never lets
+another exception out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from npuemu.host.models.codes import (
+    ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID,
+    ACL_ERROR_GE_PARAM_INVALID,
+    ModelError,
+)
+
+MAGIC = b"IMOD"
+HEADER_SIZE = 256
+FORMAT_VERSION = 1
+ALIGN = 64
+_HEADER = struct.Struct("<4sII32sQIB32s")
+_ENTRY = struct.Struct("<IIQQ")
+_SUM = slice(12, 44)
+
+MODEL_DEF, WEIGHTS_DATA, TASK_INFO, TENSOR_DESC, TILING_DATA, MEMORY_PLAN = 0, 1, 2, 8, 12, 100
+PARTITION_NAMES = {MODEL_DEF: "MODEL_DEF", WEIGHTS_DATA: "WEIGHTS_DATA", TASK_INFO: "TASK_INFO",
+                   TENSOR_DESC: "TENSOR_DESC", TILING_DATA: "TILING_DATA",
+                   MEMORY_PLAN: "MEMORY_PLAN"}
+
+
+@dataclass
+class OmModel:
+    """A decoded OM file. ``weights`` is the raw WEIGHTS_DATA partition."""
+
+    version: int
+    name: str
+    dynamic: bool
+    model_def: dict[str, Any]
+    tensors: list[list]
+    programs: list[dict[str, Any]]
+    op_refs: list[list]
+    memory_plan: dict[str, Any]
+    weights: bytes
+
+    @property
+    def weight_size(self) -> int:
+        return len(self.weights)
+
+    @property
+    def work_size(self) -> int:
+        return int(self.memory_plan["size"])
+
+
+def _pad(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def pack_weights(arrays: dict[str, bytes]) -> tuple[bytes, dict[str, int]]:
+    """Concatenate weights at 64-byte aligned offsets; returns the blob and each offset."""
+    out, offsets, at = bytearray(), {}, 0
+    for name, data in arrays.items():
+        offsets[name] = at
+        out += data
+        at = _pad(at + len(data))
+        out += b"\0" * (at - len(out))
+    return bytes(out), offsets
+
+
+def write(path: str | os.PathLike, om: OmModel) -> int:
+    """Write ``om`` atomically (temporary file, then rename); returns the file size."""
+    data = encode(om)
+    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise ModelError(100004, f"cannot write {path}: {exc}") from exc  # ACL_ERROR_WRITE_FILE
+    return len(data)
+
+
+def encode(om: OmModel) -> bytes:
+    """The bytes of ``om`` in the layout of the module docstring."""
+    def pack(obj: Any) -> bytes:
+        return msgpack.packb(obj, use_bin_type=True)
+    parts = [(MODEL_DEF, pack(om.model_def)), (WEIGHTS_DATA, om.weights),
+             (TASK_INFO, pack(om.programs)), (TENSOR_DESC, pack(om.tensors)),
+             (TILING_DATA, pack(om.op_refs)), (MEMORY_PLAN, pack(om.memory_plan))]
+    at = _pad(HEADER_SIZE + _ENTRY.size * len(parts))
+    table, body = bytearray(), bytearray()
+    for ptype, blob in parts:
+        table += _ENTRY.pack(ptype, 0, at, len(blob))
+        body += blob + b"\0" * (_pad(len(blob)) - len(blob))
+        at += _pad(len(blob))
+    start = _pad(HEADER_SIZE + len(table))
+    total = start + len(body)
+    header = _HEADER.pack(MAGIC, HEADER_SIZE, om.version, b"\0" * 32, total, len(parts),
+                          int(om.dynamic), om.name.encode()[:32])
+    out = bytearray(header.ljust(HEADER_SIZE, b"\0"))
+    out += table
+    out += b"\0" * (start - len(out))
+    out += body
+    out[_SUM] = hashlib.sha256(out).digest()
+    return bytes(out)
+
+
+def read_file(path: str | os.PathLike) -> OmModel:
+    """Read and decode an OM file (145002 if missing, unreadable or empty)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except (OSError, TypeError, ValueError) as exc:
+        raise ModelError(ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID, f"{path!r}: {exc}") from exc
+    if not data:
+        raise ModelError(ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID, f"{path!r}: empty file")
+    return read(data)
+
+
+def read(data: bytes | bytearray | memoryview) -> OmModel:
+    """Decode an OM image held in host memory (see module doc for the errors)."""
+    data = bytes(data)
+    try:
+        return _decode(data)
+    except ModelError:
+        raise
+    except Exception as exc:  # malformed content of any shape: never crash the caller
+        raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"malformed OM file: {exc!r}") from exc
+
+
+def _bad(detail: str) -> ModelError:
+    return ModelError(ACL_ERROR_GE_PARAM_INVALID, detail)
+
+
+def _decode(data: bytes) -> OmModel:
+    if len(data) < HEADER_SIZE:
+        raise _bad(f"truncated OM file: {len(data)} bytes, header needs {HEADER_SIZE}")
+    magic, head, version, digest, total, count, dynamic, name = _HEADER.unpack_from(data)
+    if magic != MAGIC or head != HEADER_SIZE:
+        raise _bad(f"not an OM file (magic {magic!r}, header size {head})")
+    if version > FORMAT_VERSION or version == 0:
+        raise _bad(f"OM format version {version} is not supported (this reader: "
+                   f"{FORMAT_VERSION})")
+    if total != len(data):
+        raise _bad(f"OM file length {len(data)} does not match its header ({total}): "
+                   "truncated or extended")
+    zeroed = bytearray(data)
+    zeroed[_SUM] = b"\0" * 32
+    if hashlib.sha256(zeroed).digest() != digest:
+        raise _bad("OM file checksum mismatch: corrupted")
+    parts = _partitions(data, count)
+    om = OmModel(version, name.rstrip(b"\0").decode(), bool(dynamic),
+                 _unpack(parts, MODEL_DEF), _unpack(parts, TENSOR_DESC),
+                 _unpack(parts, TASK_INFO), _unpack(parts, TILING_DATA),
+                 _unpack(parts, MEMORY_PLAN), parts[WEIGHTS_DATA])
+    validate(om)
+    return om
+
+
+def _partitions(data: bytes, count: int) -> dict[int, bytes]:
+    if HEADER_SIZE + count * _ENTRY.size > len(data):
+        raise _bad(f"partition table of {count} entries runs past the end of the file")
+    parts = {}
+    for k in range(count):
+        ptype, _, off, size = _ENTRY.unpack_from(data, HEADER_SIZE + k * _ENTRY.size)
+        if off % ALIGN or off + size > len(data) or off < HEADER_SIZE:
+            raise _bad(f"partition {ptype} at {off}+{size} is outside the file or unaligned")
+        parts[ptype] = data[off:off + size]
+    missing = sorted(PARTITION_NAMES[t] for t in set(PARTITION_NAMES) - set(parts))
+    if missing:
+        raise _bad(f"OM file lacks partitions {missing}")
+    return parts
+
+
+def _unpack(parts: dict[int, bytes], ptype: int) -> Any:
+    return msgpack.unpackb(parts[ptype], raw=False, strict_map_key=False)
+
+
+def validate(om: OmModel) -> None:
+    """Cross-check the partitions: every reference resolves, every range is in bounds."""
+    names = {}
+    blocks = {b[0]: b for b in om.memory_plan["blocks"]}
+    for name, _dtype, kind, shapes, where in om.tensors:
+        names[name] = kind
+        if len(shapes) != len(om.programs):
+            raise _bad(f"tensor {name!r}: {len(shapes)} shapes for {len(om.programs)} programs")
+        if kind == "weight" and not (where[0] >= 0 and where[0] + where[1] <= om.weight_size):
+            raise _bad(f"weight {name!r} at {where} lies outside the weights partition")
+        if kind == "intermediate" and where not in blocks:
+            raise _bad(f"tensor {name!r} has no block in the memory plan")
+    for _name, off, size, *_ in blocks.values():
+        if off < 0 or off + size > om.work_size:
+            raise _bad(f"block at {off}+{size} outside the workspace of {om.work_size}")
+    for prog in om.programs:
+        for op_ref, ins, outs, stream in prog["tasks"]:
+            if not 0 <= op_ref < len(om.op_refs) or not 0 <= stream < len(prog["streams"]):
+                raise _bad(f"task refers to op {op_ref} / stream {stream} that do not exist")
+            unknown = [t for t in [*ins, *outs] if t and t not in names]
+            if unknown:
+                raise _bad(f"task refers to unknown tensors {unknown}")

@@ -1,0 +1,34 @@
+"""The op library and single-operator runtime (seed §2: describe → compile → cache →
+schedule). Host work only: what reaches a card is a self-contained kernel binary.
+
+Stable API for other features (e.g. ``host/models``)::
+
+    from npuemu.host.ops import registry, compiler, executor, desc
+
+    op = registry.lookup("Add")                 # OpDef; 100020 for an unknown type
+    ins = [registry.Spec("float32", (8, 16)), registry.Spec("float32", (16,))]
+    attrs = registry.attrs_of(op, {})           # defaults overlaid with given values
+    outs = executor.signature(op, ins, [], attrs)   # checks + shape inference
+    tiling = compiler.retile(op, ins, outs, attrs)  # Tiling(block_dim, rows, tile, loops)
+    binary = compiler.build(op, ins, outs, attrs)   # KernelBinary: marshalled code + tiling
+
+    # on a card, through the op map (compile into HBM, cached, LRU):
+    d = desc.create_tensor_desc(0, [8, 16], 2)      # ACL_FLOAT, ND
+    req = executor.request("Add", [d, d], [d], None)
+    entry = executor.compile_request(req, link)     # link: runtime.get().current_link()
+    executor.launch(entry, stream, in_buf_handles, out_buf_handles)   # async LAUNCH
+    executor.execute(op_type, in_descs, in_bufs, out_descs, out_bufs, attr, stream,
+                     compile=False)             # aclopExecuteV2 (compile=True: CAE)
+
+Modules: ``types`` (aclDataType/aclFormat, codes), ``desc`` (tensor descriptors, attrs,
+data buffers), ``registry`` (OpDef, Spec, lookup), one module per op family (``elementwise``,
+``cube``, ``pooling``, ``norm``, ``reduce``, ``shape``), ``tiling``, ``compiler``, ``cache``
+(the in-memory op map per card, LRU, stats), ``diskcache`` (the on-disk compile cache),
+``executor`` (compile/execute/handles), ``models`` (single-op model files, static load).
+"""
+
+from npuemu.host.core import memory as _memory
+from npuemu.host.ops import cache as _cache
+
+if _cache.usage_component not in _memory.USAGE_COMPONENTS:
+    _memory.USAGE_COMPONENTS.append(_cache.usage_component)

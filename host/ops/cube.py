@@ -1,0 +1,163 @@
+"""Cube ops (AI Core): MatMul, BatchMatMul, Conv2D.
+
+MatMul tiles rows of M (its linear dim); BatchMatMul tiles the batch axis (rows of M when
+the output is 2-D); Conv2D tiles the batch N. Conv2D takes the filter as ``(Cout, Cin/groups,
+kh, kw)``; ``strides``/``dilations`` are 4 values in the data format's order, ``pads`` are
+``[top, bottom, left, right]``; x may be NCHW or NHWC (``data_format`` attribute or the
+descriptor's format). Results are computed in the inputs' dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from npuemu.host.ops import types as T
+from npuemu.host.ops.registry import FLOATS, NUMERIC, Body, OpDef, Spec, bad, broadcast, register
+
+
+def _mm_dims(a: tuple, b: tuple, ta: bool, tb: bool) -> tuple[int, int, int]:
+    m, k = (a[-1], a[-2]) if ta else (a[-2], a[-1])
+    k2, n = (b[-1], b[-2]) if tb else (b[-2], b[-1])
+    if k != k2:
+        raise bad(f"inner dims differ: {a} x {b} (transpose {ta}, {tb})")
+    return m, k, n
+
+
+def _matmul_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> list[Spec]:
+    a, b = ins[0], ins[1]
+    if len(a.shape) != 2 or len(b.shape) != 2 or a.dtype != b.dtype:
+        raise bad(f"MatMul takes two 2-D tensors of one dtype, got {a.shape} {b.shape}")
+    m, _k, n = _mm_dims(a.shape, b.shape, bool(attrs["transpose_x1"]),
+                        bool(attrs["transpose_x2"]))
+    if len(ins) > 2 and ins[2].shape not in ((n,), (1, n), ()):
+        raise bad(f"MatMul bias shape {ins[2].shape} is not ({n},)")
+    return [Spec(a.dtype, (m, n), a.format)]
+
+
+def _matmul_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
+    prep = (f"a = x0.T if {bool(attrs['transpose_x1'])} else x0\n"
+            f"b = x1.T if {bool(attrs['transpose_x2'])} else x1\n")
+    tile = "np.matmul(a[s], b, out=y0[s])\n"
+    if len(ins) > 2:
+        tile += "y0[s] += x2.reshape(-1)\n"
+    return Body(tile, prep)
+
+
+def _matmul_linear(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> list:
+    return [(0, 1 if attrs["transpose_x1"] else 0), (len(ins), 0)]
+
+
+register(OpDef("MatMul", "aicore", ("x1", "x2", "bias"), ("y",), NUMERIC, _matmul_infer,
+               _matmul_source, attrs={"transpose_x1": False, "transpose_x2": False},
+               optional=1, linear=_matmul_linear))
+
+
+def _bmm_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> list[Spec]:
+    a, b = ins
+    if len(a.shape) < 2 or len(b.shape) < 2 or a.dtype != b.dtype:
+        raise bad(f"BatchMatMul takes tensors of rank >= 2 of one dtype: {a.shape} {b.shape}")
+    m, _k, n = _mm_dims(a.shape, b.shape, bool(attrs["adj_x1"]), bool(attrs["adj_x2"]))
+    return [Spec(a.dtype, (*broadcast([a.shape[:-2], b.shape[:-2]]), m, n), a.format)]
+
+
+def _bmm_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
+    prep = (f"a = np.swapaxes(x0, -1, -2) if {bool(attrs['adj_x1'])} else x0\n"
+            f"b = np.swapaxes(x1, -1, -2) if {bool(attrs['adj_x2'])} else x1\n"
+            "if y0.ndim > 2:\n"
+            "    a = np.broadcast_to(a, y0.shape[:-2] + a.shape[-2:])\n"
+            "    b = np.broadcast_to(b, y0.shape[:-2] + b.shape[-2:])\n"
+            "    b_of = lambda s: b[s]\n"
+            "else:\n"
+            "    b_of = lambda s: b\n")
+    return Body("np.matmul(a[s], b_of(s), out=y0[s])", prep)
+
+
+def _bmm_linear(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> list:
+    out = outs[0].shape
+    if len(out) == 2:
+        return [(0, 1 if attrs["adj_x1"] else 0), (len(ins), 0)]
+    pairs = [(len(ins), 0)]
+    pairs += [(i, 0) for i in (0, 1) if len(ins[i].shape) == len(out)
+              and ins[i].shape[0] == out[0] and out[0] != 1]
+    return pairs if len(pairs) == 3 else []
+
+
+register(OpDef("BatchMatMul", "aicore", ("x1", "x2"), ("y",), NUMERIC, _bmm_infer, _bmm_source,
+               attrs={"adj_x1": False, "adj_x2": False}, linear=_bmm_linear))
+
+_CONV = '''
+def _conv(x, w, sh, sw, dh, dw, pads, groups):
+    x = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[1]), (pads[2], pads[3])))
+    kh, kw = w.shape[2], w.shape[3]
+    v = np.lib.stride_tricks.sliding_window_view(
+        x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
+    cin, cout = w.shape[1], w.shape[0] // groups
+    parts = [np.einsum("nchwij,ocij->nohw", v[:, g * cin:(g + 1) * cin],
+                       w[g * cout:(g + 1) * cout]) for g in range(groups)]
+    return np.concatenate(parts, axis=1)
+'''
+
+
+def _layout(spec: Spec, attrs: dict[str, Any]) -> str:
+    fmt = attrs.get("data_format")
+    if fmt is None:
+        fmt = "NHWC" if spec.format == T.ACL_FORMAT_NHWC else "NCHW"
+    if fmt not in ("NCHW", "NHWC"):
+        raise bad(f"data_format {fmt!r}", T.ACL_ERROR_FORMAT_NOT_MATCH)
+    return str(fmt)
+
+
+def _hw(values: object, layout: str, what: str) -> tuple[int, int]:
+    v = list(values)  # type: ignore[call-overload]
+    if len(v) == 2:
+        return int(v[0]), int(v[1])
+    if len(v) != 4:
+        raise bad(f"{what} needs 4 values, got {v}")
+    return (int(v[2]), int(v[3])) if layout == "NCHW" else (int(v[1]), int(v[2]))
+
+
+def _conv_params(ins: list[Spec], attrs: dict[str, Any]):
+    layout = _layout(ins[0], attrs)
+    sh, sw = _hw(attrs["strides"], layout, "strides")
+    dh, dw = _hw(attrs["dilations"], layout, "dilations")
+    pads = [int(p) for p in attrs["pads"]]
+    if len(pads) != 4 or min(sh, sw, dh, dw) < 1 or min(pads) < 0:
+        raise bad(f"Conv2D strides/dilations/pads {attrs['strides']} {attrs['dilations']} "
+                  f"{attrs['pads']}")
+    return layout, sh, sw, dh, dw, pads, int(attrs["groups"])
+
+
+def _conv_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> list[Spec]:
+    x, w = ins[0], ins[1]
+    if len(x.shape) != 4 or len(w.shape) != 4 or x.dtype != w.dtype:
+        raise bad(f"Conv2D takes 4-D x and filter of one dtype: {x.shape} {w.shape}")
+    layout, sh, sw, dh, dw, pads, groups = _conv_params(ins, attrs)
+    n, c, h, wd = x.shape if layout == "NCHW" else (x.shape[0], x.shape[3], *x.shape[1:3])
+    cout, cin, kh, kw = w.shape
+    if groups < 1 or c != cin * groups or cout % groups:
+        raise bad(f"Conv2D channels: x has {c}, filter {w.shape}, groups {groups}")
+    ho = (h + pads[0] + pads[1] - (kh - 1) * dh - 1) // sh + 1
+    wo = (wd + pads[2] + pads[3] - (kw - 1) * dw - 1) // sw + 1
+    if ho < 1 or wo < 1:
+        raise bad("Conv2D output would be empty")
+    shape = (n, cout, ho, wo) if layout == "NCHW" else (n, ho, wo, cout)
+    return [Spec(x.dtype, shape, x.format)]
+
+
+def _conv_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
+    layout, sh, sw, dh, dw, pads, groups = _conv_params(ins, attrs)
+    nhwc = layout == "NHWC"
+    xin = "x0[s].transpose(0, 3, 1, 2)" if nhwc else "x0[s]"
+    res = f"_conv({xin}, x1, {sh}, {sw}, {dh}, {dw}, {pads}, {groups})"
+    tile = f"r_ = {res}\n"
+    if len(ins) > 2:
+        tile += "r_ = r_ + x2.reshape(1, -1, 1, 1)\n"
+    tile += f"y0[s] = r_.transpose(0, 2, 3, 1) if {nhwc} else r_\n"
+    return Body(tile, helpers=_CONV)
+
+
+register(OpDef("Conv2D", "aicore", ("x", "filter", "bias"), ("y",), FLOATS, _conv_infer,
+               _conv_source, attrs={"strides": [1, 1, 1, 1], "pads": [0, 0, 0, 0],
+                                    "dilations": [1, 1, 1, 1], "groups": 1,
+                                    "data_format": None},
+               optional=1, linear=lambda i, o, a: [(0, 0), (len(i), 0)]))
