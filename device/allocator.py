@@ -254,6 +254,17 @@ class Allocator:
     def __len__(self) -> int:
         return len(self._live)
 
+    @property
+    def largest_free(self) -> int:
+        """Size of the largest free block (O(1))."""
+        keys = self._free_keys
+        return keys[-1] >> self._shift if keys else 0
+
+    @property
+    def free_block_count(self) -> int:
+        """Number of free blocks (O(1))."""
+        return len(self._free_start)
+
     def __repr__(self) -> str:
         return (
             f"Allocator(capacity={self._capacity}, used={self._used}, "
@@ -376,6 +387,12 @@ class Allocator:
         free_end[end] = start
         insort(keys, ((end - start) << shift) | start)
         return span, tag
+
+    def retag(self, offset: int, tag: object) -> int:
+        """Give the live block at ``offset`` a new tag (same class); returns its span."""
+        span, _old, cls = self._live[offset]
+        self._live[offset] = (span, tag, cls)
+        return span
 
     # -- queries ------------------------------------------------------------------------
 

@@ -81,6 +81,29 @@ def _memset(worker: Worker, client: Client, ptr: int, value: int, count: int) ->
     return ()
 
 
+def _mem_pools(worker: Worker, client: Client) -> tuple:
+    return ([[pool.as_row() for pool in arena] for arena in worker.memory.pools()],)
+
+
+def _ipc_export(worker: Worker, client: Client, ptr: int) -> tuple:
+    return (worker.memory.export(client.slot, _int(ptr)),)
+
+
+def _ipc_set_pid(worker: Worker, client: Client, key: int, pid: int) -> tuple:
+    worker.memory.allow_pid(client.slot, _int(key), _int(pid))
+    return ()
+
+
+def _ipc_import(worker: Worker, client: Client, key: int) -> tuple:
+    pid = worker.client_pid(client.slot)
+    return worker.memory.import_block(client.slot, pid, _int(key))
+
+
+def _ipc_close(worker: Worker, client: Client, ptr: int) -> tuple:
+    worker.memory.close_import(client.slot, _int(ptr))
+    return ()
+
+
 def _snapshot(worker: Worker, client: Client) -> tuple:
     return (worker.memory.snapshot(),)
 
@@ -185,6 +208,8 @@ HANDLERS: dict[int, Callable[..., tuple]] = {
     Op.UNPIN: _unpin, Op.BINARY_LOAD: _binary_load, Op.BINARY_UNLOAD: _binary_unload,
     Op.CALLBACK_DONE: _callback_done, Op.INJECT: _inject, Op.SET_TIMEOUT: _set_timeout,
     **opbin.HANDLERS,
+    Op.MEM_POOLS: _mem_pools, Op.IPC_EXPORT: _ipc_export, Op.IPC_SET_PID: _ipc_set_pid,
+    Op.IPC_IMPORT: _ipc_import, Op.IPC_CLOSE: _ipc_close,
 }
 _ARITY = {op: len(inspect.signature(fn).parameters) - 2 for op, fn in HANDLERS.items()}
 

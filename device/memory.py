@@ -26,6 +26,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from npuemu.device.allocator import HUGE1G_PAGE, HUGE_PAGE, Allocator, PageClass, plan
+from npuemu.device.ipc import ORPHAN, Shares
+from npuemu.device.pools import NormalChunks, PoolStats, pool_stats
 from npuemu.shared import address, errors, shm
 from npuemu.shared.config import PROFILES
 from npuemu.shared.enums import MemAttr, MemMallocModifier
@@ -55,6 +57,7 @@ class Arena:
         self.seg = seg
         self.kind = kind
         self.alloc = Allocator(seg.size, classify=_page_class)
+        self.normal = NormalChunks()  # the normal-page pool's 2 MiB chunks (pools.py)
         self._committed = bytearray(-(-seg.size // COMMIT_CHUNK))
         self.committed_bytes = 0
         self.reserved = FIRMWARE_RESERVED_HBM.get(seg.size, 0) if kind == address.HBM else 0
@@ -109,14 +112,19 @@ class DeviceMemory:
 
     ``on_change(client, arena, tag, delta_bytes)`` is called after every malloc (positive
     delta) and free (negative) so the worker can update its published counters in O(1).
+    ``on_pool(arena, delta_bytes)`` (optional) is called when the normal-page pool of an
+    arena grows or shrinks by whole 2 MiB chunks (the worker logs it at DEBUG).
     """
 
     def __init__(self, dev: int, arenas: list[Arena],
-                 on_change: Callable[[int, int, Tag, int], None]) -> None:
+                 on_change: Callable[[int, int, Tag, int], None],
+                 on_pool: Callable[[Arena, int], None] | None = None) -> None:
         self.dev = dev
         self.arenas = arenas
         self.on_change = on_change
+        self.on_pool = on_pool
         self.lock = threading.Lock()
+        self.shares = Shares()  # IPC export keys and importers (ipc.py)
 
     # aclrtMalloc / aclrtFree ---------------------------------------------------------------
     def malloc(self, client: int, size: int, policy: int) -> tuple[int, int, int]:
@@ -153,6 +161,10 @@ class DeviceMemory:
             code = errors.ACL_ERROR_RT_MEMORY_ALLOCATION
             why = "host shared memory (/dev/shm) is full" if err.errno == errno.ENOSPC else err
             raise errors.error_for(code, f"device {self.dev}: {why}") from err
+        if tag.page_class is _N:
+            grown = arena.normal.add(offset, span)
+            if grown and self.on_pool is not None:
+                self.on_pool(arena, grown)
         self.on_change(tag.client, arena.kind, tag, span)
         return address.encode(self.dev, arena.kind, offset), span, int(tag.page_class)
 
@@ -168,14 +180,85 @@ class DeviceMemory:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"0x{ptr:x} is not the start of a live allocation of this "
                                    "process")
+        block = (arena.kind, offset)
+        self.shares.unexport(block)
+        if block in self.shares.importers:  # still imported: an orphan until they close
+            span = arena.alloc.retag(offset, Tag(ORPHAN, tag.page_class, tag.p2p))
+            self.on_change(client, arena.kind, tag, -span)
+            return span
+        return self._release(arena, offset, client)
+
+    def _release(self, arena: Arena, offset: int, client: int) -> int:
         span, tag = arena.alloc.free(offset)
-        self.on_change(client, arena.kind, tag, -span)
+        if tag.page_class is _N:
+            shrunk = arena.normal.remove(offset, span)
+            if shrunk and self.on_pool is not None:
+                self.on_pool(arena, shrunk)
+        if client != ORPHAN:
+            self.on_change(client, arena.kind, tag, -span)
         return span
 
+    # IPC shareable handles (ipc.py) ----------------------------------------------------------
+    def export(self, client: int, ptr: int) -> int:
+        """Share key of the live block of ``client`` starting at ``ptr`` (107000 otherwise)."""
+        with self.lock:
+            arena, offset = self._arena_of(ptr)
+            tag = arena.alloc.tag_at(offset)
+            if tag is None or tag.client != client:
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"0x{ptr:x} is not the start of a live allocation of "
+                                       "this process")
+            return self.shares.export(client, (arena.kind, offset))
+
+    def allow_pid(self, client: int, key: int, pid: int) -> None:
+        """Let host ``pid`` import ``key`` (only its exporter may; 107000 otherwise)."""
+        with self.lock:
+            exp = self.shares.exports.get(key)
+            if exp is None or exp.owner != client:
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"share key {key:#x} is not an export of this process")
+            exp.pids.add(pid)
+
+    def import_block(self, client: int, pid: int, key: int) -> tuple[int, int]:
+        """``(ptr, span)`` of the block behind ``key`` for ``client`` (host ``pid``); 107000
+        for an unknown key and when the pid was not allowed (UNVERIFIED code)."""
+        with self.lock:
+            exp = self.shares.exports.get(key)
+            if exp is None:
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"share key {key:#x} is not exported on device {self.dev}")
+            if pid not in exp.pids and client != exp.owner:
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"pid {pid} was not allowed to import {key:#x}")
+            kind, offset = exp.block
+            found = self.arenas[kind].alloc.find(offset)
+            assert found is not None and found[0] == offset
+            self.shares.add_importer(client, exp.block)
+            return address.encode(self.dev, kind, offset), found[1]
+
+    def close_import(self, client: int, ptr: int) -> None:
+        """``client`` no longer uses the imported block at ``ptr`` (107000 if it did not)."""
+        with self.lock:
+            arena, offset = self._arena_of(ptr)
+            block = (arena.kind, offset)
+            if not self.shares.imported(client, block):
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"0x{ptr:x} is not imported by this process")
+            self._drop_import(client, arena, offset)
+
+    def _drop_import(self, client: int, arena: Arena, offset: int) -> None:
+        if self.shares.drop_importer(client, (arena.kind, offset)):
+            tag = arena.alloc.tag_at(offset)
+            if tag is not None and tag.client == ORPHAN:  # the last user of an orphan
+                self._release(arena, offset, ORPHAN)
+
     def reclaim(self, client: int) -> int:
-        """Free every block of ``client`` (its host died or detached); returns bytes freed."""
+        """Free every block of ``client`` (its host died or detached) and drop its imports;
+        returns bytes freed (or orphaned while others still import them)."""
         freed = 0
         with self.lock:
+            for kind, offset in self.shares.blocks_imported_by(client):
+                self._drop_import(client, self.arenas[kind], offset)
             for arena in self.arenas:
                 for start, _span, tag in arena.alloc.snapshot():
                     if tag.client == client:
@@ -192,7 +275,8 @@ class DeviceMemory:
         arena, offset = self._arena_of(ptr)
         with self.lock:
             found = arena.alloc.find(offset)
-        if found is None or found[2].client != client:
+        if found is None or (found[2].client != client and not (
+                self.shares.importers and self.shares.imported(client, (arena.kind, found[0])))):
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"0x{ptr:x} is not in a live allocation of this process")
         start, span, _tag = found
@@ -223,6 +307,11 @@ class DeviceMemory:
         with self.lock:
             free = arena.free_at_granularity(_GRANULE[page_class]) - arena.reserved
             return max(free, 0), arena.seg.size
+
+    def pools(self) -> list[list[PoolStats]]:
+        """Page pools of each arena (HBM first), see ``pools.py``. O(live + free blocks)."""
+        with self.lock:
+            return [pool_stats(a.alloc, a.normal) for a in self.arenas]
 
     def snapshot(self) -> list[tuple[int, int, int, int]]:
         """Live blocks as ``(ptr, span, page class, client)``."""

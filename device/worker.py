@@ -178,7 +178,7 @@ class Worker:
         for kind, size in ((address.HBM, hbm), (address.DDR, ddr)):
             seg_name = shm.name(node, f"d{dev}", address.ARENA_NAMES[kind])
             arenas.append(Arena(shm.Segment(seg_name, size, create=True), kind))
-        self.memory = DeviceMemory(dev, arenas, self._account)
+        self.memory = DeviceMemory(dev, arenas, self._account, self._pool_changed)
         self.log_seg = _open_log(node, dev)
         self.log_ring = logring.LogRing(self.log_seg.buf)
         self._init_log_levels()
@@ -204,6 +204,7 @@ class Worker:
         ctl[_C.PID] = me.pid
         ctl[_C.CTIME] = int(me.create_time() * 1e6)
         ctl[_C.HBM_TOTAL], ctl[_C.DDR_TOTAL] = hbm, ddr
+        ctl[_C.HBM_LARGEST_FREE], ctl[_C.HBM_FREE_BLOCKS] = hbm, 1 if hbm else 0
         ctl[_C.BOOT_NS] = self.boot_ns
         ctl[_C.HEARTBEAT] = time.monotonic_ns()
         ctl[_C.MAGIC] = layout.MAGIC_DEVICE
@@ -227,8 +228,26 @@ class Worker:
         if tag.p2p:
             ctl[_C.USED_P2P] += delta
         ctl[_C.LIVE_ALLOCS] += count
+        if arena == address.HBM:
+            heap = self.memory.arenas[arena].alloc
+            ctl[_C.HBM_FREE_BLOCKS] = heap.free_block_count
+            ctl[_C.HBM_LARGEST_FREE] = heap.largest_free
+
+    def _pool_changed(self, arena: Arena, delta: int) -> None:
+        """The normal-page pool of ``arena`` grew or shrank by ``delta`` bytes."""
+        if arena.kind == address.HBM:
+            self.ctl[_C.HBM_NORMAL_POOL] = arena.normal.reserved
+        if self.debug:
+            verb = "grows" if delta > 0 else "shrinks"
+            self.log("DEBUG", f"{address.ARENA_NAMES[arena.kind]} normal-page pool {verb} by "
+                              f"{abs(delta) >> 20} MiB to {arena.normal.reserved >> 20} MiB",
+                     module="DEVMM")
 
     # client slots --------------------------------------------------------------------------
+    def client_pid(self, slot: int) -> int:
+        """Host pid of the client in ``slot`` (IPC imports check it)."""
+        return self._slot(slot, CLIENT_ENTRY.PID)
+
     def _slot(self, slot: int, field: int) -> int:
         return self.ctl[CTL_CLIENTS + slot * CLIENT_ENTRY.words + field]
 

@@ -42,13 +42,23 @@ if TYPE_CHECKING:
         Stream,
         current_device,
         device_count,
+        empty_cache,
+        leak_report,
         load_kernels,
+        memory_allocated,
+        memory_reserved,
+        memory_snapshot,
+        memory_stats,
+        pool_stats,
+        reset_peak_memory_stats,
         retained_devices,
     )
 
 _LAZY = frozenset({"Device", "DeviceArray", "DeviceBuffer", "Event", "Kernel", "MemInfo",
                    "Stream", "current_device", "device_count", "load_kernels",
-                   "retained_devices"})
+                   "retained_devices", "empty_cache", "leak_report", "memory_allocated",
+                   "memory_reserved", "memory_snapshot", "memory_stats", "pool_stats",
+                   "reset_peak_memory_stats"})
 
 __all__ = [
     "AclError",
@@ -70,7 +80,15 @@ __all__ = [
     "SyncTimeoutError",
     "current_device",
     "device_count",
+    "empty_cache",
+    "leak_report",
     "load_kernels",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_snapshot",
+    "memory_stats",
+    "pool_stats",
+    "reset_peak_memory_stats",
     "retained_devices",
 ]
 

@@ -90,6 +90,8 @@ VARIABLES: dict[str, str] = {
     "NPUEMU_TRACK_ALLOC": "1: record the Python stack of every malloc for leak reports",
     "NPUEMU_HCCL_ALGO": "mesh|ring: the algorithm of in-node collectives (default mesh)",
     "NPUEMU_TRACE_RECORDS": "slots of each card's trace ring for profiling (default 131072)",
+    "NPUEMU_CACHING_ALLOCATOR": "1: acl.rt.malloc/free use the host caching allocator "
+                                "(read when acl is imported; default 0)",
     "ASCEND_RT_VISIBLE_DEVICES": "visible cards, ascending ids (reference rules)",
     "ASCEND_GLOBAL_LOG_LEVEL": "0..4, other values ignored (default 3)",
     "ASCEND_MODULE_LOG_LEVEL": "MOD=lvl:MOD=lvl; one bad token voids it",

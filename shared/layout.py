@@ -112,7 +112,11 @@ DEVICE_CTL = Layout("DEVICE_CTL", [
     Field("ctime", 1, "worker create time, us since epoch"),
     Field("heartbeat", 1, "monotonic ns of the worker's last loop pass"),
     Field("sleeping", 1, "1 while the worker is (about to be) blocked on its doorbell"),
-    _pad("_pad0", 7),
+    Field("hbm_free_blocks", 1, "free blocks of the HBM heap (after every malloc/free)"),
+    Field("hbm_largest_free", 1, "largest free HBM block; 1 - it / free = fragmentation"),
+    Field("hbm_normal_pool", 1, "HBM bytes of the normal-page pool (2 MiB chunks holding "
+          "normal-page blocks; the rest is the huge-page pool, device/pools.py)"),
+    _pad("_pad0", 4),
     Field("hbm_total", 1, "HBM arena bytes"),
     Field("hbm_used", 1, "HBM bytes in live allocations (spans)"),
     Field("hbm_peak", 1, "HBM high-water mark"),

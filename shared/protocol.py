@@ -30,6 +30,11 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | SET_TIMEOUT | task execution timeout in us  |                         | (no reply) ``aclrtSetOpExecuteTimeOut*``, per client; 0 = default |
 | OP_LOAD     | code bytes, name              | bin id, ptr, span, kernels | op binary into HBM (``device/opbin.py``) |
 | OP_UNLOAD   | bin id, ptr                   |                         | frees its HBM     |
+| MEM_POOLS   |                               | per arena (HBM, DDR): [[name, reserved, used, free, largest free, fragmentation ppm], ...] | page pools (``device/pools.py``) |
+| IPC_EXPORT  | ptr (start of a live block)   | share key               | ``device/ipc.py`` |
+| IPC_SET_PID | share key, host pid           |                         | exporter only     |
+| IPC_IMPORT  | share key                     | ptr, span               | pid must be allowed |
+| IPC_CLOSE   | ptr                           |                         | importer done     |
 
 Stream tasks are fire-and-forget frames ``[op, submit, stream slot, task seq, args...]``;
 ``submit`` is 0, or the host's submit time (``time.monotonic_ns()``) when the host profiles:
@@ -87,6 +92,12 @@ class Op(enum.IntEnum):
     # op kernel binaries (device/opbin.py)
     OP_LOAD = 19
     OP_UNLOAD = 20
+    # memory in depth (issue 12)
+    MEM_POOLS = 21
+    IPC_EXPORT = 22
+    IPC_SET_PID = 23
+    IPC_IMPORT = 24
+    IPC_CLOSE = 25
     # stream tasks
     COPY_ASYNC = 32
     MEMSET_ASYNC = 33

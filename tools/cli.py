@@ -171,7 +171,8 @@ _DELEGATED = {"inject": "inject a hardware fault into a card of a running node",
               "atc": "ATC: ONNX models (--model) or single-op descriptions (--singleop) "
                      "into .om files",
               "hccl-test": "hccl_test: collective benchmarks (all_reduce, ...) on the cards",
-              "msprof": "msprof: profile a program, export, analyze and plot its timeline"}
+              "msprof": "msprof: profile a program, export, analyze and plot its timeline",
+              "memory": "device memory of a running node: snapshot (torch's format), pools"}
 """Subcommands handled by ``npuemu.tools.<name>.main(argv) -> int`` (their own parsers)."""
 
 

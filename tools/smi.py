@@ -73,6 +73,7 @@ import psutil
 
 from npuemu.shared import errors, layout, logring, shm
 from npuemu.shared.layout import DEVICE_CTL, POISON_ENTRY, DeviceState
+from npuemu.tools.status import hbm_pools
 
 _C = DEVICE_CTL
 MiB = 1 << 20
@@ -360,7 +361,19 @@ def render_memory(view: NodeView, card: Card) -> str:
                ("DDR Clock Speed(MHz)", 3200), ("HBM Capacity(MB)", mb(card.hbm_total)),
                ("HBM Clock Speed(MHz)", 1600), ("HBM Temperature(C)",
                                   temp_c(npu_util(card)) + HBM_OVER_C if card.running else "NA"),
-               ("HBM Manufacturer ID", "0x5")])
+               ("HBM Manufacturer ID", "0x5"), *_pool_rows(card)])
+
+
+def _pool_rows(card: Card) -> list[tuple[str, object]]:
+    """Page pools of the HBM heap (npuemu's own rows; npu-smi has none)."""
+    if not card.running:
+        return []
+    p = hbm_pools(card.ctl)  # type: ignore[arg-type]
+    return [("HBM Normal Page Pool(MB)", mb(p["normal_pool"])),
+            ("HBM Huge Page Pool(MB)", mb(p["huge_pool"])),
+            ("HBM Free(MB)", mb(p["free"])), ("HBM Free Blocks", p["free_blocks"]),
+            ("HBM Largest Free Block(MB)", mb(p["largest_free"])),
+            ("HBM Fragmentation(%)", f"{p['fragmentation'] * 100:.1f}")]
 
 
 # ------------------------------------------------------------------------------- commands

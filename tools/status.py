@@ -128,6 +128,7 @@ def _read_device(name: str, dev: int, entry: list[int], reg: list[int], alive: b
                 hbm_used=ctl[DEVICE_CTL.HBM_USED], hbm_peak=ctl[DEVICE_CTL.HBM_PEAK],
                 ddr_used=ctl[DEVICE_CTL.DDR_USED], live_allocs=ctl[DEVICE_CTL.LIVE_ALLOCS],
                 committed=ctl[DEVICE_CTL.COMMITTED], requests=ctl[DEVICE_CTL.REQUESTS])
+    info["hbm_pools"] = hbm_pools(ctl)
     for peer in range(reg[REGISTRY.DEVICES]):
         base = layout.CTL_LINKS + peer * LINK_ENTRY.words
         counters = ctl[base : base + LINK_ENTRY.words]
@@ -143,6 +144,19 @@ def _read_device(name: str, dev: int, entry: list[int], reg: list[int], alive: b
                                   "used": ctl[base + CLIENT_ENTRY.USED],
                                   "allocs": ctl[base + CLIENT_ENTRY.ALLOCS]})
     return info
+
+
+def hbm_pools(ctl: list[int]) -> dict:
+    """The HBM heap's pool figures published in the control block (``device/pools.py``):
+    free bytes, free blocks, largest free block, external fragmentation
+    (1 - largest / free) and the normal-page pool's size (the rest is the huge-page pool)."""
+    free = ctl[DEVICE_CTL.HBM_TOTAL] - ctl[DEVICE_CTL.HBM_USED]
+    largest = ctl[DEVICE_CTL.HBM_LARGEST_FREE]
+    return {"free": free, "free_blocks": ctl[DEVICE_CTL.HBM_FREE_BLOCKS],
+            "largest_free": largest,
+            "fragmentation": round(1 - largest / free, 4) if free > 0 else 0.0,
+            "normal_pool": ctl[DEVICE_CTL.HBM_NORMAL_POOL],
+            "huge_pool": ctl[DEVICE_CTL.HBM_TOTAL] - ctl[DEVICE_CTL.HBM_NORMAL_POOL]}
 
 
 def fmt_bytes(n: int | None) -> str:
@@ -167,6 +181,14 @@ def render(node: dict) -> str:
     lines.append("topology: HCCS groups " + "  ".join(
         "{" + ",".join(map(str, ids)) + "}" for ids in groups.values())
         + " (peers within a group; SYS between groups)")
+    for d in node["devices"]:
+        if d.get("hbm_pools"):
+            p = d["hbm_pools"]
+            lines.append(f"HBM {d['id']}: normal-page pool {fmt_bytes(p['normal_pool'])}, "
+                         f"huge-page pool {fmt_bytes(p['huge_pool'])}; free "
+                         f"{fmt_bytes(p['free'])} in {p['free_blocks']} blocks, largest "
+                         f"{fmt_bytes(p['largest_free'])}, fragmentation "
+                         f"{p['fragmentation']:.1%}")
     for d in node["devices"]:
         for link in d["links"]:
             lines.append(f"P2P {d['id']} -> {link['peer']}: {fmt_bytes(link['tx_bytes'])} in "

@@ -9,7 +9,18 @@ from collections.abc import Callable
 from typing import Any
 
 from npuemu.host.acl._wrap import last_error, no_args, ret_only, with_result
-from npuemu.host.core import callbacks, device, kernel, memory, p2p, stream
+from npuemu.host.core import (
+    caching,
+    callbacks,
+    device,
+    ipc,
+    kernel,
+    memory,
+    mempool,
+    p2p,
+    stream,
+    vmm,
+)
 from npuemu.shared.enums import EventStatus, RunMode, StreamStatus
 
 # device and context ---------------------------------------------------------------------------
@@ -42,8 +53,10 @@ def get_soc_name() -> str | None:
 
 
 # memory ---------------------------------------------------------------------------------------
-malloc = with_result(0)(memory.malloc)
-free = ret_only(memory.free)
+# NPUEMU_CACHING_ALLOCATOR=1: malloc/free through the host caching allocator (issue 12)
+_CACHED = caching.acl_enabled()
+malloc = with_result(0)(caching.acl_malloc if _CACHED else memory.malloc)
+free = ret_only(caching.acl_free if _CACHED else memory.free)
 malloc_host = with_result(0)(memory.malloc_host)
 free_host = ret_only(memory.free_host)
 memcpy = ret_only(memory.memcpy)
@@ -163,3 +176,30 @@ device_enable_peer_access = ret_only(p2p.enable_peer_access)
 device_disable_peer_access = ret_only(p2p.disable_peer_access)
 device_peer_access_status = with_result(0)(p2p.peer_access_status)
 get_devices_topo = with_result(0)(p2p.devices_topo)
+
+
+# memory in depth (issue 12): stream-ordered pools (aclrtMemPool*, host/core/mempool.py) and
+# virtual memory (host/core/vmm.py); copies and fills also take virtual addresses ---------------
+mem_pool_create = with_result(0)(_handle(mempool.create))
+mem_pool_destroy = ret_only(mempool.destroy)
+mem_pool_malloc_async = with_result(0)(mempool.malloc_async)
+mem_pool_free_async = ret_only(mempool.free_async)
+mem_pool_trim_to = ret_only(mempool.trim_to)
+mem_pool_set_attr = ret_only(mempool.set_attr)
+mem_pool_get_attr = with_result(0)(mempool.get_attr)
+reserve_mem_address = with_result(0)(vmm.reserve_mem_address)
+release_mem_address = ret_only(vmm.release_mem_address)
+malloc_physical = with_result(0)(_handle(vmm.malloc_physical))
+free_physical = ret_only(vmm.free_physical)
+map_mem = ret_only(vmm.map_mem)
+unmap_mem = ret_only(vmm.unmap_mem)
+mem_get_allocation_granularity = with_result(0)(vmm.granularity)
+mem_set_access = ret_only(vmm.set_access)
+mem_get_access = with_result(0)(vmm.get_access)
+mem_export_to_shareable_handle = with_result(0)(ipc.export)
+mem_set_pid_to_shareable_handle = ret_only(ipc.set_pids)
+mem_import_from_shareable_handle = with_result(0)(_handle(ipc.import_handle))
+memcpy = ret_only(vmm.memcpy)
+memset = ret_only(vmm.memset)
+memcpy_async = ret_only(vmm.memcpy_async)
+memset_async = ret_only(vmm.memset_async)

@@ -37,8 +37,10 @@ Threading model
 
 Blocking
     All copies here are synchronous (``aclrtMemcpy``/``aclrtMemset``): they return once the
-    bytes have moved. ``malloc`` is one round trip to the device worker (~10 us); ``free``
-    only queues the release (``aclrtFree`` does not wait).
+    bytes have moved. Buffers come from the host caching allocator (``host/core/caching.py``,
+    as torch_npu does): ``malloc`` is one round trip to the device worker (~10 us) unless a
+    cached block of its size class is ready (none then); ``free`` keeps the block cached
+    (it stays reserved on the card: ``memory_stats()``, ``empty_cache()`` gives it back).
 
 Forked children
     Objects inherited through ``fork`` are inert in the child: ``free`` and ``__del__`` do
@@ -57,7 +59,18 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from npuemu.host.api.memory import (  # issue 12: memory statistics, torch's names
+    empty_cache,
+    leak_report,
+    memory_allocated,
+    memory_reserved,
+    memory_snapshot,
+    memory_stats,
+    pool_stats,
+    reset_peak_memory_stats,
+)
 from npuemu.host.api.prof import Profile, profile
+from npuemu.host.core import caching as _caching
 from npuemu.host.core import callbacks as _callbacks  # noqa: F401  (starts report threads)
 from npuemu.host.core import device as _device
 from npuemu.host.core import kernel as _kernel
@@ -100,7 +113,15 @@ __all__ = [
     "SyncTimeoutError",
     "current_device",
     "device_count",
+    "empty_cache",
+    "leak_report",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_snapshot",
+    "memory_stats",
+    "pool_stats",
     "profile",
+    "reset_peak_memory_stats",
     "retained_devices",
 ]
 
@@ -336,11 +357,12 @@ class DeviceBuffer:
         self._alloc: Allocation | None = None
         self._freed = False
         self.device = device if isinstance(device, Device) else Device(device)
-        with self.device._current():
-            ptr = _memory.malloc(_index(nbytes), _index(policy))  # type: ignore[arg-type]
-            self._alloc = _runtime.get().allocations[ptr]
-        self.ptr: int = ptr
-        self.nbytes: int = self._alloc.size
+        with self.device._current():  # through the host caching allocator (issue 12)
+            cache = _caching.get()
+            self._block = cache.malloc(_index(nbytes), _index(policy))  # type: ignore[arg-type]
+            self._alloc = self._block.alloc
+        self.ptr: int = self._alloc.ptr
+        self.nbytes: int = self._block.requested
         self.policy: int = self._alloc.policy
 
     # lifetime ------------------------------------------------------------------------------
@@ -355,7 +377,8 @@ class DeviceBuffer:
         """Is our allocation still the live one at ``ptr`` (not released by a reset, and not
         reused by a later allocation at the same address)?"""
         alloc = self._alloc
-        return alloc is not None and _runtime.get().allocations.get(alloc.ptr) is alloc
+        return (alloc is not None and _runtime.get().allocations.get(alloc.ptr) is alloc
+                and _caching.get().lent(alloc.ptr) is self._block)
 
     def free(self) -> None:
         """``aclrtFree``: queue the release to the device (does not wait). Idempotent; a
@@ -373,7 +396,7 @@ class DeviceBuffer:
             if not owned:
                 return
             with suppress(DeviceLostError):
-                _memory.free(self._alloc.ptr)
+                _caching.get().free(self._alloc.ptr)
 
     def __enter__(self) -> DeviceBuffer:
         return self

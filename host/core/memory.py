@@ -27,7 +27,7 @@ import bisect
 import ctypes
 import traceback
 
-from npuemu.host.core import p2p, plog, runtime
+from npuemu.host.core import freebatch, p2p, plog, runtime
 from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Allocation, index
 from npuemu.host.driver.interface import Link
@@ -71,12 +71,29 @@ def _check_ptr(value: object) -> int:
 # aclrtMalloc / aclrtFree ---------------------------------------------------------------------
 def malloc(size: int, policy: int = 0) -> int:
     """Mirrors ``aclrtMalloc`` on the current device; one round trip to the worker (blocks
-    for ~10 us). Returns the device pointer. 100000 for size 0, 207001 when out of memory."""
-    size = _check_size(size, "size")
-    policy = _check_size(policy, "policy", allow_zero=True)
+    for ~10 us), none when a free of the same size and policy is still waiting
+    (``freebatch.py``). Returns the device pointer. 100000 for size 0, 207001 when out of
+    memory."""
+    if type(size) is not int or size <= 0:
+        size = _check_size(size, "size")
+    if type(policy) is not int or policy < 0:
+        policy = _check_size(policy, "policy", allow_zero=True)
     rt = runtime.get()
     link = rt.current_link()
-    ptr, span, page_class = link.call(Op.MALLOC, size, policy)
+    with rt.lock:  # a free of the same size still waiting (freebatch.py): no round trip
+        again = freebatch.take(link, size, policy)
+        if again is None:
+            freebatch.flush(link)  # this malloc may need the room they give back
+    if again is None:
+        ptr, span, page_class = link.call(Op.MALLOC, size, policy)
+    else:
+        try:
+            freebatch.check_alive(link)  # as the round trip would have found out
+        except errors.AclError:
+            with rt.lock:
+                freebatch.defer(again)  # not ours again; the card is gone anyway
+            raise
+        ptr, span, page_class = again.ptr, again.span, again.page_class
     # NPUEMU_TRACK_ALLOC=1: record the Python stack (for leak reports; ~20 us a malloc)
     stack = "".join(traceback.format_stack(limit=8)[:-1]) if rt.config.track_alloc else ""
     with rt.lock:
@@ -90,16 +107,31 @@ def malloc(size: int, policy: int = 0) -> int:
 
 def free(ptr: int) -> None:
     """Mirrors ``aclrtFree``. Does not wait: the free is queued to the worker in order with
-    this process's later requests. 107000 if ``ptr`` is not the start of a live block."""
+    this process's later requests (blocks up to 1 MiB: batched, ``freebatch.py``). 107000
+    if ``ptr`` is not the start of a live block."""
     rt = runtime.get()
     with rt.lock:
         alloc = rt.allocations.pop(ptr, None) if type(ptr) is int else None
         if alloc is None:
             raise _param(f"{ptr!r} is not a live device allocation of this process")
         del rt.starts[bisect.bisect_left(rt.starts, ptr)]
-    alloc.link.post(Op.FREE, ptr)
+        freebatch.check_alive(alloc.link)  # a lost or stopped card fails as a post would
+        deferred = freebatch.defer(alloc)  # posted with the next request that needs it
+    if not deferred:
+        alloc.link.post(Op.FREE, ptr)
     if plog.debug:
-        plog.log(logring.DEBUG, f"free ptr=0x{ptr:x} size={alloc.size}")
+        plog.log(logring.DEBUG, f"free ptr=0x{ptr:x}")
+
+
+def flush_frees(link: Link, only_if_waiting: bool = False) -> None:
+    """Post the card's batched frees (before a request whose answer depends on them, or a
+    kernel launch: its pointers are checked by the worker). ``only_if_waiting``: skip the
+    lock when nothing waits (a racing free of another thread is the program's race)."""
+    if only_if_waiting and not freebatch.waiting():
+        return
+    rt = runtime.get()
+    with rt.lock:
+        freebatch.flush(link)
 
 
 def leak_report() -> list[dict]:
@@ -122,6 +154,7 @@ def get_mem_usage_info(dev: int) -> list[dict]:
     device's per-client accounting), ``"total"``, and the parts features register in
     ``USAGE_COMPONENTS`` (included in their process's figure); names are our choice."""
     link = runtime.get().open_device(dev).link
+    flush_frees(link)
     link.call(Op.PING)  # frees queued before are counted
     mem = link.memory_usage()
     entries = [{"name": "total", "curMemSize": mem.hbm_used + mem.ddr_used,
@@ -304,7 +337,9 @@ def get_mem_info(attr: int) -> tuple[int, int]:
     """Mirrors ``aclrtGetMemInfo`` on the current device: ``(free, total)`` bytes. A round
     trip, so frees queued earlier are already counted."""
     attr = index(attr, errors.ACL_ERROR_INVALID_PARAM, "attr")
-    free_bytes, total = runtime.get().current_link().call(Op.MEM_INFO, attr)
+    link = runtime.get().current_link()
+    flush_frees(link)
+    free_bytes, total = link.call(Op.MEM_INFO, attr)
     return free_bytes, total
 
 

@@ -180,6 +180,8 @@ class Runtime:
         """Release everything this process has on the device (aclrtResetDevice at 0). Device
         memory still allocated then is reported as leaked in the host log."""
         with self.lock:
+            for hook in _close_hooks:  # e.g. the caching allocator drops its cached blocks
+                hook(od.link)
             for ptr in [p for p, a in self.allocations.items() if a.link is od.link]:
                 _report_leak(self.allocations.pop(ptr), od.logical)
             self.starts[:] = sorted(self.allocations)
@@ -293,6 +295,14 @@ def index(value: object, code: int, what: str) -> int:
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
+_close_hooks: list = []
+
+
+def on_close_device(hook: Any) -> None:
+    """Call ``hook(link)`` (under ``Runtime.lock``) when this process releases a device,
+    before its remaining allocations are reported as leaks (the caching allocator uses it)."""
+    _close_hooks.append(hook)
+
 
 
 def _mark_forked() -> None:

@@ -289,5 +289,8 @@ def test_requests_cross_the_seam_as_frames(fake_runtime):
     s = new_stream()
     ok(acl.rt.memset_async(malloc(64), 64, 7, 64, s))
     ops = [frame[0] for frame in link.requests]
-    assert ops[:2] == [Op.MALLOC, Op.FREE]
+    # the small free is batched (host/core/freebatch.py) until the next malloc that needs
+    # the device, and crosses before it
+    assert ops[0] == Op.MALLOC and ops.count(Op.FREE) == 1
+    assert ops.index(Op.FREE) == ops.index(Op.MALLOC, 1) - 1
     assert ops[-1] == Op.MEMSET_ASYNC and link.requests[-1][2] == 1  # task 1 of its stream

@@ -1,0 +1,350 @@
+"""Host-side caching allocator (what torch_npu and CuPy put above ``aclrtMalloc``).
+
+Blocks freed by the program stay mapped on the card and are handed out again without a
+round trip to the worker. Sizes are rounded up (512 B up to 1 MiB, 2 MiB above) and a cached
+block is reused only for the same rounded size and policy on the same card; no block is
+split or merged here (the device heap merges when ``empty_cache`` gives blocks back).
+
+Stream safety: a block freed while any stream of this process on its card still has
+pending tasks records those streams with their last task number; it is handed out again
+only once every one of them has passed that task (``Stream.done``). Until then a request of
+that size gets a fresh block. This is conservative (the emulator does not track which
+stream used a block, so it never hands out memory that a pending task on any stream may
+still use); torch_npu instead reuses at once on the allocating stream. It never blocks.
+
+When the card is full (207001), the cache of that card is emptied and the malloc retried
+once (``num_alloc_retries``); a second failure raises (``num_ooms``).
+
+Accounting (per card, bytes): ``allocated`` = rounded sizes lent to the program,
+``requested`` = the sizes it asked for, ``reserved`` = device spans held (lent + cached), so
+cached bytes show as reserved, not allocated, and ``aclrtGetMemInfo`` counts them as used
+(on hardware the runtime holds them too). ``stats()`` returns torch's key names.
+
+Used by the Pythonic face by default; the ``acl`` face only with
+``NPUEMU_CACHING_ALLOCATOR=1`` (``aclrtMalloc``/``aclrtFree`` must move ``aclrtGetMemInfo``
+at once, and real samples check that). Nothing here blocks except ``malloc`` on a cache
+miss (one round trip).
+
+Threading model: any thread may call in. ``CachingAllocator.lock`` guards the free lists,
+the lent table and the counters; the round trip of a miss runs outside it. The runtime's
+close hook (device reset) drops the card's cached blocks under the same lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import traceback
+from collections import defaultdict
+from dataclasses import dataclass
+
+from npuemu.host.core import memory, runtime
+from npuemu.host.core import stream as streams
+from npuemu.host.core.runtime import Allocation
+from npuemu.host.driver.interface import Link
+from npuemu.shared import errors
+
+__all__ = ["Block", "CachingAllocator", "get", "round_size"]
+
+SMALL_LIMIT = 1 << 20
+SMALL_ROUND = 512
+LARGE_ROUND = 2 << 20
+
+
+def round_size(size: int) -> int:
+    """The size class of a request (512 B steps up to 1 MiB, 2 MiB steps above)."""
+    if size <= SMALL_LIMIT:
+        return (size + SMALL_ROUND - 1) & -SMALL_ROUND
+    return (size + LARGE_ROUND - 1) & -LARGE_ROUND
+
+
+class Block:
+    """One device allocation owned by the cache: lent to the program or cached."""
+
+    __slots__ = ("alloc", "counters", "key", "ready", "requested", "rounded", "stack")
+
+    def __init__(self, alloc: Allocation, key: tuple) -> None:
+        self.alloc = alloc
+        self.key = key
+        self.rounded: int = key[1]
+        self.counters: Counters = Counters()  # replaced by its card's counters when lent
+        self.ready: tuple = ()  # ((stream, task seq), ...) that must be done before reuse
+        self.requested = 0
+        self.stack: object = ()  # traceback.StackSummary with NPUEMU_TRACK_ALLOC=1
+
+    @property
+    def ptr(self) -> int:
+        return self.alloc.ptr
+
+
+@dataclass(slots=True)
+class Counters:
+    """Per-card counters, named after torch's memory_stats keys."""
+
+    allocated: int = 0
+    allocated_peak: int = 0
+    requested: int = 0
+    requested_peak: int = 0
+    reserved: int = 0
+    reserved_peak: int = 0
+    active: int = 0  # blocks lent
+    active_peak: int = 0
+    segments: int = 0  # blocks held from the device (lent + cached)
+    segments_peak: int = 0
+    alloc_count: int = 0  # allocation requests served
+    free_count: int = 0
+    segment_alloc: int = 0  # device mallocs (misses)
+    segment_free: int = 0  # device frees (empty_cache)
+    hits: int = 0
+    allocated_total: int = 0  # bytes lent ever
+    freed_total: int = 0  # bytes given back ever
+    retries: int = 0
+    ooms: int = 0
+
+
+class CachingAllocator:
+    """Caches freed device blocks per card, size class and policy (module docstring)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._free: dict[tuple, list[Block]] = defaultdict(list)  # key -> cached blocks
+        self._lent: dict[int, Block] = {}
+        self._counters: dict[Link, Counters] = {}
+
+    # malloc / free -------------------------------------------------------------------------
+    def malloc(self, size: int, policy: int = 0) -> Block:
+        """A block of at least ``size`` bytes on the current device: from the cache when a
+        ready one is there (no round trip), else from ``aclrtMalloc``. Raises AclError."""
+        if type(size) is not int or size <= 0:
+            size = memory._check_size(size, "size")
+        rt = runtime.get()
+        link = rt.current_link()
+        rounded = (((size + SMALL_ROUND - 1) & -SMALL_ROUND) if size <= SMALL_LIMIT
+                   else ((size + LARGE_ROUND - 1) & -LARGE_ROUND))
+        key = (link, rounded, policy)
+        with self.lock:
+            blocks = self._free.get(key)
+            if blocks:
+                block = self._take(rt, blocks)
+                if block is not None:
+                    self._lend(block, size, True, rt)
+                    return block
+        block = Block(self._device_malloc(link, rounded, policy), key)
+        with self.lock:
+            c = self._counters_of(link)
+            c.segment_alloc += 1
+            c.segments += 1
+            c.segments_peak = max(c.segments_peak, c.segments)
+            c.reserved += block.alloc.span
+            c.reserved_peak = max(c.reserved_peak, c.reserved)
+            block.counters = c
+            self._lend(block, size, False, rt)
+        return block
+
+    def _take(self, rt: runtime.Runtime, blocks: list[Block]) -> Block | None:
+        allocations = rt.allocations
+        for i in range(len(blocks) - 1, -1, -1):
+            block = blocks[i]
+            alloc = block.alloc
+            if allocations.get(alloc.ptr) is not alloc:  # its device was reset
+                del blocks[i]
+                continue
+            ready = block.ready
+            if not ready or all(s.done(seq) or s.destroyed for s, seq in ready):
+                del blocks[i]
+                return block
+        return None
+
+    def _lend(self, block: Block, size: int, hit: bool, rt: runtime.Runtime) -> None:
+        c = block.counters
+        rounded = block.rounded
+        c.hits += hit
+        c.alloc_count += 1
+        block.requested = size
+        if rt.config.track_alloc:
+            block.stack = traceback.extract_stack(limit=16)[:-2]
+        self._lent[block.alloc.ptr] = block
+        allocated = c.allocated + rounded
+        c.allocated = allocated
+        c.allocated_total += rounded
+        if allocated > c.allocated_peak:
+            c.allocated_peak = allocated
+        requested = c.requested + size
+        c.requested = requested
+        if requested > c.requested_peak:
+            c.requested_peak = requested
+        active = c.active + 1
+        c.active = active
+        if active > c.active_peak:
+            c.active_peak = active
+
+    def _device_malloc(self, link: Link, rounded: int, policy: int) -> Allocation:
+        try:
+            ptr = memory.malloc(rounded, policy)
+        except errors.AclError as err:
+            if err.code != errors.ACL_ERROR_RT_MEMORY_ALLOCATION:
+                raise
+            with self.lock:
+                self._counters_of(link).retries += 1
+            self.empty_cache(link)
+            try:
+                ptr = memory.malloc(rounded, policy)
+            except errors.AclError as err2:
+                if err2.code == errors.ACL_ERROR_RT_MEMORY_ALLOCATION:
+                    with self.lock:
+                        self._counters_of(link).ooms += 1
+                raise
+        return runtime.get().allocations[ptr]
+
+    def free(self, ptr: int) -> None:
+        """Give a lent block back to the cache (no round trip). 107000 if ``ptr`` is not a
+        block this allocator lent."""
+        rt = runtime.get()
+        with self.lock:
+            block = self._lent.pop(ptr, None) if type(ptr) is int else None
+            if block is None:
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"{ptr!r} is not a live block of the caching allocator")
+            alloc = block.alloc
+            block.ready = _pending(rt, alloc.link)
+            c = block.counters
+            rounded = block.rounded
+            c.free_count += 1
+            c.allocated -= rounded
+            c.freed_total += rounded
+            c.requested -= block.requested
+            c.active -= 1
+            if block.stack:
+                block.stack = ()
+            if rt.allocations.get(ptr) is alloc:
+                self._free[block.key].append(block)
+            else:  # its device was reset meanwhile: nothing left to cache
+                self._drop(c, block)
+
+    def lent(self, ptr: int) -> Block | None:
+        """The block lent at ``ptr`` (and not given back), or None."""
+        return self._lent.get(ptr)
+
+    # empty_cache -------------------------------------------------------------------------
+    def empty_cache(self, link: Link | None = None) -> int:
+        """Give every cached block (of ``link``'s card, or of all cards) back to the device
+        (``aclrtFree`` each; queued, not waited for). Returns the bytes released."""
+        with self.lock:
+            victims = []
+            for key in [k for k in self._free if link is None or k[0] is link]:
+                victims += self._free.pop(key)
+            released = 0
+            for block in victims:
+                released += block.alloc.span
+                self._drop(self._counters_of(block.alloc.link), block)
+        allocations = runtime.get().allocations
+        links = set()
+        for block in victims:
+            if allocations.get(block.alloc.ptr) is block.alloc:
+                memory.free(block.alloc.ptr)
+                links.add(block.alloc.link)
+        for each in links:  # given back now, not batched (freebatch.py)
+            memory.flush_frees(each)
+        return released
+
+    def forget(self, link: Link) -> None:
+        """The card is being reset: its cached blocks go with it (runtime close hook; the
+        caller holds ``Runtime.lock`` and removes them from its tables)."""
+        with self.lock:
+            c = self._counters_of(link)
+            for key in [k for k in self._free if k[0] is link]:
+                for block in self._free.pop(key):
+                    self._drop(c, block)
+                    runtime.get().allocations.pop(block.alloc.ptr, None)
+            for ptr in [p for p, b in self._lent.items() if b.alloc.link is link]:
+                block = self._lent.pop(ptr)  # lent blocks are released with the card
+                c.allocated -= block.key[1]
+                c.requested -= block.requested
+                c.active -= 1
+                self._drop(c, block)
+
+    def _drop(self, c: Counters, block: Block) -> None:
+        c.segments -= 1
+        c.segment_free += 1
+        c.reserved -= block.alloc.span
+
+    # queries -----------------------------------------------------------------------------
+    def _counters_of(self, link: Link) -> Counters:
+        c = self._counters.get(link)
+        if c is None:
+            c = self._counters[link] = Counters()
+        return c
+
+    def counters(self, link: Link) -> Counters:
+        """A copy of the counters of ``link``'s card."""
+        with self.lock:
+            c = self._counters_of(link)
+            return dataclasses.replace(c)
+
+    def cached_bytes(self, link: Link) -> int:
+        """Device bytes (spans) of cached, not lent, blocks of ``link``'s card."""
+        with self.lock:
+            return sum(b.alloc.span for k, blocks in self._free.items() if k[0] is link
+                       for b in blocks)
+
+    def blocks(self, link: Link) -> tuple[list[Block], list[Block]]:
+        """``(lent, cached)`` blocks of ``link``'s card (for snapshots)."""
+        with self.lock:
+            lent = [b for b in self._lent.values() if b.alloc.link is link]
+            cached = [b for k, bl in self._free.items() if k[0] is link for b in bl]
+            return lent, cached
+
+    def reset_peaks(self, link: Link) -> None:
+        with self.lock:
+            c = self._counters_of(link)
+            c.allocated_peak, c.requested_peak = c.allocated, c.requested
+            c.reserved_peak, c.active_peak, c.segments_peak = c.reserved, c.active, c.segments
+
+
+def _pending(rt: runtime.Runtime, link: Link) -> tuple:
+    """``(stream, last task)`` of every stream of this process on the card with pending
+    work (what a freed block must wait for before another use)."""
+    out = ()
+    for obj in list(rt.handles.values()):
+        if type(obj) is streams.Stream and obj.link is link and not obj.done(obj.submitted):
+            out += ((obj, obj.submitted),)
+    return out
+
+
+def acl_enabled() -> bool:
+    """``NPUEMU_CACHING_ALLOCATOR=1``: the ``acl`` face's malloc/free go through the cache
+    (read when ``acl`` is imported)."""
+    return os.environ.get("NPUEMU_CACHING_ALLOCATOR", "0").strip() not in ("", "0")
+
+
+def acl_malloc(size: int, policy: int = 0) -> int:
+    """``aclrtMalloc`` through the cache (``NPUEMU_CACHING_ALLOCATOR=1``)."""
+    return get().malloc(size, memory._check_size(policy, "policy", allow_zero=True)).ptr
+
+
+def acl_free(ptr: int) -> None:
+    """``aclrtFree`` through the cache: the block is kept for reuse (107000 if unknown)."""
+    get().free(ptr)
+
+
+_allocator: CachingAllocator | None = None
+_allocator_lock = threading.Lock()
+
+
+def get() -> CachingAllocator:
+    """The process-wide caching allocator (made on first use; registers the reset hook)."""
+    global _allocator
+    if _allocator is None:
+        with _allocator_lock:
+            if _allocator is None:
+                _allocator = CachingAllocator()
+    return _allocator
+
+
+def _on_close(link: Link) -> None:
+    if _allocator is not None:
+        _allocator.forget(link)
+
+
+runtime.on_close_device(_on_close)

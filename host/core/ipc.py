@@ -1,0 +1,108 @@
+"""IPC between host processes on one node: ``aclrtMemExportToShareableHandle``,
+``aclrtMemSetPidToShareableHandle``, ``aclrtMemImportFromShareableHandle`` (ACLRT_REFERENCE
+§2.10). Device side: ``device/ipc.py``.
+
+Process A exports a physical handle (``aclrtMallocPhysical``, ``host/core/vmm.py``) and gets
+a share key (a u64 naming the base allocation on its card); it allows process B's pid; B
+imports the key on that card and gets a physical handle of its own for the same memory,
+which it maps into a reserved range (``aclrtMapMem``) and copies through. B's copies go
+straight to the card's memory (the worker checks B's right to it for device-side work).
+B's ``aclrtFreePhysical`` closes the import. If A frees its handle first, the memory stays
+alive for B until B closes it; if A dies, the same; if B dies, its imports are dropped. An
+import without A's permission, of an unknown key, or by a process of another node's card is
+107000 (UNVERIFIED code), and so is importing one's own export. ``handleType`` must be
+DEFAULT (1) or FABRIC (2) and ``flags`` 0.
+
+Each call is one round trip to the card's worker (blocks for it).
+
+Threading model: no threads; ``_lock`` guards ``_exported`` (key -> handle of this process).
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+
+from npuemu.host.core import runtime, vmm
+from npuemu.host.core.runtime import Allocation, index
+from npuemu.host.driver.interface import Link
+from npuemu.shared import errors
+from npuemu.shared.protocol import Op
+
+__all__ = ["export", "import_handle", "set_pids"]
+
+_lock = threading.Lock()
+_exported: dict[int, vmm.Physical] = {}
+
+
+def export(handle: object, handle_type: object = 1, flags: object = 0) -> int:
+    """Mirrors ``aclrtMemExportToShareableHandle(V2)``: the share key of a physical handle."""
+    phys = vmm.lookup_physical(handle)
+    kind = index(handle_type, errors.ACL_ERROR_INVALID_PARAM, "handleType")
+    if kind not in (1, 2) or index(flags, errors.ACL_ERROR_INVALID_PARAM, "flags"):
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM,
+                               f"handleType {kind} must be DEFAULT (1) or FABRIC (2), flags 0")
+    if phys.imported:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               "an imported handle cannot be exported again")
+    (key,) = phys.link.call(Op.IPC_EXPORT, phys.alloc.ptr)
+    with _lock:
+        _exported[key] = phys
+    return key
+
+
+def set_pids(key: object, pids: object) -> None:
+    """Mirrors ``aclrtMemSetPidToShareableHandle(key, pids, num)``: let those host processes
+    import ``key``. 107000 unless this process exported it."""
+    key = index(key, errors.ACL_ERROR_INVALID_PARAM, "shareable handle")
+    if isinstance(pids, int):
+        pids = [pids]
+    if not isinstance(pids, list | tuple) or not pids:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "pids must be a non-empty list")
+    pids = [index(p, errors.ACL_ERROR_INVALID_PARAM, "pid") for p in pids]
+    if any(p <= 0 for p in pids):
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"bad pid in {pids}")
+    with _lock:
+        phys = _exported.get(key)
+    if phys is None or phys.destroyed:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               f"{key!r} is not a share key exported by this process")
+    for pid in pids:
+        phys.link.call(Op.IPC_SET_PID, key, pid)
+
+
+def import_handle(key: object, dev: object) -> vmm.Physical:
+    """Mirrors ``aclrtMemImportFromShareableHandle(key, dev, &handle)``: a physical handle
+    of this process for the memory behind ``key`` on card ``dev``."""
+    key = index(key, errors.ACL_ERROR_INVALID_PARAM, "shareable handle")
+    dev = index(dev, errors.ACL_ERROR_INVALID_PARAM, "device")
+    rt = runtime.get()
+    rt.check_device_id(dev)
+    link = rt.open_device(dev).link
+    ptr, span = link.call(Op.IPC_IMPORT, key)
+    with rt.lock:
+        own = ptr in rt.allocations
+        if not own:  # another process's memory: this process may now copy through it
+            alloc = Allocation(ptr, span, span, 0, 0, link)
+            rt.allocations[ptr] = alloc
+            bisect.insort(rt.starts, ptr)
+    if own:
+        link.call(Op.IPC_CLOSE, ptr)
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               f"{key:#x} is this process's own export: use its handle")
+    return rt.register(vmm.Physical(alloc, span, link, imported=True))
+
+
+def _forget(link: Link) -> None:
+    """The card is released: imported blocks leave the tables quietly (the worker drops the
+    imports when this process detaches), exports of this process go."""
+    rt = runtime.get()
+    for obj in list(rt.handles.values()):
+        if type(obj) is vmm.Physical and obj.link is link and obj.imported:
+            rt.allocations.pop(obj.alloc.ptr, None)
+    with _lock:
+        for key in [k for k, p in _exported.items() if p.link is link]:
+            del _exported[key]
+
+
+runtime.on_close_device(_forget)

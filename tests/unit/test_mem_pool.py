@@ -1,0 +1,125 @@
+"""Stream-ordered memory pools (host/core/mempool.py) through acl.rt on the fake link."""
+
+from __future__ import annotations
+
+import pytest
+
+from npuemu.host import acl
+from npuemu.host.core import mempool
+from npuemu.host.core import stream as streams
+from npuemu.shared.enums import MemPoolAttr as A
+from npuemu.shared.protocol import Op
+
+PROPS = {"allocType": 0, "handleType": 0, "location": {"type": 1, "id": 0}, "maxSize": 0}
+
+
+def ok(ret):
+    assert ret == 0, ret
+
+
+@pytest.fixture
+def pool(fake_runtime):
+    ok(acl.rt.set_device(0))
+    pool, ret = acl.rt.mem_pool_create(PROPS)
+    ok(ret)
+    yield pool
+
+
+def new_stream():
+    s, ret = acl.rt.create_stream()
+    ok(ret)
+    return s
+
+
+def test_same_stream_reuses_at_once_other_stream_after_the_free_point(pool, fake_runtime):
+    a, b = new_stream(), new_stream()
+    ptr, ret = acl.rt.mem_pool_malloc_async(1000, pool, a)
+    ok(ret)
+    sa = streams.resolve(a)
+    held = streams.submit(sa, Op.CALLBACK, 1, 1)  # stream a stays busy (blocking callback)
+    ok(acl.rt.mem_pool_free_async(ptr, a))
+    other, ret = acl.rt.mem_pool_malloc_async(1000, pool, b)
+    ok(ret)
+    assert other != ptr  # b must not get what a's pending work may still use
+    again, ret = acl.rt.mem_pool_malloc_async(1000, pool, a)
+    ok(ret)
+    assert again == ptr  # a's own later work runs after the free: reuse at once
+    ok(acl.rt.mem_pool_free_async(again, a))
+    ok(acl.rt.mem_pool_free_async(other, b))
+    sa.link.post(Op.CALLBACK_DONE, sa.slot, held)
+    ok(acl.rt.synchronize_stream(a))
+    got = {acl.rt.mem_pool_malloc_async(1000, pool, b)[0] for _ in range(2)}
+    assert ptr in got  # a passed the free: b may take it (opportunistic)
+
+
+def test_attributes_and_trim(pool):
+    s = new_stream()
+    ptrs = [acl.rt.mem_pool_malloc_async(4096, pool, s)[0] for _ in range(3)]
+    used, ret = acl.rt.mem_pool_get_attr(pool, A.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT)
+    ok(ret)
+    assert used == 3 * 4096
+    reserved = acl.rt.mem_pool_get_attr(pool, A.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT)[0]
+    assert reserved >= used
+    for p in ptrs:
+        ok(acl.rt.mem_pool_free_async(p, s))
+    assert acl.rt.mem_pool_get_attr(pool, A.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT)[0] == 0
+    assert acl.rt.mem_pool_get_attr(pool, A.ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH)[0] == 3 * 4096
+    ok(acl.rt.synchronize_stream(s))
+    ok(acl.rt.mem_pool_trim_to(pool, 0))
+    assert acl.rt.mem_pool_get_attr(pool, A.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT)[0] == 0
+    assert acl.rt.mem_pool_get_attr(pool, A.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_HIGH)[0] == reserved
+    ok(acl.rt.mem_pool_set_attr(pool, A.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_HIGH, 0))
+    assert acl.rt.mem_pool_get_attr(pool, A.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_HIGH)[0] == 0
+    ok(acl.rt.mem_pool_set_attr(pool, A.ACL_RT_MEM_POOL_ATTR_RELEASE_THRESHOLD, 1 << 20))
+    assert acl.rt.mem_pool_get_attr(pool, A.ACL_RT_MEM_POOL_ATTR_RELEASE_THRESHOLD)[0] == 1 << 20
+    ok(acl.rt.mem_pool_set_attr(pool, A.ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC, 0))
+    assert acl.rt.mem_pool_get_attr(pool, A.ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC)[0] == 0
+    ok(acl.rt.mem_pool_destroy(pool))
+
+
+def test_max_size_and_destroy_rules(fake_runtime):
+    ok(acl.rt.set_device(0))
+    pool, ret = acl.rt.mem_pool_create({**PROPS, "maxSize": 8192})
+    ok(ret)
+    s = new_stream()
+    p, ret = acl.rt.mem_pool_malloc_async(8192, pool, s)
+    ok(ret)
+    assert acl.rt.mem_pool_malloc_async(512, pool, s) == (0, 207001)
+    assert acl.rt.mem_pool_destroy(pool) == 107000  # a block is still allocated
+    ok(acl.rt.mem_pool_free_async(p, s))
+    assert acl.rt.mem_pool_free_async(p, s) == 107000  # twice
+    ok(acl.rt.mem_pool_destroy(pool))
+    assert acl.rt.mem_pool_destroy(pool) == 107000
+    assert acl.rt.mem_pool_malloc_async(64, pool, s) == (0, 107000)
+
+
+def test_bad_input_codes(pool):
+    s = new_stream()
+    bad_props = [None, [], {"location": {"type": 0, "id": 0}}, {"location": {"id": 99}},
+                 {"allocType": 1}, {"handleType": 2}, {"maxSize": -1}, {"location": 5}]
+    for props in bad_props:
+        assert acl.rt.mem_pool_create(props) == (0, 100000), props
+    assert acl.rt.mem_pool_malloc_async(0, pool, s) == (0, 100000)
+    assert acl.rt.mem_pool_malloc_async(-5, pool, s) == (0, 100000)
+    assert acl.rt.mem_pool_malloc_async(64, 123456, s) == (0, 107000)
+    assert acl.rt.mem_pool_malloc_async(64, pool, 987654) == (0, 107000)
+    assert acl.rt.mem_pool_free_async(12345, s) == 107000
+    assert acl.rt.mem_pool_free_async("x", s) == 107000
+    assert acl.rt.mem_pool_trim_to(pool, -1) == 100000
+    assert acl.rt.mem_pool_set_attr(pool, 99, 0) == 100000
+    assert acl.rt.mem_pool_set_attr(pool, A.ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC, 2) == 100000
+    assert acl.rt.mem_pool_set_attr(pool, A.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT, 0) == 100000
+    assert acl.rt.mem_pool_set_attr(pool, A.ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH, 5) == 100000
+    assert acl.rt.mem_pool_get_attr(pool, 0) == (0, 100000)
+
+
+def test_device_reset_ends_its_pools(fake_runtime):
+    ok(acl.rt.set_device(1))
+    pool, ret = acl.rt.mem_pool_create({**PROPS, "location": {"type": 1, "id": 1}})
+    ok(ret)
+    s = new_stream()
+    p, ret = acl.rt.mem_pool_malloc_async(100, pool, s)
+    ok(ret)
+    ok(acl.rt.reset_device(1))
+    assert p not in mempool._owners
+    assert acl.rt.mem_pool_get_attr(pool, A.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT) == (0, 107000)

@@ -1,0 +1,234 @@
+"""Figure family: memory in depth (issue 12): the caching allocator, the batched uncached
+path and stream-ordered pools beside the allocator in-process, and the seed's two-level
+fragmentation table (§3.3) measured on one generated workload.
+
+``memory-depth`` (one card): malloc+free pairs of 256 B through the host caching allocator
+(what the Pythonic face uses), through ``acl.rt.malloc``/``free`` (uncached, frees batched:
+the same size again takes the waiting block back), the same with a different size each time
+(every malloc a round trip to the worker), and through
+``acl.rt.mem_pool_malloc_async``/``free_async`` on one stream, each beside the pure device
+allocator called in-process in the same run (the machine may be loaded: read the ratios).
+
+``fragmentation`` (in-process, no node): a workload generator drives the device heap
+(``device/allocator.py``, HUGE_FIRST plans) with a realistic mix of dynamic-shape requests:
+per iteration ("model execute") 40 transient blocks (60 % 256 B-64 KiB, 30 % 64 KiB-1 MiB,
+10 % 1-24 MiB) freed at its end, and 4 outputs kept for 1-30 iterations, on a 384 MiB
+card. Fragmentation is
+``1 - largest usable free block / free bytes`` after each execute (averaged over the run),
+where free bytes include blocks a host cache keeps but nobody uses. Three set-ups, same
+sequence (same seed):
+
+* no pooling: every request goes to the device heap (which merges free neighbours);
+* level 1 (pooling): the transient blocks of an execute are carved from one workspace block
+  (grown when an execute needs more) and kept outputs go through a caching allocator (size
+  classes, freed blocks kept for reuse, never merged);
+* level 1+2: the same, and after each execute the cache is emptied into the device heap,
+  which merges by address (every free 2 MiB run is a huge page again).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+from npuemu.tools.bench.records import Record, Target
+from npuemu.tools.bench.registry import Context, figure
+from npuemu.tools.bench.sampling import check_ret, sample_rates
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+HEAP = 384 * MiB
+"""Card size of the fragmentation workload: its live peak fills most of it (fragmentation
+only matters under pressure; with a mostly empty card every set-up is below 10 %)."""
+
+
+@figure("memory-depth", devices=1)
+def fig_memory_depth(ctx: Context) -> list[Record]:
+    """Caching, uncached and pool malloc+free pairs of 256 B vs the allocator in-process."""
+    from npuemu.device.allocator import Allocator, plan
+    from npuemu.host import acl
+    from npuemu.host.core import caching
+
+    check_ret(acl.rt.set_device(0), "set_device(0)")
+    cache = caching.get()
+    malloc, free = acl.rt.malloc, acl.rt.free
+    pool, ret = acl.rt.mem_pool_create({"location": {"type": 1, "id": 0}})
+    check_ret(ret, "mem_pool_create")
+    stream, ret = acl.rt.create_stream()
+    check_ret(ret, "create_stream")
+    pmalloc, pfree = acl.rt.mem_pool_malloc_async, acl.rt.mem_pool_free_async
+
+    def cached_pair() -> None:
+        cache.free(cache.malloc(256).ptr)
+
+    def uncached_pair() -> None:
+        p, _ = malloc(256, 0)
+        free(p)
+
+    sizes = itertools.cycle([256, 320, 384, 448])
+
+    def round_trip_pair() -> None:  # a new size each time: every malloc goes to the worker
+        p, _ = malloc(next(sizes), 0)
+        free(p)
+
+    def pool_pair() -> None:
+        p, _ = pmalloc(256, pool, stream)
+        pfree(p, stream)
+
+    heap = Allocator(4 * GiB, classify=lambda tag: tag[1])
+
+    def allocator_pair() -> None:
+        step = plan(256, 0)
+        heap.free(heap.alloc(step.span, step.align, (0, step.page_class, step.p2p)))
+
+    for fn in (cached_pair, uncached_pair, round_trip_pair, pool_pair):  # warm and check
+        fn()
+    reps, sample_s = (3, 0.15) if ctx.quick else (5, 0.4)
+    rates = sample_rates({"cache": cached_pair, "acl": uncached_pair, "trip": round_trip_pair,
+                          "pool": pool_pair, "alloc": allocator_pair}, 1.0, reps, sample_s)
+    check_ret(acl.rt.synchronize_stream(stream), "synchronize_stream")
+    check_ret(acl.rt.mem_pool_destroy(pool), "mem_pool_destroy")
+    cache.empty_cache()
+    limit = "allocator in-process"
+    return [
+        Record("caching malloc+free (256 B)", rates["cache"], "pairs/s", limit, rates["alloc"],
+               Target("≥ 0.5x", "ratio", ">=", 0.5)),
+        Record("acl uncached malloc+free (256 B)", rates["acl"], "pairs/s", limit,
+               rates["alloc"], Target("≥ 100k/s", "value", ">=", 1e5)),
+        Record("acl uncached malloc+free (sizes vary)", rates["trip"], "pairs/s", limit,
+               rates["alloc"], None),
+        Record("pool malloc_async+free_async (256 B)", rates["pool"], "pairs/s", limit,
+               rates["alloc"], Target("≥ 300k/s", "value", ">=", 3e5)),
+    ]
+
+
+# fragmentation ---------------------------------------------------------------------------
+def _size(rng: random.Random) -> int:
+    r = rng.random()
+    if r < 0.6:
+        return rng.randint(256, 64 * KiB)
+    if r < 0.9:
+        return rng.randint(64 * KiB, MiB)
+    return rng.randint(MiB, 24 * MiB)
+
+
+def _workload(seed: int, iterations: int) -> list[tuple[list[int], list[tuple[int, int]]]]:
+    """Per execute: transient sizes, and kept outputs as (size, lifetime in executes)."""
+    rng = random.Random(seed)
+    return [([_size(rng) for _ in range(40)],
+             [(_size(rng), rng.randint(1, 30)) for _ in range(4)]) for _ in range(iterations)]
+
+
+def _round(size: int) -> int:
+    return (size + 511) & -512 if size <= MiB else (size + 2 * MiB - 1) & -(2 * MiB)
+
+
+class _Sim:
+    """The device heap plus, for levels 1 and 1+2, a workspace block and a size-class cache."""
+
+    def __init__(self, pooling: bool, merge: bool) -> None:
+        from npuemu.device.allocator import Allocator
+
+        self.heap = Allocator(HEAP, classify=lambda tag: tag)
+        self.pooling, self.merge = pooling, merge
+        self.cache: dict[int, list[int]] = {}
+        self.cached_bytes = 0
+        self.workspace: tuple[int, int] | None = None  # (offset, span)
+
+    def _dev_alloc(self, size: int) -> tuple[int, int]:
+        from npuemu.device.allocator import plan
+
+        step = plan(size, 0)
+        while step is not None:
+            off = self.heap.alloc(step.span, step.align, step.page_class)
+            if off is not None:
+                return off, step.span
+            step = step.fallback
+        self.empty()
+        step = plan(size, 0)
+        off = self.heap.alloc(step.span, step.align, step.page_class)
+        if off is None:
+            raise MemoryError(size)
+        return off, step.span
+
+    def alloc(self, size: int) -> tuple[int, int, int]:
+        """A kept block ``(offset, span, size class)`` (class 0: straight from the heap)."""
+        if not self.pooling:
+            return (*self._dev_alloc(size), 0)
+        rounded = _round(size)
+        blocks = self.cache.get(rounded)
+        if blocks:
+            off, span = blocks.pop()
+            self.cached_bytes -= span
+            return off, span, rounded
+        return (*self._dev_alloc(rounded), rounded)
+
+    def free(self, block: tuple[int, int, int]) -> None:
+        off, span, rounded = block
+        if not rounded:
+            self.heap.free(off)
+            return
+        self.cache.setdefault(rounded, []).append((off, span))
+        self.cached_bytes += span
+
+    def empty(self) -> None:
+        for blocks in self.cache.values():
+            for off, _span in blocks:
+                self.heap.free(off)
+        self.cache.clear()
+        self.cached_bytes = 0
+
+    def execute(self, transient: list[int]) -> list[tuple[int, int]]:
+        """One execute's transient blocks: from the workspace (pooling) or the heap."""
+        if not self.pooling:
+            return [self._dev_alloc(s) for s in transient]
+        need = sum((s + 511) & -512 for s in transient)
+        if self.workspace is None or self.workspace[1] < need:
+            if self.workspace is not None:
+                self.heap.free(self.workspace[0])
+            self.workspace = self._dev_alloc(need)
+        return []
+
+    def end(self, transient: list[tuple[int, int]]) -> None:
+        for block in transient:
+            self.heap.free(block[0])
+        if self.merge:
+            self.empty()
+
+    def fragmentation(self) -> float:
+        free = self.heap.capacity - self.heap.used + self.cached_bytes
+        return 1.0 - self.heap.largest_free / free if free else 0.0
+
+
+def _run(pooling: bool, merge: bool, work: list) -> float:
+    sim = _Sim(pooling, merge)
+    kept: list[tuple[int, tuple[int, int, int]]] = []  # (last execute, block)
+    samples = []
+    for i, (transient, outputs) in enumerate(work):
+        blocks = sim.execute(transient)
+        for size, life in outputs:
+            kept.append((i + life, sim.alloc(size)))
+        sim.end(blocks)
+        for entry in [k for k in kept if k[0] <= i]:
+            kept.remove(entry)
+            sim.free(entry[1])
+        if merge:
+            sim.empty()
+        if i >= 10:  # after warm-up
+            samples.append(sim.fragmentation())
+    return 100.0 * sum(samples) / len(samples)
+
+
+@figure("fragmentation")
+def fig_fragmentation(ctx: Context) -> list[Record]:
+    """Mean HBM fragmentation after each execute: no pooling, level 1, level 1+2."""
+    work = _workload(12, 120 if ctx.quick else 400)
+    none = _run(False, False, work)
+    level1 = _run(True, False, work)
+    level12 = _run(True, True, work)
+    ref = "no pooling"
+    return [
+        Record("fragmentation, no pooling", none, "%", ref, none, None),
+        Record("fragmentation, level 1 (pooling)", level1, "%", ref, none, None),
+        Record("fragmentation, level 1+2 (merge)", level12, "%", ref, none,
+               Target("≤ 10 %", "value", "<=", 10.0)),
+    ]
