@@ -5,6 +5,10 @@ the output is 2-D); Conv2D tiles the batch N. Conv2D takes the filter as ``(Cout
 kh, kw)``; ``strides``/``dilations`` are 4 values in the data format's order, ``pads`` are
 ``[top, bottom, left, right]``; x may be NCHW or NHWC (``data_format`` attribute or the
 descriptor's format). Results are computed in the inputs' dtype.
+
+Conv2D is an im2col + matmul per tile (the cube's own formulation): the tile's windows are
+gathered into one ``(groups, N*Ho*Wo, Cin*kh*kw)`` matrix and multiplied by the filter as
+one batched ``np.matmul`` (BLAS), not an ``einsum`` contraction over six axes.
 """
 
 from __future__ import annotations
@@ -87,14 +91,18 @@ register(OpDef("BatchMatMul", "aicore", ("x1", "x2"), ("y",), NUMERIC, _bmm_infe
 
 _CONV = '''
 def _conv(x, w, sh, sw, dh, dw, pads, groups):
-    x = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[1]), (pads[2], pads[3])))
-    kh, kw = w.shape[2], w.shape[3]
+    if any(pads):
+        x = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[1]), (pads[2], pads[3])))
+    cout, cin, kh, kw = w.shape
     v = np.lib.stride_tricks.sliding_window_view(
         x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
-    cin, cout = w.shape[1], w.shape[0] // groups
-    parts = [np.einsum("nchwij,ocij->nohw", v[:, g * cin:(g + 1) * cin],
-                       w[g * cout:(g + 1) * cout]) for g in range(groups)]
-    return np.concatenate(parts, axis=1)
+    n, ho, wo = v.shape[0], v.shape[2], v.shape[3]
+    cols = v.reshape(n, groups, cin, ho, wo, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+    cols = cols.reshape(groups, n * ho * wo, cin * kh * kw)
+    wm = w.reshape(groups, cout // groups, cin * kh * kw).transpose(0, 2, 1)
+    r = np.matmul(cols, wm)
+    return r.reshape(groups, n, ho, wo, cout // groups).transpose(1, 0, 4, 2, 3).reshape(
+        n, cout, ho, wo)
 '''
 
 
