@@ -7,8 +7,10 @@ kh, kw)``; ``strides``/``dilations`` are 4 values in the data format's order, ``
 descriptor's format). Results are computed in the inputs' dtype.
 
 Conv2D is an im2col + matmul per tile (the cube's own formulation): the tile's windows are
-gathered into one ``(groups, N*Ho*Wo, Cin*kh*kw)`` matrix and multiplied by the filter as
-one batched ``np.matmul`` (BLAS), not an ``einsum`` contraction over six axes.
+gathered into one ``(groups, Cin*kh*kw, N*Ho*Wo)`` matrix and the filter
+``(groups, Cout/groups, Cin*kh*kw)`` multiplies it as one batched ``np.matmul`` (BLAS), so
+the result comes out channel-major (NCHW without a copy at batch 1), not as an ``einsum``
+contraction over six axes.
 """
 
 from __future__ import annotations
@@ -97,12 +99,10 @@ def _conv(x, w, sh, sw, dh, dw, pads, groups):
     v = np.lib.stride_tricks.sliding_window_view(
         x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
     n, ho, wo = v.shape[0], v.shape[2], v.shape[3]
-    cols = v.reshape(n, groups, cin, ho, wo, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
-    cols = cols.reshape(groups, n * ho * wo, cin * kh * kw)
-    wm = w.reshape(groups, cout // groups, cin * kh * kw).transpose(0, 2, 1)
-    r = np.matmul(cols, wm)
-    return r.reshape(groups, n, ho, wo, cout // groups).transpose(1, 0, 4, 2, 3).reshape(
-        n, cout, ho, wo)
+    cols = v.reshape(n, groups, cin, ho, wo, kh, kw).transpose(1, 2, 5, 6, 0, 3, 4)
+    cols = cols.reshape(groups, cin * kh * kw, n * ho * wo)
+    r = np.matmul(w.reshape(groups, cout // groups, cin * kh * kw), cols)
+    return r.reshape(cout, n, ho, wo).transpose(1, 0, 2, 3)
 '''
 
 
