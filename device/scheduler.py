@@ -27,7 +27,11 @@ cost more than the kernel itself). Everything else, and every first launch of a 
 goes to the engine, so real work still overlaps across engines and streams. An inline
 kernel cannot be cancelled or timed out while it runs, which is why only kernels measured
 as tiny (and only under a timeout far above that) qualify; one that turns out slow goes back
-to its engine from its next launch on. Its time counts as its engine's busy time.
+to its engine from its next launch on. Its time counts as its engine's busy time. Known
+limit: a kernel whose run time depends on device memory (e.g. one that waits for a flag
+another stream sets) and that was tiny last time runs inline once more: while it runs the
+loop serves nothing, and a kernel that waits for work of this same card never returns.
+Kernels of the op library and of models depend only on their shapes.
 
 Late completions: a task whose stream was destroyed, aborted or timed out, or whose client
 detached, is marked ``cancelled`` before its engine reports it; the report is then dropped,
