@@ -2,16 +2,19 @@
 
 The scheduler (``scheduler.py``) hands an engine a task whose stream dependencies are met;
 the engine runs it (numpy and ``ctypes.memmove`` release the GIL, so engines overlap) and
-reports ``(task, code)`` back through ``done`` (a deque: appends are atomic), waking the
-worker loop if it sleeps. Busy time per engine is accumulated in nanoseconds and published
-in the control block (``aclrtGetDeviceUtilizationRate`` reads it).
+reports ``(task, code, ns)`` back through ``done`` (a deque: appends are atomic; ``ns`` is
+how long the task ran), waking the worker loop if it sleeps. Busy time per engine is
+accumulated in nanoseconds and published in the control block
+(``aclrtGetDeviceUtilizationRate`` reads it): ``busy_ns`` for what ran on the engine thread
+plus ``inline_ns`` for tiny kernels the scheduler ran in its own thread on the engine's
+behalf (``scheduler.py``, "Tiny kernels").
 
 Threading model: one thread per engine runs ``_loop``; it owns nothing but its task while
 running it. ``submit`` (loop thread) feeds a ``SimpleQueue``; results go back through the
 ``done`` deque (atomic appends, popped by the loop thread only). ``busy_ns`` is written by
 the engine thread only and read (a single int load) by the loop's housekeeping; ``running``
-is touched by the loop thread only. An exception a task body raises fails that task with
-the engine's code; it never ends the thread.
+and ``inline_ns`` are touched by the loop thread only. An exception a task body raises fails
+that task with the engine's code; it never ends the thread.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Engine:
     def __init__(self, name: str, done: collections.deque, wake: Callable[[], None]) -> None:
         self.name = name
         self.busy_ns = 0
+        self.inline_ns = 0  # time of kernels run inline by the scheduler (loop thread)
         self.running = 0  # tasks handed over and not yet reported
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._done = done
@@ -69,7 +73,7 @@ class Engine:
             end = time.monotonic_ns()
             self.busy_ns += end - start
             task.start_ns, task.end_ns = start, end  # read by the trace ring writer
-            self._done.append((task, code))
+            self._done.append((task, code, end - start))
             self._wake()
 
     def stop(self) -> None:

@@ -20,6 +20,19 @@ Execution timeout (``aclrtSetOpExecuteTimeOut`` family, per client): a task on a
 (``TIMEOUT_CODE``) and its stream goes on. A kernel stops at its next block boundary; a
 copy already inside its ``memmove`` finishes in the background (its result is dropped).
 
+Tiny kernels: a kernel launch whose last run of the same function with the same arguments
+and block count took at most ``INLINE_KERNEL_NS`` runs in the loop thread, right away,
+instead of being handed to its engine thread and reported back (two thread hand-offs that
+cost more than the kernel itself). Everything else, and every first launch of a kernel,
+goes to the engine, so real work still overlaps across engines and streams. An inline
+kernel cannot be cancelled or timed out while it runs, which is why only kernels measured
+as tiny (and only under a timeout far above that) qualify; one that turns out slow goes back
+to its engine from its next launch on. Its time counts as its engine's busy time. Known
+limit: a kernel whose run time depends on device memory (e.g. one that waits for a flag
+another stream sets) and that was tiny last time runs inline once more: while it runs the
+loop serves nothing, and a kernel that waits for work of this same card never returns.
+Kernels of the op library and of models depend only on their shapes.
+
 Late completions: a task whose stream was destroyed, aborted or timed out, or whose client
 detached, is marked ``cancelled`` before its engine reports it; the report is then dropped,
 so it can never land in a reused stream slot or in a departed client's released tables.
@@ -29,7 +42,8 @@ Validation: ``enqueue`` checks every field of a task frame (types, u64 ranges, s
 frame that is well-formed but names bad memory fails its task with 107000 when it starts.
 
 Threading model: everything here runs in the worker's loop thread, except ``Task.run``
-functions, which run on engine threads and touch only their task's ``args`` (addresses
+functions, which run on engine threads (or, for tiny kernels, inline in the loop thread)
+and touch only their task's ``args`` (addresses
 resolved in the loop thread) and, for kernels, the allocator through
 ``DeviceMemory.resolve`` (locked there). Engines hand results back through the ``done``
 deque (atomic appends); ``Task.cancelled`` is written by the loop and read by engines.
@@ -40,6 +54,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
@@ -61,6 +76,9 @@ if TYPE_CHECKING:
     from npuemu.device.worker import Client, Worker
 
 INLINE_BYTES = 64 * 1024
+INLINE_KERNEL_NS = 100_000
+"""A kernel whose last identical launch ran at most this long runs inline in the loop."""
+_INLINE_TIMEOUT_FLOOR_S = 0.01  # below this execution timeout, no kernel runs inline
 DEFAULT_MAX_STREAMS = 1024
 _SE, _EE = STREAM_ENTRY, EVENT_ENTRY
 DEFAULT_TIMEOUT_US = {engines.AICPU: AICPU_DEFAULT_TIMEOUT_US}
@@ -119,6 +137,8 @@ class Scheduler:
         self._touched: set[Client] = set()
         self.progressed = False
         self.next_deadline = _NO_DEADLINE  # no running task's deadline is earlier
+        # kernel function -> (args, num_blocks, ns) of its last successful run
+        self.kernel_cost: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     # stream management (synchronous requests) ----------------------------------------------
     def create(self, client: Client, slot: int, priority: int, flags: int) -> int:
@@ -258,10 +278,12 @@ class Scheduler:
         done = self.done
         progressed = bool(done)
         while done:
-            task, code = done.popleft()
+            task, code, ns = done.popleft()
             self.engines[task.engine].running -= 1
             task.stream.client.inflight -= 1
             if not task.cancelled:
+                if task.op == Op.LAUNCH and not code:
+                    self._learn(task, ns)
                 self._complete(task, code)
         now = time.monotonic()
         if now >= self.next_deadline:
@@ -331,6 +353,8 @@ class Scheduler:
             return True
         if engine is None:
             self._complete(task, run(task))
+        elif task.op == Op.LAUNCH and self._tiny(task):
+            self._run_inline(task, engine, run)
         else:
             stream.busy = True
             task.engine = engine
@@ -338,6 +362,35 @@ class Scheduler:
             stream.client.inflight += 1
             self.engines[engine].submit(task, run)
         return True
+
+    def _tiny(self, task: Task) -> bool:
+        """True if ``task`` (a LAUNCH) repeats a launch measured as tiny (see the module
+        docstring) and its client's execution timeout leaves ample room."""
+        _bin, _name, num_blocks, args, fn = task.args
+        last = self.kernel_cost.get(fn)
+        if last is None or last[2] > INLINE_KERNEL_NS or last[1] != num_blocks \
+                or last[0] != args:
+            return False
+        timeout_s = task.stream.client.op_timeout_s
+        return not timeout_s or timeout_s >= _INLINE_TIMEOUT_FLOOR_S
+
+    def _learn(self, task: Task, ns: int) -> None:
+        _bin, _name, num_blocks, args, fn = task.args
+        self.kernel_cost[fn] = (args, num_blocks, ns)
+
+    def _run_inline(self, task: Task, engine: str, run: Any) -> None:
+        """Run a tiny kernel in the loop thread (``run`` reports failures as codes)."""
+        start = time.monotonic_ns()
+        code = run(task)
+        end = time.monotonic_ns()
+        task.start_ns, task.end_ns = start, end  # read by the trace ring writer
+        elapsed = end - start
+        self.engines[engine].inline_ns += elapsed
+        if not code:
+            self._learn(task, elapsed)
+        else:
+            self.kernel_cost.pop(task.args[4], None)
+        self._complete(task, code)
 
     def _prepare(self, task: Task) -> tuple[str | None, Any]:
         """Resolve addresses now (loop thread); returns (engine or None for inline, run)."""

@@ -486,7 +486,8 @@ class Worker:
         ctl = self.ctl
         ctl[_C.HEARTBEAT] = time.monotonic_ns()
         for field, engine in _BUSY_FIELDS:
-            ctl[field] = self.scheduler.engines[engine].busy_ns
+            eng = self.scheduler.engines[engine]
+            ctl[field] = eng.busy_ns + eng.inline_ns
         ctl[_C.COMMITTED] = sum(a.committed_bytes for a in self.memory.arenas)
         self.debug = self._any_debug()
         self.scan_slots()

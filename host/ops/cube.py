@@ -5,6 +5,12 @@ the output is 2-D); Conv2D tiles the batch N. Conv2D takes the filter as ``(Cout
 kh, kw)``; ``strides``/``dilations`` are 4 values in the data format's order, ``pads`` are
 ``[top, bottom, left, right]``; x may be NCHW or NHWC (``data_format`` attribute or the
 descriptor's format). Results are computed in the inputs' dtype.
+
+Conv2D is an im2col + matmul per tile (the cube's own formulation): the tile's windows are
+gathered into one ``(groups, Cin*kh*kw, N*Ho*Wo)`` matrix and the filter
+``(groups, Cout/groups, Cin*kh*kw)`` multiplies it as one batched ``np.matmul`` (BLAS), so
+the result comes out channel-major (NCHW without a copy at batch 1), not as an ``einsum``
+contraction over six axes.
 """
 
 from __future__ import annotations
@@ -87,14 +93,16 @@ register(OpDef("BatchMatMul", "aicore", ("x1", "x2"), ("y",), NUMERIC, _bmm_infe
 
 _CONV = '''
 def _conv(x, w, sh, sw, dh, dw, pads, groups):
-    x = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[1]), (pads[2], pads[3])))
-    kh, kw = w.shape[2], w.shape[3]
+    if any(pads):
+        x = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[1]), (pads[2], pads[3])))
+    cout, cin, kh, kw = w.shape
     v = np.lib.stride_tricks.sliding_window_view(
         x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
-    cin, cout = w.shape[1], w.shape[0] // groups
-    parts = [np.einsum("nchwij,ocij->nohw", v[:, g * cin:(g + 1) * cin],
-                       w[g * cout:(g + 1) * cout]) for g in range(groups)]
-    return np.concatenate(parts, axis=1)
+    n, ho, wo = v.shape[0], v.shape[2], v.shape[3]
+    cols = v.reshape(n, groups, cin, ho, wo, kh, kw).transpose(1, 2, 5, 6, 0, 3, 4)
+    cols = cols.reshape(groups, cin * kh * kw, n * ho * wo)
+    r = np.matmul(w.reshape(groups, cout // groups, cin * kh * kw), cols)
+    return r.reshape(cout, n, ho, wo).transpose(1, 0, 2, 3)
 '''
 
 

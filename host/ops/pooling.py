@@ -4,6 +4,10 @@
 ``padding`` is ``VALID`` or ``SAME`` (TensorFlow rules: SAME pads so the output is
 ceil(in / stride), and AvgPool averages over the real elements only). GlobalAveragePool
 averages every axis after the channel (ONNX), keeping them as 1.
+
+A pooling tile folds the kh*kw strided slices of the (padded) input with ``np.maximum`` or
+``np.add`` in place, instead of reducing a six-axis window view (an order of magnitude
+slower in numpy).
 """
 
 from __future__ import annotations
@@ -18,14 +22,23 @@ _win = np.lib.stride_tricks.sliding_window_view
 
 def _pool(x, kh, kw, sh, sw, pads, mode):
     pt, pb, pl, pr = pads
+    xp = x if mode == "max" else x.astype(np.float64)
+    if any(pads):
+        xp = np.pad(xp, ((0, 0), (0, 0), (pt, pb), (pl, pr)),
+                    constant_values=-np.inf if mode == "max" else 0)
+    ho = (xp.shape[2] - kh) // sh + 1
+    wo = (xp.shape[3] - kw) // sw + 1
+    fold = np.maximum if mode == "max" else np.add
+    acc = None
+    for i in range(kh):
+        for j in range(kw):
+            part = xp[:, :, i:i + (ho - 1) * sh + 1:sh, j:j + (wo - 1) * sw + 1:sw]
+            acc = part.copy() if acc is None else fold(acc, part, out=acc)
     if mode == "max":
-        xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=-np.inf)
-        return _win(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw].max(axis=(-1, -2))
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    total = _win(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw].sum(axis=(-1, -2))
+        return acc
     ones = np.pad(np.ones(x.shape[2:]), ((pt, pb), (pl, pr)))
     count = _win(ones, (kh, kw))[::sh, ::sw].sum(axis=(-1, -2))
-    return total / count
+    return acc / count
 '''
 
 
