@@ -21,6 +21,7 @@ from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Context, OpenDevice
 from npuemu.shared import errors
 from npuemu.shared.enums import DeviceStatus
+from npuemu.shared.protocol import Op
 
 
 def set_device(dev: int) -> None:
@@ -51,15 +52,32 @@ def reset_device(dev: int, force: bool = False) -> None:
         rt.close_device(od)
 
 
+RESET_DRAIN_S = 5.0
+"""How long a reset waits for this process's pending tasks before it aborts what is left
+(a runaway kernel must not hold ``aclrtResetDevice`` until its execution timeout)."""
+
+
 def _drain(od: OpenDevice) -> None:
-    """Wait for every stream of this process on the device (reset waits for pending tasks);
-    failures are not raised here: the streams go away with the reset."""
+    """Wait up to ``RESET_DRAIN_S`` for every stream of this process on the device (reset
+    waits for pending tasks), then abort the streams still busy (queued tasks dropped, a
+    running kernel stopped at its next block); failures are not raised here: the streams go
+    away with the reset."""
+    deadline = time.monotonic() + RESET_DRAIN_S
+    busy = []
     for s in streams.streams_of(od.link):
         target = s.submitted
         try:  # a hung task (injected fault) never completes: the reset clears it instead
-            od.link.wait_until(lambda s=s, t=target: s.done(t) or s.hung(), None)
+            done = od.link.wait_until(lambda s=s, t=target: s.done(t) or s.hung(),
+                                      max(deadline - time.monotonic(), 0.0))
         except errors.AclError:
             return  # the device died meanwhile: nothing left to wait for
+        if not done:
+            busy.append(s)
+    for s in busy:
+        try:
+            od.link.call(Op.STREAM_ABORT, s.slot)
+        except errors.AclError:
+            return
 
 
 def get_device() -> int:

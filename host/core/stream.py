@@ -292,7 +292,8 @@ def set_failure_mode(handle: object, mode: int) -> None:
 
 
 def stream_abort(handle: object) -> None:
-    """Mirrors ``aclrtStreamAbort``: queued tasks are dropped (a running one finishes)."""
+    """Mirrors ``aclrtStreamAbort``: queued tasks are dropped and a running kernel stops at
+    its next block (a copy already under way finishes; its result is dropped)."""
     stream = resolve(handle)
     stream.link.call(Op.STREAM_ABORT, stream.slot)
 

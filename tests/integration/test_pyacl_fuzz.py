@@ -30,7 +30,7 @@ import inspect, types
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from npuemu.host.acl import _wrap
 
-TIME_BUDGET_S = float(os.environ.get("FUZZ_BUDGET_S", "40"))
+TIME_BUDGET_S = float(os.environ.get("FUZZ_BUDGET_S", "20"))
 BIG_HOST = 256 << 20
 ALLOWED = (TypeError, ValueError, OverflowError)
 
