@@ -1,4 +1,9 @@
-"""Figure family: copies between cards (P2P bandwidth, both ways, and the i->j matrix)."""
+"""Figure family: copies between cards (P2P bandwidth, both ways, and the i->j matrix).
+
+Threading model: the bidirectional figure starts one helper thread per run that copies
+into its own host buffer while the main thread copies the other way; they share no state
+and the main thread joins the helper before reading the clock.
+"""
 
 from __future__ import annotations
 
