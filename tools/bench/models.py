@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +32,8 @@ import numpy as np
 
 from npuemu.tools.bench.records import Record, Target
 from npuemu.tools.bench.registry import Context, figure
-from npuemu.tools.bench.runner import child_env
+from npuemu.tools.bench.runner import child_env, run_module
+from npuemu.tools.bench.sampling import check_ret
 
 LIGHT = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2",
          "densenet121", "bvlc_alexnet", "zfnet512", "vgg19"]
@@ -158,19 +158,19 @@ def _child(spec_path: str, out: str) -> int:
 
     with open(spec_path) as f:
         spec = json.load(f)
-    _ok(acl.init(), "init")
-    _ok(acl.rt.set_device(0), "set_device")
+    check_ret(acl.init(), "init")
+    check_ret(acl.rt.set_device(0), "set_device")
     load_s, ids = {}, {}
     for name, job in spec["jobs"].items():
         t0 = time.perf_counter()
         ids[name], ret = acl.mdl.load_from_file(job["om"])
-        _ok(ret, f"load {name}")
+        check_ret(ret, f"load {name}")
         load_s[name] = time.perf_counter() - t0
     x = np.load(spec["x"])
     resnet = _run(acl, ids["resnet_random"], x, 1 if spec["quick"] else 3)
     chain = _run(acl, ids["chain"], np.ones(16, np.float32), 5)
     for mid in ids.values():
-        _ok(acl.mdl.unload(mid), "unload")
+        check_ret(acl.mdl.unload(mid), "unload")
     with open(out, "w") as f:
         json.dump({"load_s": load_s, "resnet_ms": resnet, "chain_us": chain * 1e3 / CHAIN}, f)
     acl.rt.reset_device(0)
@@ -180,7 +180,7 @@ def _child(spec_path: str, out: str) -> int:
 def _run(acl, model_id: int, x: np.ndarray, n: int) -> float:
     """Median ms of ``acl.mdl.execute`` (one untimed run first)."""
     desc = acl.mdl.create_desc()
-    _ok(acl.mdl.get_desc(desc, model_id), "get_desc")
+    check_ret(acl.mdl.get_desc(desc, model_id), "get_desc")
     sets, ptrs = [], []
     for count, size_of in ((acl.mdl.get_num_inputs(desc), acl.mdl.get_input_size_by_index),
                            (acl.mdl.get_num_outputs(desc), acl.mdl.get_output_size_by_index)):
@@ -188,37 +188,22 @@ def _run(acl, model_id: int, x: np.ndarray, n: int) -> float:
         for i in range(count):
             size = size_of(desc, i)
             ptr, ret = acl.rt.malloc(size, 0)
-            _ok(ret, "malloc")
+            check_ret(ret, "malloc")
             ptrs.append(ptr)
             acl.mdl.add_dataset_buffer(ds, acl.create_data_buffer(ptr, size))
         sets.append(ds)
     data = np.ascontiguousarray(x).tobytes()
-    _ok(acl.rt.memcpy(ptrs[0], len(data), acl.util.bytes_to_ptr(data), len(data), 1), "h2d")
-    _ok(acl.mdl.execute(model_id, *sets), "execute")
-    times = _time(lambda: _ok(acl.mdl.execute(model_id, *sets), "execute"), n)
+    check_ret(acl.rt.memcpy(ptrs[0], len(data), acl.util.bytes_to_ptr(data), len(data), 1), "h2d")
+    check_ret(acl.mdl.execute(model_id, *sets), "execute")
+    times = _time(lambda: check_ret(acl.mdl.execute(model_id, *sets), "execute"), n)
     for p in ptrs:
         acl.rt.free(p)
     acl.mdl.destroy_desc(desc)
     return statistics.median(times)
 
 
-def _ok(ret: int, what: str) -> None:
-    if ret != 0:
-        raise RuntimeError(f"{what} returned {ret}")
-
-
 def _spawn(ctx: Context, env: dict, *args: str) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "npuemu.tools.bench.models", *args],
-                            env=env, stdin=subprocess.DEVNULL)
-    ctx.track.proc(proc.pid)
-    try:
-        rc = proc.wait(1500)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    if rc:
-        raise RuntimeError(f"bench_models {args[0]} exited {rc}")
+    run_module(ctx, "npuemu.tools.bench.models", env, list(args), 1500)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ import numpy as np
 
 from npuemu.tools.bench.records import Record, Target
 from npuemu.tools.bench.registry import Context, figure
-from npuemu.tools.bench.runner import child_env
+from npuemu.tools.bench.runner import child_env, run_module
 
 _EMPTY = "from npuemu.shared.kernel import kernel\n\n@kernel('aicore')\ndef empty(ctx):\n    pass\n"
 
@@ -297,17 +296,7 @@ def fig_ops(ctx: Context) -> list[Record]:
 
 
 def _spawn(ctx: Context, env: dict, *args: str) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "npuemu.tools.bench.ops", *args], env=env,
-                            stdin=subprocess.DEVNULL)
-    ctx.track.proc(proc.pid)
-    try:
-        rc = proc.wait(300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    if rc:
-        raise RuntimeError(f"bench_ops {args[0]} exited {rc}")
+    run_module(ctx, "npuemu.tools.bench.ops", env, list(args), 300)
 
 
 if __name__ == "__main__":

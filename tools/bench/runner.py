@@ -25,6 +25,23 @@ NODE_ENV = {"NPUEMU_HBM": "4G", "NPUEMU_DDR": "1G"}
 
 
 # ---------------------------------------------------------------------------- the runner
+def run_module(ctx: Context, module: str, env: dict[str, str], args: list[str],
+               timeout: float) -> None:
+    """Run ``python -m module *args`` as one of the figure's helper processes (tracked, so the
+    bench cleans up after it); RuntimeError if it fails or outlives ``timeout``."""
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], env=env,
+                            stdin=subprocess.DEVNULL)
+    ctx.track.proc(proc.pid)
+    try:
+        rc = proc.wait(timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if rc:
+        raise RuntimeError(f"{module} {args[0]} exited {rc}")
+
+
 def child_env(devices: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
     env.update(NODE_ENV, NPUEMU_DEVICES=str(devices))
