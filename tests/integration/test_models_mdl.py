@@ -180,10 +180,10 @@ def test_with_mem_query_size_and_error_paths(run_py, tmp_path) -> None:
     assert r["get_desc_unloaded"] == 145003
 
 
-# VGG-19 passes too (checked by hand: ~400 s on a loaded 2-core machine, almost all in the
-# op library's Conv2D kernel); it runs only with NPUEMU_TEST_VGG19=1 to keep the suite short.
+# VGG-19 passes too (its 548 MB of weights make it the slowest by far: load, HBM and the
+# largest convolutions); it runs only with NPUEMU_TEST_VGG19=1 to keep the suite short.
 _VGG = pytest.mark.skipif(os.environ.get("NPUEMU_TEST_VGG19") != "1",
-                          reason="~400 s of Conv2D kernels; set NPUEMU_TEST_VGG19=1")
+                          reason="the largest light model; set NPUEMU_TEST_VGG19=1")
 LIGHT_ALL = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2",
              "densenet121", "bvlc_alexnet", "zfnet512", pytest.param("vgg19", marks=_VGG)]
 
