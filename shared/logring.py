@@ -21,6 +21,8 @@ import datetime
 import os
 from collections.abc import Mapping
 
+from npuemu.shared import shm
+
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "NULL")
 DEBUG, INFO, WARNING, ERROR, NULL = range(5)
 EVENT = 5  # a level name of its own; on or off by the event switch
@@ -100,3 +102,21 @@ class LogRing:
     def release(self) -> None:
         self._head.release()
         self._data.release()
+
+
+def read_device_log(node: str, dev: int) -> str | None:
+    """The text in card ``dev``'s log ring (``/npuemu.<node>.d<dev>.log``), oldest first; None
+    if the card never started (PermissionError if the ring belongs to another user).
+    Read-only."""
+    try:
+        seg = shm.Segment(shm.name(node, f"d{dev}", "log"))
+    except FileNotFoundError:
+        return None
+    try:
+        ring = LogRing(seg.buf)
+        try:
+            return ring.read()
+        finally:
+            ring.release()
+    finally:
+        seg.close()

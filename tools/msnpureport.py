@@ -78,18 +78,7 @@ _EVENT_HELP = "turn EVENT lines on (enable) or off (disable)"
 # ------------------------------------------------------------------------------- logs
 def read_log(node: str, dev: int) -> str | None:
     """The text in device ``dev``'s log ring, or None if the card never started."""
-    try:
-        seg = shm.Segment(shm.name(node, f"d{dev}", "log"))
-    except FileNotFoundError:
-        return None
-    try:
-        ring = logring.LogRing(seg.buf)
-        try:
-            return ring.read()
-        finally:
-            ring.release()
-    finally:
-        seg.close()
+    return logring.read_device_log(node, dev)
 
 
 def _lines(text: str, *levels: str) -> str:

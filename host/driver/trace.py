@@ -148,17 +148,9 @@ class TraceReader:
     def device_log(self) -> str:
         """The card's log ring text (``shared/logring.py``), oldest first; "" if it is gone."""
         try:
-            seg = shm.Segment(shm.name(self.link.node, f"d{self.link.dev}", "log"))
-        except (FileNotFoundError, PermissionError):
+            return logring.read_device_log(self.link.node, self.link.dev) or ""
+        except PermissionError:
             return ""
-        try:
-            ring = logring.LogRing(seg.buf)
-            try:
-                return ring.read()
-            finally:
-                ring.release()
-        finally:
-            seg.close()
 
     def close(self) -> None:
         """Stop stamping and give the ring up."""

@@ -137,6 +137,14 @@ def _desc(d: object) -> D.TensorDesc:
 
 
 # compile ---------------------------------------------------------------------------------------
+def _hit(cache: Any, key: Any) -> Entry | None:
+    """The map entry of ``key`` (counted as a hit), or None; the caller holds ``cache.lock``."""
+    entry = cache.get(key)
+    if entry is not None:
+        cache.stats.hits += 1
+    return entry
+
+
 def compile_request(req: Request, link: Any, *, static: bool = False) -> Entry:
     """``aclopCompile``: the map entry for this request on ``link``'s card, compiling,
     re-tiling or loading as needed (blocks)."""
@@ -147,9 +155,8 @@ def compile_request(req: Request, link: Any, *, static: bool = False) -> Entry:
     cache = cache_for(link)
     key = full_key(req.op_type, req.present, req.outs, req.attr)
     with cache.lock:
-        entry = cache.get(key)
+        entry = _hit(cache, key)
         if entry is not None:
-            cache.stats.hits += 1
             return entry
         found = _dynamic_match(cache, op, req, key)
         if found is not None:
@@ -298,9 +305,8 @@ def find(req: Request, link: Any) -> Entry:
     cache = cache_for(link)
     key = full_key(req.op_type, req.present, req.outs, req.attr)
     with cache.lock:
-        entry = cache.get(key)
+        entry = _hit(cache, key)
         if entry is not None:
-            cache.stats.hits += 1
             return entry
         entry = models.load_static(cache, key)
         if entry is not None:
