@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from npuemu.device import kernels, opbin
+from npuemu.device.exec import kernels, opbin
 from npuemu.shared import errors, protocol, shm
 from npuemu.shared.layout import DEVICE_CTL
 from npuemu.shared.protocol import TASK_OPS, BadFrame, Op, u64

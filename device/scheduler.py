@@ -58,8 +58,8 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
-from npuemu.device.kernels import launch as run_kernel
-from npuemu.device.kernels import lookup as lookup_kernel
+from npuemu.device.exec.kernels import launch as run_kernel
+from npuemu.device.exec.kernels import lookup as lookup_kernel
 from npuemu.shared import errors, layout, protocol
 from npuemu.shared.config import WorkerSettings
 from npuemu.shared.enums import StreamFailureMode

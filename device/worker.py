@@ -43,7 +43,7 @@ import psutil
 
 from npuemu.device import dispatch, engines
 from npuemu.device.faults import Faults
-from npuemu.device.memory import Arena, DeviceMemory, Tag
+from npuemu.device.memory.arenas import Arena, DeviceMemory, Tag
 from npuemu.device.scheduler import Scheduler
 from npuemu.device.trace import TraceWriter
 from npuemu.shared import address, errors, layout, logring, protocol, shm

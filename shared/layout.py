@@ -115,7 +115,7 @@ DEVICE_CTL = Layout("DEVICE_CTL", [
     Field("hbm_free_blocks", 1, "free blocks of the HBM heap (after every malloc/free)"),
     Field("hbm_largest_free", 1, "largest free HBM block; 1 - it / free = fragmentation"),
     Field("hbm_normal_pool", 1, "HBM bytes of the normal-page pool (2 MiB chunks holding "
-          "normal-page blocks; the rest is the huge-page pool, device/pools.py)"),
+          "normal-page blocks; the rest is the huge-page pool, device/memory/pools.py)"),
     _pad("_pad0", 4),
     Field("hbm_total", 1, "HBM arena bytes"),
     Field("hbm_used", 1, "HBM bytes in live allocations (spans)"),

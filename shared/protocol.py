@@ -28,10 +28,10 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | CALLBACK_DONE | slot, task seq              |                         | (no reply) releases a BLOCK callback |
 | INJECT      | fault name, {parameters}      |                         | ``device/faults.py`` |
 | SET_TIMEOUT | task execution timeout in us  |                         | (no reply) ``aclrtSetOpExecuteTimeOut*``, per client; 0 = default |
-| OP_LOAD     | code bytes, name              | bin id, ptr, span, kernels | op binary into HBM (``device/opbin.py``) |
+| OP_LOAD     | code bytes, name              | bin id, ptr, span, kernels | op binary into HBM (``device/exec/opbin.py``) |
 | OP_UNLOAD   | bin id, ptr                   |                         | frees its HBM     |
-| MEM_POOLS   |                               | per arena (HBM, DDR): [[name, reserved, used, free, largest free, fragmentation ppm], ...] | page pools (``device/pools.py``) |
-| IPC_EXPORT  | ptr (start of a live block)   | share key               | ``device/ipc.py`` |
+| MEM_POOLS   |                               | per arena (HBM, DDR): [[name, reserved, used, free, largest free, fragmentation ppm], ...] | page pools (``device/memory/pools.py``) |
+| IPC_EXPORT  | ptr (start of a live block)   | share key               | ``device/memory/ipc.py`` |
 | IPC_SET_PID | share key, host pid           |                         | exporter only     |
 | IPC_IMPORT  | share key                     | ptr, span               | pid must be allowed |
 | IPC_CLOSE   | ptr                           |                         | importer done     |
@@ -89,7 +89,7 @@ class Op(enum.IntEnum):
     CALLBACK_DONE = 16
     INJECT = 17
     SET_TIMEOUT = 18
-    # op kernel binaries (device/opbin.py)
+    # op kernel binaries (device/exec/opbin.py)
     OP_LOAD = 19
     OP_UNLOAD = 20
     # memory in depth (issue 12)

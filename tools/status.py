@@ -147,7 +147,7 @@ def _read_device(name: str, dev: int, entry: list[int], reg: list[int], alive: b
 
 
 def hbm_pools(ctl: list[int]) -> dict:
-    """The HBM heap's pool figures published in the control block (``device/pools.py``):
+    """The HBM heap's pool figures published in the control block (``device/memory/pools.py``):
     free bytes, free blocks, largest free block, external fragmentation
     (1 - largest / free) and the normal-page pool's size (the rest is the huge-page pool)."""
     free = ctl[DEVICE_CTL.HBM_TOTAL] - ctl[DEVICE_CTL.HBM_USED]

@@ -5,7 +5,7 @@ attribute values and the op's tile code are written into the source, and the sha
 tiling are baked in as the defaults of the kernel's parameters, so a launch of that exact
 signature passes only its tensor pointers. The source is byte-compiled (``compile`` +
 ``marshal``): the bytes are what is placed in the card's HBM and what the worker executes
-(``device/opbin.py``); the worker never imports the op library. A re-tile (a signature that
+(``device/exec/opbin.py``); the worker never imports the op library. A re-tile (a signature that
 differs along a linear dimension) or a dynamic-shape launch passes shapes and tiling
 explicitly to the same binary.
 

@@ -1,4 +1,4 @@
-"""Unit and property tests of npuemu.device.allocator (aclrtMalloc sizing + offset heap)."""
+"""Unit and property tests of npuemu.device.memory.allocator (aclrtMalloc sizing + offset heap)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from npuemu.device.allocator import (
+from npuemu.device.memory.allocator import (
     HUGE1G_PAGE,
     HUGE_PAGE,
     Allocator,

@@ -1,4 +1,4 @@
-"""Page pools and fragmentation arithmetic on the pure allocator (device/pools.py)."""
+"""Page pools and fragmentation arithmetic on the pure allocator (device/memory/pools.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npuemu.device.allocator import HUGE_PAGE, Allocator, PageClass, plan
-from npuemu.device.pools import CHUNK, NormalChunks, fragmentation, pool_stats
+from npuemu.device.memory.allocator import HUGE_PAGE, Allocator, PageClass, plan
+from npuemu.device.memory.pools import CHUNK, NormalChunks, fragmentation, pool_stats
 
 CAP = 64 * HUGE_PAGE
 

@@ -47,7 +47,7 @@ Figures (limit in brackets):
   ``memmove`` (npuemu) beats ``np.copyto`` beyond the caches, so ratios > 1 happen there.
   Target for 64 MiB H2D/D2H: ≥ 0.85x.
 * malloc+free: ``acl.rt.malloc(256, 0)`` + ``acl.rt.free`` pairs per second [``plan`` +
-  ``Allocator.alloc`` + ``Allocator.free`` of ``npuemu.device.allocator``, in-process].
+  ``Allocator.alloc`` + ``Allocator.free`` of ``npuemu.device.memory.allocator``, in-process].
   Target ≥ 100k pairs/s.
 * execution (1 device): "async submission" is ``record_event`` calls per second from one
   thread [packing the same frame and pushing it on a bare in-process ``Ring``, popped at

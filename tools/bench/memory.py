@@ -69,7 +69,7 @@ def fig_copy_bandwidth(ctx: Context) -> list[Record]:
 @figure("malloc-free", devices=2)
 def fig_malloc_free(ctx: Context) -> list[Record]:
     """acl.rt.malloc(256)+free pairs/s vs the allocator called in-process."""
-    from npuemu.device.allocator import Allocator, plan
+    from npuemu.device.memory.allocator import Allocator, plan
     from npuemu.host import acl
 
     check_ret(acl.rt.set_device(0), "set_device(0)")

@@ -10,7 +10,7 @@ the same size again takes the waiting block back), the same with a different siz
 allocator called in-process in the same run (the machine may be loaded: read the ratios).
 
 ``fragmentation`` (in-process, no node): a workload generator drives the device heap
-(``device/allocator.py``, HUGE_FIRST plans) with a realistic mix of dynamic-shape requests:
+(``device/memory/allocator.py``, HUGE_FIRST plans) with a realistic mix of dynamic-shape requests:
 per iteration ("model execute") 40 transient blocks (60 % 256 B-64 KiB, 30 % 64 KiB-1 MiB,
 10 % 1-24 MiB) freed at its end, and 4 outputs kept for 1-30 iterations, on a 384 MiB
 card. Fragmentation is
@@ -44,7 +44,7 @@ only matters under pressure; with a mostly empty card every set-up is below 10 %
 @figure("memory-depth", devices=1)
 def fig_memory_depth(ctx: Context) -> list[Record]:
     """Caching, uncached and pool malloc+free pairs of 256 B vs the allocator in-process."""
-    from npuemu.device.allocator import Allocator, plan
+    from npuemu.device.memory.allocator import Allocator, plan
     from npuemu.host import acl
     from npuemu.host.core import caching
 
@@ -126,7 +126,7 @@ class _Sim:
     """The device heap plus, for levels 1 and 1+2, a workspace block and a size-class cache."""
 
     def __init__(self, pooling: bool, merge: bool) -> None:
-        from npuemu.device.allocator import Allocator
+        from npuemu.device.memory.allocator import Allocator
 
         self.heap = Allocator(HEAP, classify=lambda tag: tag)
         self.pooling, self.merge = pooling, merge
@@ -135,7 +135,7 @@ class _Sim:
         self.workspace: tuple[int, int] | None = None  # (offset, span)
 
     def _dev_alloc(self, size: int) -> tuple[int, int]:
-        from npuemu.device.allocator import plan
+        from npuemu.device.memory.allocator import plan
 
         step = plan(size, 0)
         while step is not None:

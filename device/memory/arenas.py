@@ -25,9 +25,9 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-from npuemu.device.allocator import HUGE1G_PAGE, HUGE_PAGE, Allocator, PageClass, plan
-from npuemu.device.ipc import ORPHAN, Shares
-from npuemu.device.pools import NormalChunks, PoolStats, pool_stats
+from npuemu.device.memory.allocator import HUGE1G_PAGE, HUGE_PAGE, Allocator, PageClass, plan
+from npuemu.device.memory.ipc import ORPHAN, Shares
+from npuemu.device.memory.pools import NormalChunks, PoolStats, pool_stats
 from npuemu.shared import address, errors, shm
 from npuemu.shared.config import PROFILES
 from npuemu.shared.enums import MemAttr, MemMallocModifier

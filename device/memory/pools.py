@@ -1,6 +1,6 @@
 """Page pools of one memory arena and how fragmented they are (seed §3.1, §3.3).
 
-The arena's heap (:class:`npuemu.device.allocator.Allocator`) is one address space; the pools
+The arena's heap (:class:`npuemu.device.memory.allocator.Allocator`) is one address space; the pools
 are a partition of it at 2 MiB granularity, as a driver that hands out huge pages and carves
 normal pages out of some of them would see it:
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npuemu.device.allocator import HUGE_PAGE, Allocator, PageClass
+from npuemu.device.memory.allocator import HUGE_PAGE, Allocator, PageClass
 
 __all__ = ["CHUNK", "NormalChunks", "PoolStats", "fragmentation", "pool_stats"]
 
