@@ -20,16 +20,30 @@ import numpy as np
 from npuemu.host import hccl as _h
 from npuemu.host.api import Device, DeviceArray, Stream
 from npuemu.host.hccl import comm as _comm
-from npuemu.host.hccl.types import NUMPY, HcclError, HcclReduceOp, HcclResult
+from npuemu.host.hccl.types import (
+    BFLOAT16,
+    NUMPY,
+    HcclDataType,
+    HcclError,
+    HcclReduceOp,
+    HcclResult,
+    is_bf16,
+)
 
 _DTYPES = {np.dtype(name): int(code) for code, name in NUMPY.items()}
 _OPS = {"sum": HcclReduceOp.HCCL_REDUCE_SUM, "prod": HcclReduceOp.HCCL_REDUCE_PROD,
         "max": HcclReduceOp.HCCL_REDUCE_MAX, "min": HcclReduceOp.HCCL_REDUCE_MIN}
 
 get_root_info = _h.get_root_info
+bfloat16 = BFLOAT16
+"""The dtype of bfloat16 arrays (uint16 bits, tagged): ``DeviceArray.from_numpy(bits.view(
+hccl.bfloat16), dev)`` is reduced as HCCL_DATA_TYPE_BFP16 (through float32, round to nearest
+even; ``npuemu.shared.bf16`` converts)."""
 
 
 def _dtype(arr: DeviceArray) -> int:
+    if is_bf16(arr.dtype):
+        return int(HcclDataType.HCCL_DATA_TYPE_BFP16)
     try:
         return _DTYPES[arr.dtype]
     except KeyError as err:
@@ -146,5 +160,5 @@ def init_cluster_info(rank_table_file: str, rank: int) -> Communicator:
     return Communicator(_h.comm_init_cluster_info(rank_table_file, rank))
 
 
-__all__ = ["Communicator", "HcclError", "get_root_info", "init_all", "init_cluster_info",
-           "init_root_info"]
+__all__ = ["Communicator", "HcclError", "bfloat16", "get_root_info", "init_all",
+           "init_cluster_info", "init_root_info"]

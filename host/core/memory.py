@@ -205,6 +205,19 @@ def _device_address(ptr: int, count: int) -> tuple[Allocation, int]:
     return alloc, alloc.link.arena_addr[arena] + offset
 
 
+def host_view(ptr: int, count: int) -> memoryview:
+    """The host's mapping of ``count`` bytes of device memory at ``ptr`` as a writable
+    ``memoryview`` (no copy): what host↔device copies read and write. The range is checked
+    like a copy's (107000 if it is not inside one live allocation of this process; 507054 if
+    it touches an isolated HBM page). No ``aclrt`` counterpart: the emulator's host-side
+    access for transports such as MPI (``host/hccl/mpi.py``). Valid until the allocation is
+    freed; the caller checks the card is alive after using it. Does not block."""
+    if count == 0:
+        return memoryview(bytearray(0))
+    _alloc, addr = _device_address(ptr, count)
+    return memoryview((ctypes.c_char * count).from_address(addr)).cast("B")
+
+
 def malloc_host(size: int) -> int:
     """Mirrors ``aclrtMallocHost``: pinned host memory (shared memory the devices can map).
     100000 for size 0; 200000 (ACL_ERROR_BAD_ALLOC) when it cannot be had."""

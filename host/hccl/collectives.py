@@ -23,7 +23,7 @@ task before the rendezvous, the puller copies H2D (``_Run.pull``/``publish``).
 Missing (stated, not emulated): chunks are not pipelined (a rank's pulls run one after the
 other on its DMA engine); the algorithm is not chosen by size or topology (mesh unless
 overridden; no hierarchical mesh-in-group + ring-across-groups); all_to_allv data per peer
-must fit in ``HCCL_BUFFSIZE / rank_size`` (E_NOT_SUPPORT beyond); bfloat16.
+must fit in ``HCCL_BUFFSIZE / rank_size`` (E_NOT_SUPPORT beyond).
 """
 
 from __future__ import annotations
@@ -35,7 +35,13 @@ import numpy as np
 from npuemu.host.core import stream as streams
 from npuemu.host.hccl import comm as comms
 from npuemu.host.hccl.comm import Communicator
-from npuemu.host.hccl.types import HcclError, HcclResult, numpy_dtype, reduce_name
+from npuemu.host.hccl.types import (
+    HcclError,
+    HcclResult,
+    kernel_dtype,
+    numpy_dtype,
+    reduce_name,
+)
 from npuemu.shared import errors
 
 ALGOS = ("mesh", "ring")
@@ -118,7 +124,7 @@ class _Run:
             self.c.copy(self.s, host, dev, elems * self.e, _D2H)
 
     def reduce(self, acc: int, src: int, elems: int, op: str) -> None:
-        self.c.reduce(self.s, acc, src, elems, op, self.dt.name)
+        self.c.reduce(self.s, acc, src, elems, op, kernel_dtype(self.dt))
 
     def meet(self, parties: tuple[int, ...] | None = None, key: tuple | None = None) -> None:
         self.step += 1

@@ -5,13 +5,16 @@ loaded into each card a communicator uses, run on the AI Vector engine.
 |--------|----------|------------------------|--------------------------------|
 | reduce | aivector | acc, x, n, op, dtype   | acc = op(acc, x), op sum/prod/max/min |
 
-Integer sums and products wrap as on the card (numpy's modular arithmetic).
+Integer sums and products wrap as on the card (numpy's modular arithmetic). ``dtype``
+``"bfloat16"`` means uint16 bits reduced through float32 and rounded to nearest even
+(``npuemu.shared.bf16.bf16_reduce``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from npuemu.shared.bf16 import bf16_reduce
 from npuemu.shared.kernel import kernel
 
 _UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -20,5 +23,8 @@ _UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.mini
 @kernel("aivector")
 def reduce(ctx, acc, x, n, op="sum", dtype="float32"):
     lo, hi = ctx.split(n)
+    if dtype == "bfloat16":
+        bf16_reduce(op, ctx.tensor(acc, "uint16", n)[lo:hi], ctx.tensor(x, "uint16", n)[lo:hi])
+        return
     out = ctx.tensor(acc, dtype, n)[lo:hi]
     _UFUNCS[op](out, ctx.tensor(x, dtype, n)[lo:hi], out=out)

@@ -10,10 +10,19 @@ rank must equal the HCCL rank. Each process drives one card: its rank's.
 stream: a host function (``aclrtLaunchHostFunc``) that, when the stream reaches it, calls
 MPI's own collective (``Allreduce``, ``Allgather``, ``Reduce_scatter_block``, ``Bcast``,
 ``Reduce``, ``Alltoall(v)``, ``Send``/``Recv``, ``Barrier``) directly on the host's mapping
-of the card's arena (the mapping host↔device copies use; every buffer was checked at call
-time and is checked again, poisoned pages included, when the task runs). No staging copy,
-no chunking. float16 reductions are done in float32 by MPI (MPI has no half type) and
-rounded once.
+of the card's arena (``memory.host_view``: the mapping host↔device copies use; every
+buffer was checked at call time and is checked again, poisoned pages included, when the
+task runs). No staging copy, no chunking of our own (MPI pipelines large messages itself);
+in-place all_reduce and reduce use ``MPI_IN_PLACE``. float16 and bfloat16 (no MPI type)
+reduce through an MPI user op on their uint16 bits, pairwise and rounded at each step, as
+the cards' reduce kernel does (``npuemu.shared.bf16.bf16_reduce`` for bfloat16).
+
+Cost against MPI's own Allreduce on host buffers: the same bytes move through the same MPI
+call, so what is added is one host-function round trip per collective (tens of µs, a few
+hundred under load) and first touches of freshly allocated arena pages (the first use of a
+buffer after ``aclrtMalloc`` faults its pages into this process's mapping; MPI's own host
+buffers in a comparison were touched already). Measure both interleaved, on buffers used
+before (``tools/bench/hccl.py``): a block measured after the other sees different load.
 
 Missing: ranks of one node in one process joined to ranks elsewhere (a process holds one
 rank here); a bound on a peer's death (MPI itself decides: MPICH aborts the job); the host
@@ -24,12 +33,14 @@ the caller) for the MPI call.
 Threading model: MPI is called from the runtime's host-function thread of the user's stream
 (MPI_THREAD_MULTIPLE is required and checked); a rank's MPI calls are issued in the order of
 its stream, which is the order every rank must call its collectives in (as HCCL requires).
+``_user_ops_lock`` guards the cache of MPI user ops (created on first use by any of those
+threads, never freed before MPI finalises).
 """
 
 from __future__ import annotations
 
-import ctypes
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npuemu.host.core import callbacks, memory
-from npuemu.host.hccl.types import HcclError, HcclResult
+from npuemu.host.hccl.types import HcclError, HcclResult, bf16_reduce, is_bf16
 
 
 def active(n_ranks: int) -> bool:
@@ -81,12 +92,9 @@ def _mpi():
 
 
 def view(ptr: int, elems: int, dt: np.dtype) -> np.ndarray:
-    """The host's mapping of ``elems`` elements of device memory at ``ptr`` (checked)."""
-    nbytes = elems * dt.itemsize
-    if nbytes == 0:
-        return np.empty(0, dt)
-    _alloc, addr = memory._device_address(ptr, nbytes)
-    return np.frombuffer((ctypes.c_char * nbytes).from_address(addr), dtype=dt)
+    """The host's mapping of ``elems`` elements of device memory at ``ptr`` (checked by
+    ``memory.host_view``; no copy)."""
+    return np.frombuffer(memory.host_view(ptr, elems * dt.itemsize), dtype=np.dtype(dt.str))
 
 
 def _on_stream(comm: object, stream: object, fn: Callable[[], None]) -> None:
@@ -102,34 +110,64 @@ def _on_stream(comm: object, stream: object, fn: Callable[[], None]) -> None:
     callbacks.launch_host_func(stream.handle, run, None)
 
 
-def _reduce(world: object, dt: np.dtype, op: str, kind: str, src: np.ndarray,
+_user_ops: dict[tuple[str, str], object] = {}
+_user_ops_lock = threading.Lock()
+
+
+def _half_op(kind: str, op: str) -> object:
+    """An MPI user op reducing 16-bit floats MPI has no type for (``float16``, or
+    ``bfloat16`` bits through ``bf16_reduce``), pairwise and rounded at each step as the
+    cards' reduce kernel does. Created once per (kind, op)."""
+    key = (kind, op)
+    with _user_ops_lock:
+        if key not in _user_ops:
+            _user_ops[key] = _make_half_op(kind, op)
+        return _user_ops[key]
+
+
+def _make_half_op(kind: str, op: str) -> object:
+    fn = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[op]
+
+    def apply(inbuf: object, inout: object, _datatype: object) -> None:
+        a = np.frombuffer(inbuf, np.uint16)
+        acc = np.frombuffer(inout, np.uint16)
+        if kind == "bfloat16":
+            bf16_reduce(op, acc, a)
+        else:
+            h = acc.view(np.float16)
+            fn(h, a.view(np.float16), out=h)
+
+    return _mpi().Op.Create(apply, commute=True)
+
+
+def _reduce(world: object, dt: np.dtype, op: str, kind: str, src: object,
             dst: np.ndarray | None, root: int = 0) -> None:
+    """MPI's reduction ``kind`` (all, scatter, root): predefined ops on MPI's own types, a
+    user op on uint16 bits for float16 and bfloat16. ``src`` may be ``MPI.IN_PLACE``."""
     MPI = _mpi()
-    mop = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}[op]
-    a, b = src, dst
-    if dt == np.float16:  # MPI has no half type: reduce in float32, round once
-        a = src.astype(np.float32)
-        b = None if dst is None else np.empty(dst.size, np.float32)
-    if kind == "all":
-        world.Allreduce(a, b, op=mop)
-    elif kind == "scatter":
-        world.Reduce_scatter_block(a, b, op=mop)
+    half = "bfloat16" if is_bf16(dt) else ("float16" if dt == np.float16 else None)
+    if half:
+        mop = _half_op(half, op)
+        src = src if src is MPI.IN_PLACE else src.view(np.uint16)
+        dst = None if dst is None else dst.view(np.uint16)
     else:
-        world.Reduce(a, b, op=mop, root=root)
-    if b is not dst and dst is not None:
-        dst[:] = b
+        mop = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}[op]
+    if kind == "all":
+        world.Allreduce(src, dst, op=mop)
+    elif kind == "scatter":
+        world.Reduce_scatter_block(src, dst, op=mop)
+    else:
+        world.Reduce(src, dst, op=mop, root=root)
 
 
 def all_reduce(comm: object, stream: object, dt: np.dtype, send: int, recv: int, count: int,
                op: str) -> None:
     world = comm.mpi.world
-    if send == recv:
-        def fn() -> None:
-            buf = view(send, count, dt)
-            _reduce(world, dt, op, "all", buf.copy(), buf)
-    else:
-        def fn() -> None:
-            _reduce(world, dt, op, "all", view(send, count, dt), view(recv, count, dt))
+
+    def fn() -> None:
+        out = view(recv, count, dt)
+        src = _mpi().IN_PLACE if send == recv else view(send, count, dt)
+        _reduce(world, dt, op, "all", src, out)
     _on_stream(comm, stream, fn)
 
 
@@ -138,12 +176,11 @@ def reduce(comm: object, stream: object, dt: np.dtype, send: int, recv: int, cou
     world, me = comm.mpi.world, comm.rank
 
     def fn() -> None:
-        src = view(send, count, dt)
         if me == root:
-            _reduce(world, dt, op, "root", src.copy() if send == recv else src,
-                    view(recv, count, dt), root)
+            src = _mpi().IN_PLACE if send == recv else view(send, count, dt)
+            _reduce(world, dt, op, "root", src, view(recv, count, dt), root)
         else:
-            _reduce(world, dt, op, "root", src, None, root)
+            _reduce(world, dt, op, "root", view(send, count, dt), None, root)
     _on_stream(comm, stream, fn)
 
 

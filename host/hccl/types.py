@@ -13,6 +13,13 @@ import os
 
 import numpy as np
 
+from npuemu.shared.bf16 import bf16_reduce, from_float32, to_float32
+
+__all__ = ["BFLOAT16", "HCCL_ROOT_INFO_BYTES", "NUMPY", "OPS", "HcclDataType", "HcclError",
+           "HcclReduceOp", "HcclResult", "HcclSendRecvType", "bf16_reduce", "buffer_bytes",
+           "connect_timeout_s", "error_string", "exec_timeout_s", "from_float32", "is_bf16",
+           "kernel_dtype", "numpy_dtype", "reduce_name", "to_float32"]
+
 HCCL_ROOT_INFO_BYTES = 4108
 
 
@@ -94,8 +101,8 @@ _MESSAGES = {
     HcclResult.HCCL_E_REMOTE: "remote error",
 }
 
-# Data types the emulated cards compute on (numpy names for the reduce kernel). bfloat16
-# needs ml_dtypes, which is not a dependency: HCCL_DATA_TYPE_BFP16 is E_NOT_SUPPORT here.
+# Data types the emulated cards compute on (numpy names for the reduce kernel). bfloat16 is
+# carried as its uint16 bits (``BFLOAT16`` below, see npuemu.shared.bf16).
 NUMPY = {
     HcclDataType.HCCL_DATA_TYPE_INT8: "int8",
     HcclDataType.HCCL_DATA_TYPE_INT16: "int16",
@@ -109,6 +116,10 @@ NUMPY = {
     HcclDataType.HCCL_DATA_TYPE_UINT32: "uint32",
     HcclDataType.HCCL_DATA_TYPE_FP64: "float64",
 }
+BFLOAT16 = np.dtype(np.uint16, metadata={"hccl": "bfloat16"})
+"""The numpy dtype of ``HCCL_DATA_TYPE_BFP16``: uint16 bits, tagged so that the reduce step
+knows to widen to float32 (``kernel_dtype``). It compares equal to ``np.uint16``."""
+
 OPS = {HcclReduceOp.HCCL_REDUCE_SUM: "sum", HcclReduceOp.HCCL_REDUCE_PROD: "prod",
        HcclReduceOp.HCCL_REDUCE_MAX: "max", HcclReduceOp.HCCL_REDUCE_MIN: "min"}
 
@@ -149,10 +160,23 @@ def numpy_dtype(dtype: object) -> np.dtype:
         member = HcclDataType(dtype)
     except ValueError as err:
         raise HcclError(HcclResult.HCCL_E_PARA, f"unknown data type {dtype}") from err
+    if member is HcclDataType.HCCL_DATA_TYPE_BFP16:
+        return BFLOAT16
     if member not in NUMPY:
         raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT, f"data type {member.name} is not "
                         "supported by the emulated cards")
     return np.dtype(NUMPY[member])
+
+
+def is_bf16(dt: np.dtype) -> bool:
+    """``dt`` is ``BFLOAT16`` (the tagged uint16 of HCCL_DATA_TYPE_BFP16)."""
+    return (dt.metadata or {}).get("hccl") == "bfloat16"
+
+
+def kernel_dtype(dt: np.dtype) -> str:
+    """The dtype name the reduce kernel takes: ``"bfloat16"`` for ``BFLOAT16`` (reduced
+    through float32 by ``bf16_reduce``), else numpy's name."""
+    return "bfloat16" if is_bf16(dt) else dt.name
 
 
 def reduce_name(op: object) -> str:

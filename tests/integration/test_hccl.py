@@ -119,7 +119,7 @@ def test_rank_table_and_bad_input(run_py, tmp_path) -> None:
     R["unknown_comm"] = pyhccl.HcclAllReduce(x, x, 4, FP32, SUM, 12345, s)
     R["null"] = pyhccl.HcclAllReduce(0, x, 4, FP32, SUM, c0, s)
     R["bad_dtype"] = pyhccl.HcclAllReduce(x, x, 4, 99, SUM, c0, s)
-    R["bf16"] = pyhccl.HcclAllReduce(x, x, 4, 11, SUM, c0, s)
+    R["int128"] = pyhccl.HcclAllReduce(x, x, 4, 12, SUM, c0, s)
     R["bad_op"] = pyhccl.HcclAllReduce(x, x, 4, FP32, 7, c0, s)
     R["too_big"] = pyhccl.HcclAllReduce(x, x, 1000, FP32, SUM, c0, s)
     R["misaligned"] = pyhccl.HcclAllReduce(x + 2, x + 2, 4, FP32, SUM, c0, s)
@@ -142,7 +142,7 @@ def test_rank_table_and_bad_input(run_py, tmp_path) -> None:
     assert r["ids"] == [0, 1]
     assert r["missing_file"] == 10  # HCCL_E_OPEN_FILE_FAILURE
     assert r["null"] == 2  # HCCL_E_PTR
-    assert r["bf16"] == 5  # HCCL_E_NOT_SUPPORT
+    assert r["int128"] == 5  # HCCL_E_NOT_SUPPORT
     for key in ("unknown_comm", "bad_dtype", "bad_op", "too_big", "misaligned", "bad_root",
                 "other_stream", "a2a_mismatch", "self_send", "mismatch", "destroy_again"):
         assert r[key] == 1, key  # HCCL_E_PARA
