@@ -1,6 +1,7 @@
 """Child program of test_hccl_mpi.py: one MPI rank = one host process with its own embedded
-node (its card 0). Root info travels over MPI as in hccl_test; every collective is checked
-against numpy; prints ``RESULT {...}`` on rank 0."""
+node (its card 0). Root info travels over MPI as in hccl_test; every collective x dtype (int8,
+int32, int64, float16, bfloat16, float32) x reduce op is checked against numpy (bfloat16 as
+float32 with bf16 rounding), in place too; prints ``RESULT {...}`` on rank 0."""
 
 import json
 
@@ -9,6 +10,7 @@ from mpi4py import MPI
 
 from npuemu.host.api import Device, DeviceArray, Stream, hccl
 from npuemu.host.hccl import all_to_allv
+from npuemu.shared.bf16 import from_float32, to_float32
 
 world = MPI.COMM_WORLD
 R, P = world.Get_rank(), world.Get_size()
@@ -26,10 +28,18 @@ failures, cases = [], 0
 
 
 def data(n, dtype, rank):
-    return np.random.default_rng(rank * 7 + n).integers(-3, 4, n).astype(dtype)
+    vals = np.random.default_rng(rank * 7 + n).integers(-3, 4, n)
+    if dtype == "bfloat16":  # small integers: exact in bf16, whatever the order of steps
+        return from_float32(vals.astype(np.float32)).view(hccl.bfloat16)
+    return vals.astype(dtype)
 
 
 def red(n, dtype, op):
+    if dtype == "bfloat16":
+        acc = to_float32(data(n, dtype, 0))
+        for r in range(1, P):
+            OPS[op](acc, to_float32(data(n, dtype, r)), out=acc)
+        return from_float32(acc)
     acc = data(n, dtype, 0)
     for r in range(1, P):
         OPS[op](acc, data(n, dtype, r), out=acc)
@@ -41,33 +51,42 @@ def check(arr, want, what):
     cases += 1
     s.synchronize()
     got = arr.to_numpy()
-    if not np.array_equal(got, want):
+    if not np.array_equal(got.view(np.uint16) if got.dtype == hccl.bfloat16 else got,
+                          want.view(np.uint16) if want.dtype == hccl.bfloat16 else want):
         failures.append(f"{what} rank {R}: {got[:5]} != {want[:5]}")
 
 
-for dtype in ("int8", "int32", "int64", "float16", "float32"):
-    for n in (7, 3001, 300001):
-        if n == 300001 and dtype != "float32":
+def upload(n, dtype, rank=None):
+    return DeviceArray.from_numpy(data(n, dtype, R if rank is None else rank), dev)
+
+
+for dtype in ("int8", "int32", "int64", "float16", "bfloat16", "float32"):
+    for n in (7, 300001):
+        if n == 300001 and dtype not in ("float32", "bfloat16", "float16"):
             continue
         for op in OPS:
-            x = DeviceArray.from_numpy(data(n, dtype, R), dev)
-            check(comm.all_reduce(x, op=op, stream=s), red(n, dtype, op),
+            check(comm.all_reduce(upload(n, dtype), op=op, stream=s), red(n, dtype, op),
                   f"all_reduce {dtype} {n} {op}")
-        x = DeviceArray.from_numpy(data(n * P, dtype, R), dev)
-        check(comm.reduce_scatter(x, op="max", stream=s),
-              red(n * P, dtype, "max")[R * n:(R + 1) * n], f"reduce_scatter {dtype} {n}")
-        x = DeviceArray.from_numpy(data(n, dtype, R), dev)
-        check(comm.all_gather(x, stream=s), np.concatenate([data(n, dtype, r) for r in range(P)]),
-              f"all_gather {dtype} {n}")
-        x = DeviceArray.from_numpy(data(n, dtype, R), dev)
-        check(comm.broadcast(x, root=P - 1, stream=s), data(n, dtype, P - 1),
+            x = upload(n * P, dtype)
+            check(comm.reduce_scatter(x, op=op, stream=s),
+                  red(n * P, dtype, op)[R * n:(R + 1) * n], f"reduce_scatter {dtype} {n} {op}")
+            x = upload(n, dtype)
+            y = DeviceArray.from_numpy(np.zeros(n, x.dtype), dev)
+            comm.reduce(x, y, op=op, root=P - 1, stream=s)
+            check(y, red(n, dtype, op) if R == P - 1 else np.zeros(n, x.dtype),
+                  f"reduce {dtype} {n} {op}")
+        x = upload(n, dtype)  # in place: MPI_IN_PLACE
+        check(comm.all_reduce(x, x, op="sum", stream=s), red(n, dtype, "sum"),
+              f"all_reduce in place {dtype} {n}")
+        x = upload(n, dtype)
+        comm.reduce(x, x, op="max", root=0, stream=s)
+        check(x, red(n, dtype, "max") if R == 0 else data(n, dtype, R),
+              f"reduce in place {dtype} {n}")
+        check(comm.all_gather(upload(n, dtype), stream=s),
+              np.concatenate([data(n, dtype, r) for r in range(P)]), f"all_gather {dtype} {n}")
+        check(comm.broadcast(upload(n, dtype), root=P - 1, stream=s), data(n, dtype, P - 1),
               f"broadcast {dtype} {n}")
-        x = DeviceArray.from_numpy(data(n, dtype, R), dev)
-        y = DeviceArray.from_numpy(np.zeros(n, dtype), dev)
-        comm.reduce(x, y, op="sum", root=0, stream=s)
-        check(y, red(n, dtype, "sum") if R == 0 else np.zeros(n, dtype), f"reduce {dtype} {n}")
-        x = DeviceArray.from_numpy(data(n * P, dtype, R), dev)
-        check(comm.all_to_all(x, stream=s),
+        check(comm.all_to_all(upload(n * P, dtype), stream=s),
               np.concatenate([data(n * P, dtype, j)[R * n:(R + 1) * n] for j in range(P)]),
               f"all_to_all {dtype} {n}")
 # send/recv: rank 0 -> every other rank
