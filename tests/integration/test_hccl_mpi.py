@@ -1,8 +1,8 @@
 """Collectives across nodes joined by MPI (host/hccl/mpi.py): ``mpiexec -n N`` (the mpich
 wheel's) starts N processes, each with its own embedded node (a separate emulated server);
 root info travels over MPI and every collective x dtype (bfloat16 included) x reduce op is
-checked against numpy in each rank (``hccl_mpi_rank.py``). Skipped cleanly when mpi4py or mpiexec is not installed (the ``mpi``
-extra) or MPI cannot initialise."""
+checked against numpy in each rank (``hccl_mpi_rank.py``). Skipped cleanly when mpi4py or
+mpiexec is not installed (the ``mpi`` extra) or MPI cannot initialise."""
 
 from __future__ import annotations
 
