@@ -190,32 +190,49 @@ class Bench:
                 good = False
         return good if self.world is None else bool(self.world.allreduce(int(good), op=_min()))
 
-    def measure(self, size: int, iters: int, warmup: int, check: int) -> Row:
+    def timed(self, iters: int) -> float:
+        """Average µs of ``iters`` collectives on the current buffers, timed by two events
+        on rank 0's stream (as hccl_test does); waits for every stream."""
         from npuemu.host.core import stream as streams
 
-        self.alloc(size)
-        for _ in range(warmup):
-            self.issue()
         self._set(0)
         s0 = self.streams[0].handle
         start, end = streams.create_event(), streams.create_event()
-        streams.record_event(start.handle, s0)
-        for _ in range(iters):
-            self.issue()
-        self._set(0)
-        streams.record_event(end.handle, s0)
+        try:
+            streams.record_event(start.handle, s0)
+            for _ in range(iters):
+                self.issue()
+            self._set(0)
+            streams.record_event(end.handle, s0)
+            self.sync()
+            self._set(0)
+            return streams.event_elapsed_time(start.handle, end.handle) * 1000 / max(iters, 1)
+        finally:
+            streams.destroy_event(start.handle)
+            streams.destroy_event(end.handle)
+
+    def sync(self) -> None:
+        """Wait for every local rank's stream."""
+        from npuemu.host.core import stream as streams
+
         for r, s in enumerate(self.streams):
             self._set(r)
             streams.synchronize_stream(s.handle)
-        self._set(0)
-        avg_us = streams.event_elapsed_time(start.handle, end.handle) * 1000 / max(iters, 1)
-        streams.destroy_event(start.handle)
-        streams.destroy_event(end.handle)
+
+    def row(self, avg_us: float, check: int) -> Row:
+        """hccl_test's row for the current buffers and a measured average time."""
         nbytes = self.count * self.np_dtype.itemsize
         moved = nbytes * self.p if self.op in ("all_gather", "reduce_scatter") else nbytes
         algbw = moved / avg_us * 1e-3 if avg_us > 0 else 0.0
         result = "NULL" if not check else ("success" if self.check() else "failed")
         return Row(nbytes, avg_us, algbw, algbw * BUS_FACTOR[self.op](self.p), result)
+
+    def measure(self, size: int, iters: int, warmup: int, check: int) -> Row:
+        self.alloc(size)
+        for _ in range(warmup):
+            self.issue()
+        self.sync()
+        return self.row(self.timed(iters), check)
 
     def close(self) -> None:
         from npuemu.host import hccl
