@@ -398,18 +398,21 @@ def _join_mpi(key: str, n_ranks: int, rank: object, dev: int) -> Communicator:
 
 def comm_init_cluster_info(rank_table_file: str, rank: int) -> Communicator:
     """Mirrors ``HcclCommInitClusterInfo``: the rank's card comes from the rank table's
-    ``device_id``; blocks like ``comm_init_root_info``. A table of several servers is
-    E_NOT_SUPPORT (across hosts is not implemented)."""
-    from npuemu.host.hccl import ranktable
+    ``device_id``; blocks like ``comm_init_root_info``. Under MPI with one process per rank
+    (``mpi.active``) the ranks join over MPI, whatever the servers; otherwise a table of
+    several servers is E_NOT_SUPPORT (ranks of other servers live in other processes)."""
+    from npuemu.host.hccl import mpi, ranktable
 
     table = ranktable.load(rank_table_file)
-    if type(rank) is not int or rank not in table.devices:
-        raise HcclError(HcclResult.HCCL_E_PARA, f"rank {rank!r} is not in the rank table")
+    entry = table.locate(rank)
+    key = "table-" + table.digest
+    if mpi.active(table.size):
+        return _join_mpi(key, table.size, rank, entry.device_id)
     if table.servers != 1:
         raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT,
-                        f"{table.servers} servers: communicators across hosts are not "
-                        "implemented")
-    return _join("table-" + table.digest, len(table.devices), rank, table.devices[rank])
+                        f"{table.servers} servers: run one process per rank under mpiexec "
+                        f"(-n {table.size})")
+    return _join(key, table.size, rank, entry.device_id)
 
 
 def comm_destroy(handle: object) -> None:
