@@ -1,16 +1,23 @@
 """``npuemu hccl-test OP [options]``: the hccl_test tools (all_reduce_test, ...) on emulated
 cards (CANN_OPS_MODELS_REFERENCE §5.7).
 
-Same options and defaults as hccl_test: ``-b/--minbytes`` (64M), ``-e/--maxbytes`` (64M),
-``-i/--stepbytes`` (default (e-b)/10; 0 = one size), ``-f/--stepfactor`` (>1 wins over -i),
-``-o/--op`` sum|prod|max|min, ``-r/--root`` (0), ``-d/--datatype`` (fp32), ``-n/--iters``
-(20), ``-w/--warmup_iters`` (10), ``-c/--check`` (0 off, 1 on, 2 verbose), ``-p/--npus``
-(ranks; default every card, or ``HCCL_TEST_USE_DEVS="4,5,6,7"``). The root prints the same
-header and rows (``data_size(Bytes)`` = bytes per card; ``aveg_time(us)`` = event-timed
-total / iters; ``alg_bandwidth(GB/s)`` = bytes / time, times rank_size for all_gather and
-reduce_scatter; ``check_result``), plus one column hccl_test lacks: ``bus_bandwidth(GB/s)``
-as nccl-tests computes it (algbw x 2(n-1)/n for all_reduce, (n-1)/n for all_gather,
-reduce_scatter and alltoall, 1 for broadcast and reduce).
+OP is one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall (the
+v-variants, scatter and alltoallvc are not provided). Same options and defaults as hccl_test:
+``-b/--minbytes`` (64M), ``-e/--maxbytes`` (64M), ``-i/--stepbytes`` (default (e-b)/10; 0 =
+one size), ``-f/--stepfactor`` (must be > 1; wins over -i), ``-o/--op`` sum|prod|max|min,
+``-r/--root`` (0), ``-d/--datatype`` (fp32; hccl_test's names, ``bf16`` also names
+``bfp16``; int128/hif8/fp8* are refused with HCCL_E_NOT_SUPPORT), ``-n/--iters`` (20),
+``-w/--warmup_iters`` (10), ``-c/--check`` (0 off, 1 on, 2 also prints each rank's success),
+``-p/--npus`` (ranks per node; default every card, or ``HCCL_TEST_USE_DEVS="4,5,6,7"``);
+``-t``, ``-z``, ``-m``, ``-s`` are accepted without effect. The root prints the same first
+line, header and rows (``data_size(Bytes)`` = bytes per card; ``aveg_time(us)`` =
+event-timed total / iters; ``alg_bandwidth(GB/s)`` = bytes / time, times rank_size for
+all_gather and reduce_scatter; ``check_result`` success|failed, or NULL when checking is off
+or the expected integer sum/product overflows the dtype), plus one column hccl_test lacks:
+``bus_bandwidth(GB/s)`` as nccl-tests computes it (algbw x 2(n-1)/n for all_reduce, (n-1)/n
+for all_gather, reduce_scatter and alltoall, 1 for broadcast and reduce). Inputs are
+rank_id + 1 on every rank (bfloat16 as its bits); the expected result is computed on the
+host (bfloat16 folded through float32 in rank order, rounded at each step).
 
 Modes: under an MPI launcher (``PMI_RANK``/``OMPI_COMM_WORLD_RANK`` set: ``mpiexec -n 8
 npuemu hccl-test all_reduce ...``) each process is one rank on card ``rank % npus`` of its own
@@ -30,11 +37,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from npuemu.shared.bf16 import bf16_reduce, from_float32
 from npuemu.shared.config import parse_size
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall")
 DTYPES = {"int8": 0, "int16": 1, "int32": 2, "fp16": 3, "fp32": 4, "int64": 5, "uint64": 6,
-          "uint8": 7, "uint16": 8, "uint32": 9, "fp64": 10, "bfp16": 11}
+          "uint8": 7, "uint16": 8, "uint32": 9, "fp64": 10, "bfp16": 11, "bf16": 11,
+          "int128": 12, "hif8": 14, "fp8e4m3": 15, "fp8e5m2": 16, "fp8e8m0": 17}
+"""hccl_test's ``-d`` names (HcclDataType values), plus ``bf16`` as another name for
+``bfp16``. int128 and the 8-bit float types are accepted by name and refused with
+HCCL_E_NOT_SUPPORT when the run starts (the emulated cards do not compute on them)."""
 REDUCE = {"sum": 0, "prod": 1, "max": 2, "min": 3}
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
@@ -73,10 +85,12 @@ class Bench:
         from npuemu.host import hccl
         from npuemu.host.core import device
         from npuemu.host.core import stream as streams
-        from npuemu.host.hccl.types import numpy_dtype
+        from npuemu.host.hccl.types import is_bf16, numpy_dtype
 
         self.op, self.dtype, self.reduce_op, self.root, self.algo = op, dtype, reduce_op, root, algo
+        self.verbose = False
         self.np_dtype = numpy_dtype(dtype)
+        self.bf16 = is_bf16(self.np_dtype)
         self.devices, self.world = devices, world
         for d in devices:
             device.set_device(d)
@@ -101,11 +115,16 @@ class Bench:
         rt.local.ctx = rt.devices[self.devices[i]].primary
 
     def _input(self, rank: int, n: int) -> np.ndarray:
-        """Rank's input: rank_id + 1 (alltoall: also 10 x the destination block)."""
+        """Rank's input: rank_id + 1 (alltoall: also 10 x the destination block); bfloat16
+        as its bits."""
         send_n = n * self.p if self.op in ("reduce_scatter", "alltoall") else n
         if self.op == "alltoall":
-            return (np.arange(send_n) // n * 10 + rank + 1).astype(self.np_dtype)
-        return np.full(send_n, rank + 1, dtype=self.np_dtype)
+            values = np.arange(send_n) // n * 10 + rank + 1
+        else:
+            values = np.full(send_n, rank + 1)
+        if self.bf16:
+            return from_float32(values.astype(np.float32)).view(self.np_dtype)
+        return values.astype(self.np_dtype)
 
     def alloc(self, size: int) -> None:
         """Buffers for ``size`` bytes per card, inputs filled with rank_id + 1."""
@@ -155,15 +174,40 @@ class Bench:
             else:
                 hccl.all_to_all(x, n, self.dtype, y, n, self.dtype, comm, s)
 
+    def _fold(self, ins: list[np.ndarray]) -> np.ndarray:
+        """The reduction of every rank's input, in rank order (bfloat16 through float32,
+        rounded at each step as the cards do)."""
+        if self.bf16:
+            acc = ins[0].view(np.uint16).copy()
+            for h in ins[1:]:
+                bf16_reduce(self.reduce_op, acc, h.view(np.uint16))
+            return acc.view(self.np_dtype)
+        acc = ins[0].copy()
+        for h in ins[1:]:
+            _NP_OPS[self.reduce_op](acc, h, out=acc)
+        return acc
+
+    def overflows(self) -> bool:
+        """The expected result does not fit the dtype (hccl_test prints NULL then): integer
+        sums and products of rank_id + 1 over the ranks (alltoall and the gathers move data
+        only)."""
+        if self.op not in ("all_reduce", "reduce", "reduce_scatter"):
+            return False
+        if self.np_dtype.kind not in "iu" or self.reduce_op in ("max", "min"):
+            return False
+        top = 1
+        for r in range(1, self.p + 1):
+            top = top * r if self.reduce_op == "prod" else top + r
+        top = top if self.reduce_op == "prod" else top - 1
+        return top > np.iinfo(self.np_dtype).max
+
     def expected(self, rank: int) -> np.ndarray | None:
         n, p = self.count, self.p
         ins = [self._input(j, n) for j in range(p)]
         if self.op in ("all_reduce", "reduce", "reduce_scatter"):
             if self.op == "reduce" and rank != self.root:
                 return None
-            acc = ins[0].copy()
-            for h in ins[1:]:
-                _NP_OPS[self.reduce_op](acc, h, out=acc)
+            acc = self._fold(ins)
             return acc[rank * n:(rank + 1) * n] if self.op == "reduce_scatter" else acc
         if self.op == "all_gather":
             return np.concatenate(ins)
@@ -185,9 +229,11 @@ class Bench:
             got = np.empty(want.size, self.np_dtype)
             self._set(i)
             memory.memcpy(got.ctypes.data, got.nbytes, src, got.nbytes, 2)
-            if not np.array_equal(got, want):
+            if not np.array_equal(got.view(np.uint8), want.view(np.uint8)):
                 print(f"local rank_id {rank}, check result failed", file=sys.stderr)
                 good = False
+            elif self.verbose:
+                print(f"local rank_id {rank}, check result success", file=sys.stderr)
         return good if self.world is None else bool(self.world.allreduce(int(good), op=_min()))
 
     def timed(self, iters: int) -> float:
@@ -224,7 +270,10 @@ class Bench:
         nbytes = self.count * self.np_dtype.itemsize
         moved = nbytes * self.p if self.op in ("all_gather", "reduce_scatter") else nbytes
         algbw = moved / avg_us * 1e-3 if avg_us > 0 else 0.0
-        result = "NULL" if not check else ("success" if self.check() else "failed")
+        if not check or self.overflows():
+            result = "NULL"
+        else:
+            result = "success" if self.check() else "failed"
         return Row(nbytes, avg_us, algbw, algbw * BUS_FACTOR[self.op](self.p), result)
 
     def measure(self, size: int, iters: int, warmup: int, check: int) -> Row:
@@ -270,7 +319,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-w", "--warmup_iters", type=int, default=10)
     p.add_argument("-c", "--check", type=int, choices=(0, 1, 2), default=1)
     p.add_argument("-p", "--npus", type=int, default=None)
-    p.add_argument("-t", "--onlydevicetime", type=int, default=0, help="accepted; always 1")
+    p.add_argument("-t", "--onlydevicetime", type=int, choices=(0, 1), default=0,
+                   help="accepted; the time is always the device's (event-timed)")
+    for short, long in (("-z", "--zero_copy"), ("-m", "--symmetric_memory"), ("-s", "--nslb")):
+        p.add_argument(short, long, type=int, choices=(0, 1), default=0,
+                       help="accepted; no effect on emulated cards")
     p.add_argument("--algo", choices=("mesh", "ring"), default=None,
                    help="npuemu: force the algorithm")
     return p
@@ -286,6 +339,19 @@ def _devices(npus: int | None) -> list[int]:
     return devs[:npus] if npus else devs
 
 
+def _walk(args: argparse.Namespace) -> tuple[int, int, int | None]:
+    """-b, -e and -i in bytes, checked (ValueError with the reason)."""
+    lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
+    step = parse_size(args.stepbytes) if args.stepbytes is not None else None
+    if lo > hi:
+        raise ValueError(f"minbytes {lo} is larger than maxbytes {hi}")
+    if args.stepfactor is not None and args.stepfactor <= 1.0:
+        raise ValueError(f"stepfactor {args.stepfactor} must be larger than 1.0")
+    if args.iters < 1 or args.warmup_iters < 0 or (args.npus is not None and args.npus < 1):
+        raise ValueError("iters must be >= 1, warmup_iters >= 0 and npus >= 1")
+    return lo, hi, step
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     world = None
@@ -299,8 +365,11 @@ def main(argv: list[str] | None = None) -> int:
         world = MPI.COMM_WORLD
     from npuemu.host.hccl.types import HcclError
 
-    lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
-    step = parse_size(args.stepbytes) if args.stepbytes is not None else None
+    try:
+        lo, hi, step = _walk(args)
+    except ValueError as err:
+        print(f"npuemu hccl-test: {err}", file=sys.stderr)
+        return 2
     try:
         devices = _devices(args.npus)
         if world is not None:  # this process drives one rank: card (rank % npus)
@@ -310,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     except HcclError as err:
         print(f"npuemu hccl-test: {err}", file=sys.stderr)
         return 1
+    bench.verbose = args.check == 2
     say = print if world is None or world.Get_rank() == 0 else (lambda *a, **k: None)
     say(f"the minbytes is {lo}, maxbytes is {hi}, iters is {args.iters}, "
           f"warmup_iters is {args.warmup_iters}")
