@@ -1,10 +1,11 @@
 """The MPI transport: ranks in different host processes (one node per process, on one host
 or several), joined by MPI (mpi4py; the ``mpi`` extra installs it with the ``mpich`` wheel).
 
-**When it is used.** ``comm_init_root_info(n, root_info, rank)`` takes this path when mpi4py
-is initialised in the process and ``MPI.COMM_WORLD`` has exactly ``n`` ranks (the hccl_test
-call sequence: MPI init, root info broadcast over MPI, ``HcclCommInitRootInfo``). The MPI
-rank must equal the HCCL rank. Each process drives one card: its rank's.
+**When it is used.** ``comm_init_root_info(n, root_info, rank)`` (and
+``comm_init_cluster_info``, see below) takes this path when mpi4py is initialised in the
+process and ``MPI.COMM_WORLD`` has exactly ``n`` ranks (the hccl_test call sequence: MPI
+init, root info broadcast over MPI, ``HcclCommInitRootInfo``). The MPI rank must equal the
+HCCL rank. Each process drives one card: its rank's.
 
 **How a collective runs.** Device → host → MPI → host → device as one task of the user's
 stream: a host function (``aclrtLaunchHostFunc``) that, when the stream reaches it, calls
@@ -17,12 +18,17 @@ in-place all_reduce and reduce use ``MPI_IN_PLACE``. float16 and bfloat16 (no MP
 reduce through an MPI user op on their uint16 bits, pairwise and rounded at each step, as
 the cards' reduce kernel does (``npuemu.shared.bf16.bf16_reduce`` for bfloat16).
 
-Cost against MPI's own Allreduce on host buffers: the same bytes move through the same MPI
-call, so what is added is one host-function round trip per collective (tens of µs, a few
-hundred under load) and first touches of freshly allocated arena pages (the first use of a
-buffer after ``aclrtMalloc`` faults its pages into this process's mapping; MPI's own host
-buffers in a comparison were touched already). Measure both interleaved, on buffers used
-before (``tools/bench/hccl.py``): a block measured after the other sees different load.
+**Cost** against MPI's own Allreduce (``tools/bench/hccl.py``, 2 processes): the same bytes
+move through the same MPI call on the same memory, so what is added is the host-function
+round trip that orders the call on the stream: about 3 ms per collective on the loaded
+2-core test machine (8 B: ~3 ms against MPI's ~20-90 µs), a few % at 64 MiB (0.96x of MPI on
+the same buffers in one run). MPI is ~10% slower on the arenas than on numpy buffers in any
+case: arenas are POSIX shared memory (4 KiB pages when ``shmem_enabled`` is ``never``),
+numpy's large buffers get transparent huge pages.
+
+**Rank tables.** ``comm_init_cluster_info`` takes this path too when MPI is active with one
+process per rank; each rank drives the card its ``device_id`` names on its own process's
+node (``ranktable.py``).
 
 Missing: ranks of one node in one process joined to ranks elsewhere (a process holds one
 rank here); a bound on a peer's death (MPI itself decides: MPICH aborts the job); the host
