@@ -113,9 +113,10 @@ def test_no_check(npuemu_cli) -> None:
 
 
 @pytest.mark.integration
-def test_one_process_per_rank_under_mpiexec() -> None:
+@pytest.mark.parametrize("data", [["-o", "max", "-d", "int32"], ["-o", "sum", "-d", "bf16"]])
+def test_one_process_per_rank_under_mpiexec(data) -> None:
     """``mpiexec -n 2 npuemu hccl-test``: two processes, each with its own node, joined by
-    MPI; rank 0 alone prints the rows."""
+    MPI; rank 0 alone prints the rows (bfloat16 reduced by the MPI user op)."""
     import os
     import subprocess
     import sys
@@ -127,8 +128,7 @@ def test_one_process_per_rank_under_mpiexec() -> None:
     if not os.path.exists(exe):
         pytest.skip("no mpiexec beside this Python (the 'mpi' extra)")
     cmd = [exe, "-n", "2", sys.executable, "-m", "npuemu.tools.cli", "hccl-test",
-           "reduce_scatter", "-b", "4K", "-e", "8K", "-f", "2", "-n", "2", "-w", "1", "-o",
-           "max", "-d", "int32"]
+           "reduce_scatter", "-b", "4K", "-e", "8K", "-f", "2", "-n", "2", "-w", "1", *data]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
                          env=child_env({**ENV, "NPUEMU_DEVICES": "1"}))
     assert res.returncode == 0, res.stderr[-3000:]
