@@ -124,6 +124,7 @@ class DeviceMemory:
         self.on_change = on_change
         self.on_pool = on_pool
         self.lock = threading.Lock()
+        self.merges = 0  # level-2 merges that gave chunks back (merge_free, claims)
         self.shares = Shares()  # IPC export keys and importers (ipc.py)
 
     # aclrtMalloc / aclrtFree ---------------------------------------------------------------
@@ -161,10 +162,17 @@ class DeviceMemory:
             code = errors.ACL_ERROR_RT_MEMORY_ALLOCATION
             why = "host shared memory (/dev/shm) is full" if err.errno == errno.ENOSPC else err
             raise errors.error_for(code, f"device {self.dev}: {why}") from err
+        normal = arena.normal
         if tag.page_class is _N:
-            grown = arena.normal.add(offset, span)
+            grown = normal.add(offset, span)
             if grown and self.on_pool is not None:
                 self.on_pool(arena, grown)
+        elif normal.idle:  # a huge page placed on idle normal chunks takes them back
+            shrunk = normal.claim(offset, span)
+            if shrunk:
+                self.merges += 1
+                if self.on_pool is not None:
+                    self.on_pool(arena, shrunk)
         self.on_change(tag.client, arena.kind, tag, span)
         return address.encode(self.dev, arena.kind, offset), span, int(tag.page_class)
 
@@ -191,12 +199,32 @@ class DeviceMemory:
     def _release(self, arena: Arena, offset: int, client: int) -> int:
         span, tag = arena.alloc.free(offset)
         if tag.page_class is _N:
-            shrunk = arena.normal.remove(offset, span)
-            if shrunk and self.on_pool is not None:
-                self.on_pool(arena, shrunk)
+            arena.normal.remove(offset, span)  # an emptied chunk stays idle until a merge
         if client != ORPHAN:
             self.on_change(client, arena.kind, tag, -span)
         return span
+
+    # seed §3.3 level 2 ----------------------------------------------------------------------
+    def merge_free(self) -> int:
+        """Level-2 merge: free blocks are already merged by address (the heap coalesces on
+        every free); every idle 2 MiB chunk of the normal-page pools goes back to the
+        huge-page pool. Called after a model execute, on ``empty_cache`` (``Op.MEM_MERGE``)
+        and implicitly when a huge-page allocation lands on idle chunks. Returns the bytes
+        given back; O(1) (one lock, no scan) when nothing is idle."""
+        arenas = self.arenas
+        if not any(a.normal.idle for a in arenas):  # racy peek; the merge itself is locked
+            return 0
+        returned = 0
+        with self.lock:
+            for arena in arenas:
+                shrunk = arena.normal.merge()
+                if shrunk:
+                    returned -= shrunk
+                    if self.on_pool is not None:
+                        self.on_pool(arena, shrunk)
+            if returned:
+                self.merges += 1
+        return returned
 
     # IPC shareable handles (ipc.py) ----------------------------------------------------------
     def export(self, client: int, ptr: int) -> int:

@@ -44,6 +44,7 @@ from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Allocation
 from npuemu.host.driver.interface import Link
 from npuemu.shared import errors
+from npuemu.shared.protocol import Op
 
 __all__ = ["Block", "CachingAllocator", "get", "round_size"]
 
@@ -62,10 +63,11 @@ def round_size(size: int) -> int:
 class Block:
     """One device allocation owned by the cache: lent to the program or cached."""
 
-    __slots__ = ("alloc", "counters", "key", "ready", "requested", "rounded", "stack")
+    __slots__ = ("alloc", "counters", "key", "ptr", "ready", "requested", "rounded", "stack")
 
     def __init__(self, alloc: Allocation, key: tuple) -> None:
         self.alloc = alloc
+        self.ptr: int = alloc.ptr  # the device pointer (fixed for the block's life)
         self.key = key
         self.rounded: int = key[1]
         self.counters: Counters = Counters()  # replaced by its card's counters when lent
@@ -73,14 +75,11 @@ class Block:
         self.requested = 0
         self.stack: object = ()  # traceback.StackSummary with NPUEMU_TRACK_ALLOC=1
 
-    @property
-    def ptr(self) -> int:
-        return self.alloc.ptr
-
 
 @dataclass(slots=True)
 class Counters:
-    """Per-card counters, named after torch's memory_stats keys."""
+    """Per-card counters, named after torch's memory_stats keys. ``hits``, ``free_count``
+    and ``freed_total`` are derived (the hot path counts less)."""
 
     allocated: int = 0
     allocated_peak: int = 0
@@ -93,14 +92,28 @@ class Counters:
     segments: int = 0  # blocks held from the device (lent + cached)
     segments_peak: int = 0
     alloc_count: int = 0  # allocation requests served
-    free_count: int = 0
     segment_alloc: int = 0  # device mallocs (misses)
     segment_free: int = 0  # device frees (empty_cache)
-    hits: int = 0
     allocated_total: int = 0  # bytes lent ever
-    freed_total: int = 0  # bytes given back ever
     retries: int = 0
     ooms: int = 0
+    reset_blocks: int = 0  # lent blocks released with their card (not freed by the program)
+    reset_bytes: int = 0
+
+    @property
+    def hits(self) -> int:
+        """Requests served from the cache (every miss is one device malloc)."""
+        return self.alloc_count - self.segment_alloc
+
+    @property
+    def free_count(self) -> int:
+        """Blocks the program gave back."""
+        return self.alloc_count - self.active - self.reset_blocks
+
+    @property
+    def freed_total(self) -> int:
+        """Bytes (size classes) the program gave back."""
+        return self.allocated_total - self.allocated - self.reset_bytes
 
 
 class CachingAllocator:
@@ -111,24 +124,54 @@ class CachingAllocator:
         self._free: dict[tuple, list[Block]] = defaultdict(list)  # key -> cached blocks
         self._lent: dict[int, Block] = {}
         self._counters: dict[Link, Counters] = {}
+        self._streams: dict[Link, tuple[int, tuple]] = {}  # link -> (handle gen, streams)
 
     # malloc / free -------------------------------------------------------------------------
     def malloc(self, size: int, policy: int = 0) -> Block:
         """A block of at least ``size`` bytes on the current device: from the cache when a
-        ready one is there (no round trip), else from ``aclrtMalloc``. Raises AclError."""
+        ready one is there (no round trip), else from ``aclrtMalloc``. Raises AclError.
+
+        The hit path is written flat (one lock, no call per counter): it is what a program
+        pays per tensor."""
         if type(size) is not int or size <= 0:
             size = memory._check_size(size, "size")
         rt = runtime.get()
-        link = rt.current_link()
-        rounded = (((size + SMALL_ROUND - 1) & -SMALL_ROUND) if size <= SMALL_LIMIT
+        ctx = getattr(rt.local, "ctx", None)
+        if ctx is None or ctx.destroyed or rt.forked:
+            link = rt.current_link()  # raises what the runtime raises
+        else:
+            link = rt.devices[ctx.device].link
+        rounded = (((size + 511) & -512) if size <= SMALL_LIMIT
                    else ((size + LARGE_ROUND - 1) & -LARGE_ROUND))
         key = (link, rounded, policy)
         with self.lock:
             blocks = self._free.get(key)
             if blocks:
-                block = self._take(rt, blocks)
+                block = blocks[-1]
+                if block.ready or rt.allocations.get(block.alloc.ptr) is not block.alloc:
+                    block = self._take(rt, blocks)  # waits on a stream, or gone: scan
+                else:
+                    blocks.pop()
                 if block is not None:
-                    self._lend(block, size, True, rt)
+                    c = block.counters
+                    c.alloc_count += 1
+                    block.requested = size
+                    if rt.config.track_alloc:
+                        block.stack = traceback.extract_stack(limit=16)[:-1]
+                    self._lent[block.alloc.ptr] = block
+                    allocated = c.allocated + rounded
+                    c.allocated = allocated
+                    c.allocated_total += rounded
+                    if allocated > c.allocated_peak:
+                        c.allocated_peak = allocated
+                    requested = c.requested + size
+                    c.requested = requested
+                    if requested > c.requested_peak:
+                        c.requested_peak = requested
+                    active = c.active + 1
+                    c.active = active
+                    if active > c.active_peak:
+                        c.active_peak = active
                     return block
         block = Block(self._device_malloc(link, rounded, policy), key)
         with self.lock:
@@ -139,7 +182,7 @@ class CachingAllocator:
             c.reserved += block.alloc.span
             c.reserved_peak = max(c.reserved_peak, c.reserved)
             block.counters = c
-            self._lend(block, size, False, rt)
+            self._lend(block, size, rt)
         return block
 
     def _take(self, rt: runtime.Runtime, blocks: list[Block]) -> Block | None:
@@ -153,13 +196,13 @@ class CachingAllocator:
             ready = block.ready
             if not ready or all(s.done(seq) or s.destroyed for s, seq in ready):
                 del blocks[i]
+                block.ready = ()
                 return block
         return None
 
-    def _lend(self, block: Block, size: int, hit: bool, rt: runtime.Runtime) -> None:
+    def _lend(self, block: Block, size: int, rt: runtime.Runtime) -> None:
         c = block.counters
         rounded = block.rounded
-        c.hits += hit
         c.alloc_count += 1
         block.requested = size
         if rt.config.track_alloc:
@@ -202,25 +245,43 @@ class CachingAllocator:
         block this allocator lent."""
         rt = runtime.get()
         with self.lock:
-            block = self._lent.pop(ptr, None) if type(ptr) is int else None
-            if block is None:
+            try:
+                block = self._lent.pop(ptr)
+            except (KeyError, TypeError):
                 raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
-                                       f"{ptr!r} is not a live block of the caching allocator")
+                                       f"{ptr!r} is not a live block of the caching "
+                                       "allocator") from None
             alloc = block.alloc
-            block.ready = _pending(rt, alloc.link)
+            link = alloc.link
+            # stream safety: the streams of the card with queued work, and how far
+            known = self._streams.get(link)
+            if known is None or known[0] != rt._next_handle:
+                known = self._list_streams(rt, link)
+            ready = ()
+            for s in known[1]:
+                submitted = s.submitted
+                if s.link.completed[s.slot] < submitted and not s.destroyed:
+                    ready += ((s, submitted),)
+            block.ready = ready
             c = block.counters
-            rounded = block.rounded
-            c.free_count += 1
-            c.allocated -= rounded
-            c.freed_total += rounded
+            c.allocated -= block.rounded
             c.requested -= block.requested
             c.active -= 1
             if block.stack:
                 block.stack = ()
             if rt.allocations.get(ptr) is alloc:
                 self._free[block.key].append(block)
-            else:  # its device was reset meanwhile: nothing left to cache
+            else:  # its device was reset (or the program freed it through acl.rt.free)
                 self._drop(c, block)
+
+    def _list_streams(self, rt: runtime.Runtime, link: Link) -> tuple[int, tuple]:
+        """The card's streams, listed again only when a handle was made since
+        (``Runtime._next_handle``; a stream destroyed meanwhile is skipped by the caller).
+        Caller holds ``self.lock``."""
+        known = self._streams[link] = (rt._next_handle, tuple(
+            obj for obj in list(rt.handles.values())
+            if type(obj) is streams.Stream and obj.link is link))
+        return known
 
     def lent(self, ptr: int) -> Block | None:
         """The block lent at ``ptr`` (and not given back), or None."""
@@ -229,7 +290,9 @@ class CachingAllocator:
     # empty_cache -------------------------------------------------------------------------
     def empty_cache(self, link: Link | None = None) -> int:
         """Give every cached block (of ``link``'s card, or of all cards) back to the device
-        (``aclrtFree`` each; queued, not waited for). Returns the bytes released."""
+        (``aclrtFree`` each; queued, not waited for), then ask each card for the level-2
+        merge (``Op.MEM_MERGE``: idle normal-page chunks back to the huge-page pool; posted,
+        not waited for). Returns the bytes released."""
         with self.lock:
             victims = []
             for key in [k for k in self._free if link is None or k[0] is link]:
@@ -238,20 +301,25 @@ class CachingAllocator:
             for block in victims:
                 released += block.alloc.span
                 self._drop(self._counters_of(block.alloc.link), block)
-        allocations = runtime.get().allocations
-        links = set()
+        rt = runtime.get()
+        allocations = rt.allocations
+        with rt.lock:  # the cards concerned: level 2 merges them even with nothing cached
+            links = {link} if link is not None else {od.link for od in rt.devices.values()}
         for block in victims:
             if allocations.get(block.alloc.ptr) is block.alloc:
                 memory.free(block.alloc.ptr)
                 links.add(block.alloc.link)
-        for each in links:  # given back now, not batched (freebatch.py)
+        for each in links:  # given back now, not batched (freebatch.py), then merged
             memory.flush_frees(each)
+            if each.alive():
+                each.post(Op.MEM_MERGE)  # seed §3.3 level 2 (DeviceMemory.merge_free)
         return released
 
     def forget(self, link: Link) -> None:
         """The card is being reset: its cached blocks go with it (runtime close hook; the
         caller holds ``Runtime.lock`` and removes them from its tables)."""
         with self.lock:
+            self._streams.pop(link, None)
             c = self._counters_of(link)
             for key in [k for k in self._free if k[0] is link]:
                 for block in self._free.pop(key):
@@ -262,6 +330,8 @@ class CachingAllocator:
                 c.allocated -= block.key[1]
                 c.requested -= block.requested
                 c.active -= 1
+                c.reset_blocks += 1
+                c.reset_bytes += block.key[1]
                 self._drop(c, block)
 
     def _drop(self, c: Counters, block: Block) -> None:
@@ -300,16 +370,6 @@ class CachingAllocator:
             c = self._counters_of(link)
             c.allocated_peak, c.requested_peak = c.allocated, c.requested
             c.reserved_peak, c.active_peak, c.segments_peak = c.reserved, c.active, c.segments
-
-
-def _pending(rt: runtime.Runtime, link: Link) -> tuple:
-    """``(stream, last task)`` of every stream of this process on the card with pending
-    work (what a freed block must wait for before another use)."""
-    out = ()
-    for obj in list(rt.handles.values()):
-        if type(obj) is streams.Stream and obj.link is link and not obj.done(obj.submitted):
-            out += ((obj, obj.submitted),)
-    return out
 
 
 def acl_enabled() -> bool:
