@@ -20,6 +20,10 @@ Accounting (per card, bytes): ``allocated`` = rounded sizes lent to the program,
 cached bytes show as reserved, not allocated, and ``aclrtGetMemInfo`` counts them as used
 (on hardware the runtime holds them too). ``stats()`` returns torch's key names.
 
+With ``NPUEMU_TRACK_ALLOC=1`` each block keeps the stack that allocated it, and each card
+keeps a trace of torch's events (``segment_alloc``, ``alloc``, ``free_requested``,
+``free_completed``, ``segment_free``; the snapshot's ``device_traces``).
+
 Used by the Pythonic face by default; the ``acl`` face only with
 ``NPUEMU_CACHING_ALLOCATOR=1`` (``aclrtMalloc``/``aclrtFree`` must move ``aclrtGetMemInfo``
 at once, and real samples check that). Nothing here blocks except ``malloc`` on a cache
@@ -35,8 +39,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import time
 import traceback
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from npuemu.host.core import memory, runtime
@@ -48,6 +53,8 @@ from npuemu.shared.protocol import Op
 
 __all__ = ["Block", "CachingAllocator", "get", "round_size"]
 
+TRACE_MAX = 100_000
+"""Most trace events kept per card (torch's ``_record_memory_history`` default)."""
 SMALL_LIMIT = 1 << 20
 SMALL_ROUND = 512
 LARGE_ROUND = 2 << 20
@@ -125,6 +132,7 @@ class CachingAllocator:
         self._lent: dict[int, Block] = {}
         self._counters: dict[Link, Counters] = {}
         self._streams: dict[Link, tuple[int, tuple]] = {}  # link -> (handle gen, streams)
+        self._traces: dict[Link, deque] = {}  # link -> trace events (NPUEMU_TRACK_ALLOC=1)
 
     # malloc / free -------------------------------------------------------------------------
     def malloc(self, size: int, policy: int = 0) -> Block:
@@ -158,6 +166,7 @@ class CachingAllocator:
                     block.requested = size
                     if rt.config.track_alloc:
                         block.stack = traceback.extract_stack(limit=16)[:-1]
+                        self._trace(link, "alloc", block.ptr, rounded, block.stack)
                     self._lent[block.alloc.ptr] = block
                     allocated = c.allocated + rounded
                     c.allocated = allocated
@@ -182,6 +191,8 @@ class CachingAllocator:
             c.reserved += block.alloc.span
             c.reserved_peak = max(c.reserved_peak, c.reserved)
             block.counters = c
+            if rt.config.track_alloc:
+                self._trace(link, "segment_alloc", block.ptr, block.alloc.span, ())
             self._lend(block, size, rt)
         return block
 
@@ -196,7 +207,10 @@ class CachingAllocator:
             ready = block.ready
             if not ready or all(s.done(seq) or s.destroyed for s, seq in ready):
                 del blocks[i]
-                block.ready = ()
+                if ready:
+                    block.ready = ()
+                    if rt.config.track_alloc:  # the streams passed the free point
+                        self._trace(alloc.link, "free_completed", block.ptr, block.rounded, ())
                 return block
         return None
 
@@ -207,6 +221,7 @@ class CachingAllocator:
         block.requested = size
         if rt.config.track_alloc:
             block.stack = traceback.extract_stack(limit=16)[:-2]
+            self._trace(block.alloc.link, "alloc", block.ptr, rounded, block.stack)
         self._lent[block.alloc.ptr] = block
         allocated = c.allocated + rounded
         c.allocated = allocated
@@ -267,8 +282,9 @@ class CachingAllocator:
             c.allocated -= block.rounded
             c.requested -= block.requested
             c.active -= 1
-            if block.stack:
+            if block.stack or rt.config.track_alloc:
                 block.stack = ()
+                self._trace_free(rt, block)
             if rt.allocations.get(ptr) is alloc:
                 self._free[block.key].append(block)
             else:  # its device was reset (or the program freed it through acl.rt.free)
@@ -333,11 +349,42 @@ class CachingAllocator:
                 c.reset_blocks += 1
                 c.reset_bytes += block.key[1]
                 self._drop(c, block)
+            self._traces.pop(link, None)  # the card's history ends with it
 
     def _drop(self, c: Counters, block: Block) -> None:
         c.segments -= 1
         c.segment_free += 1
         c.reserved -= block.alloc.span
+        if block.alloc.link in self._traces or runtime.get().config.track_alloc:
+            if block.ready:  # given back before its streams passed the free point
+                self._trace(block.alloc.link, "free_completed", block.ptr, block.rounded, ())
+            self._trace(block.alloc.link, "segment_free", block.ptr, block.alloc.span, ())
+
+    # trace (torch's device_traces; NPUEMU_TRACK_ALLOC=1) -------------------------------
+    def _trace(self, link: Link, action: str, addr: int, size: int, stack: object) -> None:
+        """Record one event of ``link``'s card (caller holds ``self.lock``). ``stack`` is a
+        ``traceback.StackSummary`` (or ``()``), turned into frames by the snapshot."""
+        traces = self._traces.get(link)
+        if traces is None:
+            traces = self._traces[link] = deque(maxlen=TRACE_MAX)
+        traces.append({"action": action, "addr": addr, "size": size, "stream": 0,
+                       "time_us": time.time_ns() // 1000, "frames": stack})
+
+    def _trace_free(self, rt: runtime.Runtime, block: Block) -> None:
+        """``free_requested`` (with the freeing stack), and ``free_completed`` at once when
+        no stream of the card still has work queued (else when a reuse finds them past)."""
+        if not rt.config.track_alloc:
+            return
+        link = block.alloc.link
+        stack = traceback.extract_stack(limit=16)[:-2]  # from the caller of free()
+        self._trace(link, "free_requested", block.ptr, block.rounded, stack)
+        if not block.ready:
+            self._trace(link, "free_completed", block.ptr, block.rounded, ())
+
+    def traces(self, link: Link) -> list[dict]:
+        """A copy of the trace events of ``link``'s card, oldest first."""
+        with self.lock:
+            return list(self._traces.get(link, ()))
 
     # queries -----------------------------------------------------------------------------
     def _counters_of(self, link: Link) -> Counters:
