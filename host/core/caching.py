@@ -135,20 +135,24 @@ class CachingAllocator:
         self._traces: dict[Link, deque] = {}  # link -> trace events (NPUEMU_TRACK_ALLOC=1)
 
     # malloc / free -------------------------------------------------------------------------
-    def malloc(self, size: int, policy: int = 0) -> Block:
-        """A block of at least ``size`` bytes on the current device: from the cache when a
-        ready one is there (no round trip), else from ``aclrtMalloc``. Raises AclError.
+    def malloc(self, size: int, policy: int = 0, link: Link | None = None) -> Block:
+        """A block of at least ``size`` bytes on ``link``'s card (None: the current
+        device's): from the cache when a ready one is there (no round trip), else from
+        ``aclrtMalloc``. Raises AclError.
 
         The hit path is written flat (one lock, no call per counter): it is what a program
         pays per tensor."""
         if type(size) is not int or size <= 0:
             size = memory._check_size(size, "size")
         rt = runtime.get()
-        ctx = getattr(rt.local, "ctx", None)
-        if ctx is None or ctx.destroyed or rt.forked:
-            link = rt.current_link()  # raises what the runtime raises
-        else:
-            link = rt.devices[ctx.device].link
+        if link is None:
+            ctx = getattr(rt.local, "ctx", None)
+            if ctx is None or ctx.destroyed or rt.forked:
+                link = rt.current_link()  # raises what the runtime raises
+            else:
+                link = rt.devices[ctx.device].link
+        elif rt.forked:
+            rt.check_fork()
         rounded = (((size + 511) & -512) if size <= SMALL_LIMIT
                    else ((size + LARGE_ROUND - 1) & -LARGE_ROUND))
         key = (link, rounded, policy)
@@ -238,6 +242,21 @@ class CachingAllocator:
             c.active_peak = active
 
     def _device_malloc(self, link: Link, rounded: int, policy: int) -> Allocation:
+        rt = runtime.get()
+        ctx = getattr(rt.local, "ctx", None)
+        od = rt.devices.get(link.logical)
+        if od is None or od.link is not link:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"device {link.logical} was reset")
+        if ctx is not None and not ctx.destroyed and ctx.device == link.logical:
+            return self._device_malloc_here(link, rounded, policy)
+        rt.local.ctx = od.primary  # aclrtMalloc on that card, then the caller's context
+        try:
+            return self._device_malloc_here(link, rounded, policy)
+        finally:
+            rt.local.ctx = ctx
+
+    def _device_malloc_here(self, link: Link, rounded: int, policy: int) -> Allocation:
         try:
             ptr = memory.malloc(rounded, policy)
         except errors.AclError as err:
@@ -266,29 +285,45 @@ class CachingAllocator:
                 raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                        f"{ptr!r} is not a live block of the caching "
                                        "allocator") from None
-            alloc = block.alloc
-            link = alloc.link
-            # stream safety: the streams of the card with queued work, and how far
-            known = self._streams.get(link)
-            if known is None or known[0] != rt._next_handle:
-                known = self._list_streams(rt, link)
-            ready = ()
-            for s in known[1]:
-                submitted = s.submitted
-                if s.link.completed[s.slot] < submitted and not s.destroyed:
-                    ready += ((s, submitted),)
-            block.ready = ready
-            c = block.counters
-            c.allocated -= block.rounded
-            c.requested -= block.requested
-            c.active -= 1
-            if block.stack or rt.config.track_alloc:
-                block.stack = ()
-                self._trace_free(rt, block)
-            if rt.allocations.get(ptr) is alloc:
-                self._free[block.key].append(block)
-            else:  # its device was reset (or the program freed it through acl.rt.free)
-                self._drop(c, block)
+            self._returned(rt, block)
+
+    def free_block(self, block: Block) -> bool:
+        """Give ``block`` back if it is still lent (False when its card was reset meanwhile,
+        or it was given back already): one lock, for owners that keep the ``Block``."""
+        rt = runtime.get()
+        with self.lock:
+            if self._lent.get(block.ptr) is not block:
+                return False
+            del self._lent[block.ptr]
+            self._returned(rt, block)
+            return True
+
+    def _returned(self, rt: runtime.Runtime, block: Block) -> None:
+        """Book a block the program gave back and cache it (caller holds ``self.lock``)."""
+        ptr = block.ptr
+        alloc = block.alloc
+        link = alloc.link
+        # stream safety: the streams of the card with queued work, and how far
+        known = self._streams.get(link)
+        if known is None or known[0] != rt._next_handle:
+            known = self._list_streams(rt, link)
+        ready = ()
+        for s in known[1]:
+            submitted = s.submitted
+            if s.link.completed[s.slot] < submitted and not s.destroyed:
+                ready += ((s, submitted),)
+        block.ready = ready
+        c = block.counters
+        c.allocated -= block.rounded
+        c.requested -= block.requested
+        c.active -= 1
+        if block.stack or rt.config.track_alloc:
+            block.stack = ()
+            self._trace_free(rt, block)
+        if rt.allocations.get(ptr) is alloc:
+            self._free[block.key].append(block)
+        else:  # its device was reset (or the program freed it through acl.rt.free)
+            self._drop(c, block)
 
     def _list_streams(self, rt: runtime.Runtime, link: Link) -> tuple[int, tuple]:
         """The card's streams, listed again only when a handle was made since
@@ -376,7 +411,7 @@ class CachingAllocator:
         if not rt.config.track_alloc:
             return
         link = block.alloc.link
-        stack = traceback.extract_stack(limit=16)[:-2]  # from the caller of free()
+        stack = traceback.extract_stack(limit=16)[:-3]  # from the caller of free()
         self._trace(link, "free_requested", block.ptr, block.rounded, stack)
         if not block.ready:
             self._trace(link, "free_completed", block.ptr, block.rounded, ())
