@@ -12,10 +12,17 @@ reclaimed and one host cannot free or copy another host's memory (the real runti
 handles for that). Every count and offset is checked (non-negative, inside one live block)
 before an address is handed out.
 
+Page pools (``pools.py``): NORMAL blocks are carved from 2 MiB chunks of the normal-page
+pool; a chunk emptied by a free stays there, idle, until the seed's level-2 merge
+(``merge_free``: after a model execute, on ``empty_cache`` via ``Op.MEM_MERGE``) or a
+huge-page allocation placed on it gives it back to the huge-page pool.
+
 Threading model: the loop thread mallocs, frees and resolves; kernels on engine threads
-resolve (``KernelContext.tensor``). ``DeviceMemory.lock`` guards the allocators and the
-committed-chunk maps: every public method takes it, so an engine never sees a block half
-freed. ``on_change`` runs under it (it only updates control-block counters).
+resolve (``KernelContext.tensor``); the models' task runner calls ``merge_free``.
+``DeviceMemory.lock`` guards the allocators, the pools and the committed-chunk maps: every
+public method takes it (``merge_free`` only once a lock-free peek found idle chunks), so
+an engine never sees a block half freed. ``on_change`` and ``on_pool`` run under it (they
+only update control-block counters and log).
 """
 
 from __future__ import annotations

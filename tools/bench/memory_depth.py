@@ -194,12 +194,11 @@ class _Sim:
         self.mem.merge_free()
 
     def execute(self, transient: list[int]) -> list[tuple[int, int]]:
-        """One execute's transient blocks: from the workspace (pooling) or the device."""
-        from npuemu.host.core.caching import round_size
-
+        """One execute's transient blocks: from the workspace (pooling: offsets aligned to
+        512 bytes inside it) or the device."""
         if not self.pooling:
             return [self._dev_alloc(s) for s in transient]
-        need = sum(round_size(s) for s in transient)
+        need = sum((s + 511) & -512 for s in transient)
         if self.workspace is None or self.workspace[1] < need:
             if self.workspace is not None:
                 self.mem.free(0, self.workspace[0])
