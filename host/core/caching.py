@@ -305,7 +305,7 @@ class CachingAllocator:
         link = alloc.link
         # stream safety: the streams of the card with queued work, and how far
         known = self._streams.get(link)
-        if known is None or known[0] != rt._next_handle:
+        if known is None or known[0] != rt.handles_gen:
             known = self._list_streams(rt, link)
         ready = ()
         for s in known[1]:
@@ -326,10 +326,10 @@ class CachingAllocator:
             self._drop(c, block)
 
     def _list_streams(self, rt: runtime.Runtime, link: Link) -> tuple[int, tuple]:
-        """The card's streams, listed again only when a handle was made since
-        (``Runtime._next_handle``; a stream destroyed meanwhile is skipped by the caller).
-        Caller holds ``self.lock``."""
-        known = self._streams[link] = (rt._next_handle, tuple(
+        """The card's streams, listed again only when a handle was registered since
+        (``Runtime.handles_gen``, read before the listing; a stream destroyed meanwhile is
+        skipped by the caller). Caller holds ``self.lock``."""
+        known = self._streams[link] = (rt.handles_gen, tuple(
             obj for obj in list(rt.handles.values())
             if type(obj) is streams.Stream and obj.link is link))
         return known
