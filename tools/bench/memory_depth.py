@@ -31,7 +31,9 @@ the cache keeps growing with blocks nobody uses (counted as free, never the larg
 keeps level 1+2 well above the seed's 5-10 %: the kept outputs (about half of the live
 bytes, a few 1-24 MiB blocks with random lifetimes) stay where they were placed; a block
 is one contiguous range of the arena here (no page remapping), so the holes they leave
-cannot be merged until their neighbours die.
+cannot be merged until their neighbours die. Measured on this generator (seed 12, 120
+executes) with the outputs' lifetime bound changed, none / level 1 / level 1+2: at most 1
+execute 15 / 68 / 5 %; 3: 17 / 64 / 14 %; 10: 30 / 69 / 20 %; 30 (the figure): 41 / 73 / 29 %.
 """
 
 from __future__ import annotations
