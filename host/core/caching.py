@@ -30,8 +30,9 @@ at once, and real samples check that). Nothing here blocks except ``malloc`` on 
 miss (one round trip).
 
 Threading model: any thread may call in. ``CachingAllocator.lock`` guards the free lists,
-the lent table and the counters; the round trip of a miss runs outside it. The runtime's
-close hook (device reset) drops the card's cached blocks under the same lock.
+the lent table, the counters, the per-card stream lists and the traces; the round trip of a
+miss runs outside it. The runtime's close hook (device reset) drops the card's blocks under
+the same lock (``Runtime.lock`` is taken before it, never after).
 """
 
 from __future__ import annotations
