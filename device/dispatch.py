@@ -104,6 +104,10 @@ def _ipc_close(worker: Worker, client: Client, ptr: int) -> tuple:
     return ()
 
 
+def _mem_merge(worker: Worker, client: Client) -> tuple:
+    return (worker.memory.merge_free(),)
+
+
 def _snapshot(worker: Worker, client: Client) -> tuple:
     return (worker.memory.snapshot(),)
 
@@ -209,7 +213,7 @@ HANDLERS: dict[int, Callable[..., tuple]] = {
     Op.CALLBACK_DONE: _callback_done, Op.INJECT: _inject, Op.SET_TIMEOUT: _set_timeout,
     **opbin.HANDLERS,
     Op.MEM_POOLS: _mem_pools, Op.IPC_EXPORT: _ipc_export, Op.IPC_SET_PID: _ipc_set_pid,
-    Op.IPC_IMPORT: _ipc_import, Op.IPC_CLOSE: _ipc_close,
+    Op.IPC_IMPORT: _ipc_import, Op.IPC_CLOSE: _ipc_close, Op.MEM_MERGE: _mem_merge,
 }
 _ARITY = {op: len(inspect.signature(fn).parameters) - 2 for op, fn in HANDLERS.items()}
 

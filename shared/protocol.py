@@ -35,6 +35,7 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | IPC_SET_PID | share key, host pid           |                         | exporter only     |
 | IPC_IMPORT  | share key                     | ptr, span               | pid must be allowed |
 | IPC_CLOSE   | ptr                           |                         | importer done     |
+| MEM_MERGE   |                               | bytes given back        | seed §3.3 level 2: idle normal-page chunks back to the huge-page pool (``DeviceMemory.merge_free``) |
 
 Stream tasks are fire-and-forget frames ``[op, submit, stream slot, task seq, args...]``;
 ``submit`` is 0, or the host's submit time (``time.monotonic_ns()``) when the host profiles:
@@ -98,6 +99,7 @@ class Op(enum.IntEnum):
     IPC_SET_PID = 23
     IPC_IMPORT = 24
     IPC_CLOSE = 25
+    MEM_MERGE = 29
     # stream tasks
     COPY_ASYNC = 32
     MEMSET_ASYNC = 33

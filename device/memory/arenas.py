@@ -12,10 +12,17 @@ reclaimed and one host cannot free or copy another host's memory (the real runti
 handles for that). Every count and offset is checked (non-negative, inside one live block)
 before an address is handed out.
 
+Page pools (``pools.py``): NORMAL blocks are carved from 2 MiB chunks of the normal-page
+pool; a chunk emptied by a free stays there, idle, until the seed's level-2 merge
+(``merge_free``: after a model execute, on ``empty_cache`` via ``Op.MEM_MERGE``) or a
+huge-page allocation placed on it gives it back to the huge-page pool.
+
 Threading model: the loop thread mallocs, frees and resolves; kernels on engine threads
-resolve (``KernelContext.tensor``). ``DeviceMemory.lock`` guards the allocators and the
-committed-chunk maps: every public method takes it, so an engine never sees a block half
-freed. ``on_change`` runs under it (it only updates control-block counters).
+resolve (``KernelContext.tensor``); the models' task runner calls ``merge_free``.
+``DeviceMemory.lock`` guards the allocators, the pools and the committed-chunk maps: every
+public method takes it (``merge_free`` only once a lock-free peek found idle chunks), so
+an engine never sees a block half freed. ``on_change`` and ``on_pool`` run under it (they
+only update control-block counters and log).
 """
 
 from __future__ import annotations
@@ -124,6 +131,7 @@ class DeviceMemory:
         self.on_change = on_change
         self.on_pool = on_pool
         self.lock = threading.Lock()
+        self.merges = 0  # level-2 merges that gave chunks back (merge_free, claims)
         self.shares = Shares()  # IPC export keys and importers (ipc.py)
 
     # aclrtMalloc / aclrtFree ---------------------------------------------------------------
@@ -161,10 +169,17 @@ class DeviceMemory:
             code = errors.ACL_ERROR_RT_MEMORY_ALLOCATION
             why = "host shared memory (/dev/shm) is full" if err.errno == errno.ENOSPC else err
             raise errors.error_for(code, f"device {self.dev}: {why}") from err
+        normal = arena.normal
         if tag.page_class is _N:
-            grown = arena.normal.add(offset, span)
+            grown = normal.add(offset, span)
             if grown and self.on_pool is not None:
                 self.on_pool(arena, grown)
+        elif normal.idle:  # a huge page placed on idle normal chunks takes them back
+            shrunk = normal.claim(offset, span)
+            if shrunk:
+                self.merges += 1
+                if self.on_pool is not None:
+                    self.on_pool(arena, shrunk)
         self.on_change(tag.client, arena.kind, tag, span)
         return address.encode(self.dev, arena.kind, offset), span, int(tag.page_class)
 
@@ -191,12 +206,32 @@ class DeviceMemory:
     def _release(self, arena: Arena, offset: int, client: int) -> int:
         span, tag = arena.alloc.free(offset)
         if tag.page_class is _N:
-            shrunk = arena.normal.remove(offset, span)
-            if shrunk and self.on_pool is not None:
-                self.on_pool(arena, shrunk)
+            arena.normal.remove(offset, span)  # an emptied chunk stays idle until a merge
         if client != ORPHAN:
             self.on_change(client, arena.kind, tag, -span)
         return span
+
+    # seed §3.3 level 2 ----------------------------------------------------------------------
+    def merge_free(self) -> int:
+        """Level-2 merge: free blocks are already merged by address (the heap coalesces on
+        every free); every idle 2 MiB chunk of the normal-page pools goes back to the
+        huge-page pool. Called after a model execute, on ``empty_cache`` (``Op.MEM_MERGE``)
+        and implicitly when a huge-page allocation lands on idle chunks. Returns the bytes
+        given back; O(1) (one lock, no scan) when nothing is idle."""
+        arenas = self.arenas
+        if not any(a.normal.idle for a in arenas):  # racy peek; the merge itself is locked
+            return 0
+        returned = 0
+        with self.lock:
+            for arena in arenas:
+                shrunk = arena.normal.merge()
+                if shrunk:
+                    returned -= shrunk
+                    if self.on_pool is not None:
+                        self.on_pool(arena, shrunk)
+            if returned:
+                self.merges += 1
+        return returned
 
     # IPC shareable handles (ipc.py) ----------------------------------------------------------
     def export(self, client: int, ptr: int) -> int:

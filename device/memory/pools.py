@@ -10,10 +10,13 @@ normal pages out of some of them would see it:
 | huge     | every other byte except live 1 GiB pages         | HUGE (2 MiB) spans   |
 | huge1g   | live 1 GiB pages (taken from the huge pool's free space on demand) | their spans |
 
-So ``sum(reserved) == capacity`` and per pool ``used + free == reserved``. A chunk goes back
-to the huge pool as soon as its last NORMAL block is freed: the heap merges free neighbours
-at once (the seed's level-2 merge is therefore always on at this layer; what a program sees
-as cached memory lives in the host's caching allocator, ``host/core/caching.py``).
+So ``sum(reserved) == capacity`` and per pool ``used + free == reserved``. The heap merges
+free neighbours by address at once (O(1) per free). A chunk whose last NORMAL block is freed
+stays in the normal pool, *idle* (a page pool keeps its carved pages), until the seed's
+level-2 merge (§3.3) returns it: :meth:`NormalChunks.merge` (``DeviceMemory.merge_free``:
+after a model execute, on ``empty_cache``), or a huge-page allocation that needs the chunk
+(:meth:`NormalChunks.claim`: a huge-page allocation never fails for want of idle chunks).
+Until then the huge pool's ``largest_free`` does not count idle chunks.
 
 Per pool, ``largest_free`` is the largest free run a request of that pool could use (normal:
 any run inside the normal chunks; huge: 2 MiB-aligned runs outside them; huge1g: 0, its pages
@@ -68,37 +71,71 @@ def fragmentation(largest_free: int, free: int) -> float:
 class NormalChunks:
     """Reference counts of NORMAL blocks per 2 MiB chunk: the normal pool's reserved chunks.
 
-    :meth:`add` / :meth:`remove` return the change of the pool's reserved bytes (so the caller
-    can log when the pool grows or shrinks).
+    A chunk whose count drops to 0 stays reserved (``idle``) until :meth:`merge` or
+    :meth:`claim` gives it back to the huge pool. :meth:`add`, :meth:`merge` and
+    :meth:`claim` return the change of the pool's reserved bytes (so the caller can log when
+    the pool grows or shrinks); :meth:`remove` never changes it.
     """
 
-    __slots__ = ("counts",)
+    __slots__ = ("counts", "idle")
 
     def __init__(self) -> None:
         self.counts: dict[int, int] = {}
+        self.idle: set[int] = set()  # chunks with count 0, still in the normal pool
 
     def add(self, offset: int, span: int) -> int:
         counts, grown = self.counts, 0
         for chunk in range(offset // CHUNK, (offset + span - 1) // CHUNK + 1):
-            n = counts.get(chunk, 0)
-            counts[chunk] = n + 1
-            if not n:
+            n = counts.get(chunk)
+            if n is None:
+                counts[chunk] = 1
                 grown += CHUNK
+            else:
+                if not n:
+                    self.idle.discard(chunk)
+                counts[chunk] = n + 1
         return grown
 
     def remove(self, offset: int, span: int) -> int:
-        counts, shrunk = self.counts, 0
+        counts = self.counts
         for chunk in range(offset // CHUNK, (offset + span - 1) // CHUNK + 1):
             n = counts[chunk] - 1
-            if n:
-                counts[chunk] = n
-            else:
-                del counts[chunk]
+            counts[chunk] = n
+            if not n:
+                self.idle.add(chunk)
+        return 0
+
+    def merge(self) -> int:
+        """Level 2: every idle chunk goes back to the huge pool (O(idle chunks); O(1) when
+        none). Returns the (negative) change of reserved bytes."""
+        idle = self.idle
+        if not idle:
+            return 0
+        counts = self.counts
+        for chunk in idle:
+            del counts[chunk]
+        shrunk = -len(idle) * CHUNK
+        idle.clear()
+        return shrunk
+
+    def claim(self, offset: int, span: int) -> int:
+        """A huge-page block was placed on ``[offset, offset+span)``: the idle chunks it
+        covers go back to the huge pool (a chunk with live NORMAL blocks cannot be under
+        it). Returns the (negative) change of reserved bytes."""
+        idle = self.idle
+        if not idle:
+            return 0
+        shrunk = 0
+        for chunk in range(offset // CHUNK, (offset + span - 1) // CHUNK + 1):
+            if chunk in idle:
+                idle.discard(chunk)
+                del self.counts[chunk]
                 shrunk -= CHUNK
         return shrunk
 
     def clear(self) -> None:
         self.counts.clear()
+        self.idle.clear()
 
     @property
     def reserved(self) -> int:

@@ -265,8 +265,12 @@ class Device:
 
     def _open(self) -> OpenDevice:
         """This process's attachment to the device, attaching (and retaining) it if needed."""
-        _check_not_forked(repr(self))
         rt = _runtime.get()
+        if rt.forked:
+            _check_not_forked(repr(self))
+        od = rt.devices.get(self._id)  # attached already: no lock (a dict read)
+        if od is not None:
+            return od
         with rt.lock:
             od = rt.devices.get(self._id)
             if od is not None:
@@ -357,10 +361,9 @@ class DeviceBuffer:
         self._alloc: Allocation | None = None
         self._freed = False
         self.device = device if isinstance(device, Device) else Device(device)
-        with self.device._current():  # through the host caching allocator (issue 12)
-            cache = _caching.get()
-            self._block = cache.malloc(_index(nbytes), _index(policy))  # type: ignore[arg-type]
-            self._alloc = self._block.alloc
+        link = self.device._open().link  # through the host caching allocator (issue 12)
+        self._block = _caching.get().malloc(_index(nbytes), _index(policy), link)  # type: ignore[arg-type]
+        self._alloc = self._block.alloc
         self.ptr: int = self._alloc.ptr
         self.nbytes: int = self._block.requested
         self.policy: int = self._alloc.policy
@@ -386,17 +389,11 @@ class DeviceBuffer:
         (``DeviceLostError``) is not reported here: its memory is gone with it."""
         if self._freed or self._alloc is None:
             return
-        rt = _runtime.get()
-        if rt.forked:
-            self._freed = True
+        self._freed = True
+        if _runtime.get().forked:
             return
-        with rt.lock:
-            owned = self._owned()
-            self._freed = True
-            if not owned:
-                return
-            with suppress(DeviceLostError):
-                _caching.get().free(self._alloc.ptr)
+        with suppress(DeviceLostError):  # a no-op if its card was reset meanwhile
+            _caching.get().free_block(self._block)
 
     def __enter__(self) -> DeviceBuffer:
         return self

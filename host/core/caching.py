@@ -20,14 +20,19 @@ Accounting (per card, bytes): ``allocated`` = rounded sizes lent to the program,
 cached bytes show as reserved, not allocated, and ``aclrtGetMemInfo`` counts them as used
 (on hardware the runtime holds them too). ``stats()`` returns torch's key names.
 
+With ``NPUEMU_TRACK_ALLOC=1`` each block keeps the stack that allocated it, and each card
+keeps a trace of torch's events (``segment_alloc``, ``alloc``, ``free_requested``,
+``free_completed``, ``segment_free``; the snapshot's ``device_traces``).
+
 Used by the Pythonic face by default; the ``acl`` face only with
 ``NPUEMU_CACHING_ALLOCATOR=1`` (``aclrtMalloc``/``aclrtFree`` must move ``aclrtGetMemInfo``
 at once, and real samples check that). Nothing here blocks except ``malloc`` on a cache
 miss (one round trip).
 
 Threading model: any thread may call in. ``CachingAllocator.lock`` guards the free lists,
-the lent table and the counters; the round trip of a miss runs outside it. The runtime's
-close hook (device reset) drops the card's cached blocks under the same lock.
+the lent table, the counters, the per-card stream lists and the traces; the round trip of a
+miss runs outside it. The runtime's close hook (device reset) drops the card's blocks under
+the same lock (``Runtime.lock`` is taken before it, never after).
 """
 
 from __future__ import annotations
@@ -35,8 +40,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import time
 import traceback
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from npuemu.host.core import memory, runtime
@@ -44,9 +50,12 @@ from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Allocation
 from npuemu.host.driver.interface import Link
 from npuemu.shared import errors
+from npuemu.shared.protocol import Op
 
 __all__ = ["Block", "CachingAllocator", "get", "round_size"]
 
+TRACE_MAX = 100_000
+"""Most trace events kept per card (torch's ``_record_memory_history`` default)."""
 SMALL_LIMIT = 1 << 20
 SMALL_ROUND = 512
 LARGE_ROUND = 2 << 20
@@ -62,10 +71,11 @@ def round_size(size: int) -> int:
 class Block:
     """One device allocation owned by the cache: lent to the program or cached."""
 
-    __slots__ = ("alloc", "counters", "key", "ready", "requested", "rounded", "stack")
+    __slots__ = ("alloc", "counters", "key", "ptr", "ready", "requested", "rounded", "stack")
 
     def __init__(self, alloc: Allocation, key: tuple) -> None:
         self.alloc = alloc
+        self.ptr: int = alloc.ptr  # the device pointer (fixed for the block's life)
         self.key = key
         self.rounded: int = key[1]
         self.counters: Counters = Counters()  # replaced by its card's counters when lent
@@ -73,14 +83,11 @@ class Block:
         self.requested = 0
         self.stack: object = ()  # traceback.StackSummary with NPUEMU_TRACK_ALLOC=1
 
-    @property
-    def ptr(self) -> int:
-        return self.alloc.ptr
-
 
 @dataclass(slots=True)
 class Counters:
-    """Per-card counters, named after torch's memory_stats keys."""
+    """Per-card counters, named after torch's memory_stats keys. ``hits``, ``free_count``
+    and ``freed_total`` are derived (the hot path counts less)."""
 
     allocated: int = 0
     allocated_peak: int = 0
@@ -93,14 +100,28 @@ class Counters:
     segments: int = 0  # blocks held from the device (lent + cached)
     segments_peak: int = 0
     alloc_count: int = 0  # allocation requests served
-    free_count: int = 0
     segment_alloc: int = 0  # device mallocs (misses)
     segment_free: int = 0  # device frees (empty_cache)
-    hits: int = 0
     allocated_total: int = 0  # bytes lent ever
-    freed_total: int = 0  # bytes given back ever
     retries: int = 0
     ooms: int = 0
+    reset_blocks: int = 0  # lent blocks released with their card (not freed by the program)
+    reset_bytes: int = 0
+
+    @property
+    def hits(self) -> int:
+        """Requests served from the cache (every miss is one device malloc)."""
+        return self.alloc_count - self.segment_alloc
+
+    @property
+    def free_count(self) -> int:
+        """Blocks the program gave back."""
+        return self.alloc_count - self.active - self.reset_blocks
+
+    @property
+    def freed_total(self) -> int:
+        """Bytes (size classes) the program gave back."""
+        return self.allocated_total - self.allocated - self.reset_bytes
 
 
 class CachingAllocator:
@@ -111,24 +132,60 @@ class CachingAllocator:
         self._free: dict[tuple, list[Block]] = defaultdict(list)  # key -> cached blocks
         self._lent: dict[int, Block] = {}
         self._counters: dict[Link, Counters] = {}
+        self._streams: dict[Link, tuple[int, tuple]] = {}  # link -> (handle gen, streams)
+        self._traces: dict[Link, deque] = {}  # link -> trace events (NPUEMU_TRACK_ALLOC=1)
 
     # malloc / free -------------------------------------------------------------------------
-    def malloc(self, size: int, policy: int = 0) -> Block:
-        """A block of at least ``size`` bytes on the current device: from the cache when a
-        ready one is there (no round trip), else from ``aclrtMalloc``. Raises AclError."""
+    def malloc(self, size: int, policy: int = 0, link: Link | None = None) -> Block:
+        """A block of at least ``size`` bytes on ``link``'s card (None: the current
+        device's): from the cache when a ready one is there (no round trip), else from
+        ``aclrtMalloc``. Raises AclError.
+
+        The hit path is written flat (one lock, no call per counter): it is what a program
+        pays per tensor."""
         if type(size) is not int or size <= 0:
             size = memory._check_size(size, "size")
         rt = runtime.get()
-        link = rt.current_link()
-        rounded = (((size + SMALL_ROUND - 1) & -SMALL_ROUND) if size <= SMALL_LIMIT
+        if link is None:
+            ctx = getattr(rt.local, "ctx", None)
+            if ctx is None or ctx.destroyed or rt.forked:
+                link = rt.current_link()  # raises what the runtime raises
+            else:
+                link = rt.devices[ctx.device].link
+        elif rt.forked:
+            rt.check_fork()
+        rounded = (((size + 511) & -512) if size <= SMALL_LIMIT
                    else ((size + LARGE_ROUND - 1) & -LARGE_ROUND))
         key = (link, rounded, policy)
         with self.lock:
             blocks = self._free.get(key)
             if blocks:
-                block = self._take(rt, blocks)
+                block = blocks[-1]
+                if block.ready or rt.allocations.get(block.alloc.ptr) is not block.alloc:
+                    block = self._take(rt, blocks)  # waits on a stream, or gone: scan
+                else:
+                    blocks.pop()
                 if block is not None:
-                    self._lend(block, size, True, rt)
+                    c = block.counters
+                    c.alloc_count += 1
+                    block.requested = size
+                    if rt.config.track_alloc:
+                        block.stack = traceback.extract_stack(limit=16)[:-1]
+                        self._trace(link, "alloc", block.ptr, rounded, block.stack)
+                    self._lent[block.alloc.ptr] = block
+                    allocated = c.allocated + rounded
+                    c.allocated = allocated
+                    c.allocated_total += rounded
+                    if allocated > c.allocated_peak:
+                        c.allocated_peak = allocated
+                    requested = c.requested + size
+                    c.requested = requested
+                    if requested > c.requested_peak:
+                        c.requested_peak = requested
+                    active = c.active + 1
+                    c.active = active
+                    if active > c.active_peak:
+                        c.active_peak = active
                     return block
         block = Block(self._device_malloc(link, rounded, policy), key)
         with self.lock:
@@ -139,7 +196,9 @@ class CachingAllocator:
             c.reserved += block.alloc.span
             c.reserved_peak = max(c.reserved_peak, c.reserved)
             block.counters = c
-            self._lend(block, size, False, rt)
+            if rt.config.track_alloc:
+                self._trace(link, "segment_alloc", block.ptr, block.alloc.span, ())
+            self._lend(block, size, rt)
         return block
 
     def _take(self, rt: runtime.Runtime, blocks: list[Block]) -> Block | None:
@@ -153,17 +212,21 @@ class CachingAllocator:
             ready = block.ready
             if not ready or all(s.done(seq) or s.destroyed for s, seq in ready):
                 del blocks[i]
+                if ready:
+                    block.ready = ()
+                    if rt.config.track_alloc:  # the streams passed the free point
+                        self._trace(alloc.link, "free_completed", block.ptr, block.rounded, ())
                 return block
         return None
 
-    def _lend(self, block: Block, size: int, hit: bool, rt: runtime.Runtime) -> None:
+    def _lend(self, block: Block, size: int, rt: runtime.Runtime) -> None:
         c = block.counters
         rounded = block.rounded
-        c.hits += hit
         c.alloc_count += 1
         block.requested = size
         if rt.config.track_alloc:
             block.stack = traceback.extract_stack(limit=16)[:-2]
+            self._trace(block.alloc.link, "alloc", block.ptr, rounded, block.stack)
         self._lent[block.alloc.ptr] = block
         allocated = c.allocated + rounded
         c.allocated = allocated
@@ -180,6 +243,21 @@ class CachingAllocator:
             c.active_peak = active
 
     def _device_malloc(self, link: Link, rounded: int, policy: int) -> Allocation:
+        rt = runtime.get()
+        ctx = getattr(rt.local, "ctx", None)
+        od = rt.devices.get(link.logical)
+        if od is None or od.link is not link:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"device {link.logical} was reset")
+        if ctx is not None and not ctx.destroyed and ctx.device == link.logical:
+            return self._device_malloc_here(link, rounded, policy)
+        rt.local.ctx = od.primary  # aclrtMalloc on that card, then the caller's context
+        try:
+            return self._device_malloc_here(link, rounded, policy)
+        finally:
+            rt.local.ctx = ctx
+
+    def _device_malloc_here(self, link: Link, rounded: int, policy: int) -> Allocation:
         try:
             ptr = memory.malloc(rounded, policy)
         except errors.AclError as err:
@@ -202,25 +280,60 @@ class CachingAllocator:
         block this allocator lent."""
         rt = runtime.get()
         with self.lock:
-            block = self._lent.pop(ptr, None) if type(ptr) is int else None
-            if block is None:
+            try:
+                block = self._lent.pop(ptr)
+            except (KeyError, TypeError):
                 raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
-                                       f"{ptr!r} is not a live block of the caching allocator")
-            alloc = block.alloc
-            block.ready = _pending(rt, alloc.link)
-            c = block.counters
-            rounded = block.rounded
-            c.free_count += 1
-            c.allocated -= rounded
-            c.freed_total += rounded
-            c.requested -= block.requested
-            c.active -= 1
-            if block.stack:
-                block.stack = ()
-            if rt.allocations.get(ptr) is alloc:
-                self._free[block.key].append(block)
-            else:  # its device was reset meanwhile: nothing left to cache
-                self._drop(c, block)
+                                       f"{ptr!r} is not a live block of the caching "
+                                       "allocator") from None
+            self._returned(rt, block)
+
+    def free_block(self, block: Block) -> bool:
+        """Give ``block`` back if it is still lent (False when its card was reset meanwhile,
+        or it was given back already): one lock, for owners that keep the ``Block``."""
+        rt = runtime.get()
+        with self.lock:
+            if self._lent.get(block.ptr) is not block:
+                return False
+            del self._lent[block.ptr]
+            self._returned(rt, block)
+            return True
+
+    def _returned(self, rt: runtime.Runtime, block: Block) -> None:
+        """Book a block the program gave back and cache it (caller holds ``self.lock``)."""
+        ptr = block.ptr
+        alloc = block.alloc
+        link = alloc.link
+        # stream safety: the streams of the card with queued work, and how far
+        known = self._streams.get(link)
+        if known is None or known[0] != rt.handles_gen:
+            known = self._list_streams(rt, link)
+        ready = ()
+        for s in known[1]:
+            submitted = s.submitted
+            if s.link.completed[s.slot] < submitted and not s.destroyed:
+                ready += ((s, submitted),)
+        block.ready = ready
+        c = block.counters
+        c.allocated -= block.rounded
+        c.requested -= block.requested
+        c.active -= 1
+        if block.stack or rt.config.track_alloc:
+            block.stack = ()
+            self._trace_free(rt, block)
+        if rt.allocations.get(ptr) is alloc:
+            self._free[block.key].append(block)
+        else:  # its device was reset (or the program freed it through acl.rt.free)
+            self._drop(c, block)
+
+    def _list_streams(self, rt: runtime.Runtime, link: Link) -> tuple[int, tuple]:
+        """The card's streams, listed again only when a handle was registered since
+        (``Runtime.handles_gen``, read before the listing; a stream destroyed meanwhile is
+        skipped by the caller). Caller holds ``self.lock``."""
+        known = self._streams[link] = (rt.handles_gen, tuple(
+            obj for obj in list(rt.handles.values())
+            if type(obj) is streams.Stream and obj.link is link))
+        return known
 
     def lent(self, ptr: int) -> Block | None:
         """The block lent at ``ptr`` (and not given back), or None."""
@@ -229,7 +342,9 @@ class CachingAllocator:
     # empty_cache -------------------------------------------------------------------------
     def empty_cache(self, link: Link | None = None) -> int:
         """Give every cached block (of ``link``'s card, or of all cards) back to the device
-        (``aclrtFree`` each; queued, not waited for). Returns the bytes released."""
+        (``aclrtFree`` each; queued, not waited for), then ask each card for the level-2
+        merge (``Op.MEM_MERGE``: idle normal-page chunks back to the huge-page pool; posted,
+        not waited for). Returns the bytes released."""
         with self.lock:
             victims = []
             for key in [k for k in self._free if link is None or k[0] is link]:
@@ -238,20 +353,25 @@ class CachingAllocator:
             for block in victims:
                 released += block.alloc.span
                 self._drop(self._counters_of(block.alloc.link), block)
-        allocations = runtime.get().allocations
-        links = set()
+        rt = runtime.get()
+        allocations = rt.allocations
+        with rt.lock:  # the cards concerned: level 2 merges them even with nothing cached
+            links = {link} if link is not None else {od.link for od in rt.devices.values()}
         for block in victims:
             if allocations.get(block.alloc.ptr) is block.alloc:
                 memory.free(block.alloc.ptr)
                 links.add(block.alloc.link)
-        for each in links:  # given back now, not batched (freebatch.py)
+        for each in links:  # given back now, not batched (freebatch.py), then merged
             memory.flush_frees(each)
+            if each.alive():
+                each.post(Op.MEM_MERGE)  # seed §3.3 level 2 (DeviceMemory.merge_free)
         return released
 
     def forget(self, link: Link) -> None:
         """The card is being reset: its cached blocks go with it (runtime close hook; the
         caller holds ``Runtime.lock`` and removes them from its tables)."""
         with self.lock:
+            self._streams.pop(link, None)
             c = self._counters_of(link)
             for key in [k for k in self._free if k[0] is link]:
                 for block in self._free.pop(key):
@@ -262,12 +382,45 @@ class CachingAllocator:
                 c.allocated -= block.key[1]
                 c.requested -= block.requested
                 c.active -= 1
+                c.reset_blocks += 1
+                c.reset_bytes += block.key[1]
                 self._drop(c, block)
+            self._traces.pop(link, None)  # the card's history ends with it
 
     def _drop(self, c: Counters, block: Block) -> None:
         c.segments -= 1
         c.segment_free += 1
         c.reserved -= block.alloc.span
+        if block.alloc.link in self._traces or runtime.get().config.track_alloc:
+            if block.ready:  # given back before its streams passed the free point
+                self._trace(block.alloc.link, "free_completed", block.ptr, block.rounded, ())
+            self._trace(block.alloc.link, "segment_free", block.ptr, block.alloc.span, ())
+
+    # trace (torch's device_traces; NPUEMU_TRACK_ALLOC=1) -------------------------------
+    def _trace(self, link: Link, action: str, addr: int, size: int, stack: object) -> None:
+        """Record one event of ``link``'s card (caller holds ``self.lock``). ``stack`` is a
+        ``traceback.StackSummary`` (or ``()``), turned into frames by the snapshot."""
+        traces = self._traces.get(link)
+        if traces is None:
+            traces = self._traces[link] = deque(maxlen=TRACE_MAX)
+        traces.append({"action": action, "addr": addr, "size": size, "stream": 0,
+                       "time_us": time.time_ns() // 1000, "frames": stack})
+
+    def _trace_free(self, rt: runtime.Runtime, block: Block) -> None:
+        """``free_requested`` (with the freeing stack), and ``free_completed`` at once when
+        no stream of the card still has work queued (else when a reuse finds them past)."""
+        if not rt.config.track_alloc:
+            return
+        link = block.alloc.link
+        stack = traceback.extract_stack(limit=16)[:-3]  # from the caller of free()
+        self._trace(link, "free_requested", block.ptr, block.rounded, stack)
+        if not block.ready:
+            self._trace(link, "free_completed", block.ptr, block.rounded, ())
+
+    def traces(self, link: Link) -> list[dict]:
+        """A copy of the trace events of ``link``'s card, oldest first."""
+        with self.lock:
+            return list(self._traces.get(link, ()))
 
     # queries -----------------------------------------------------------------------------
     def _counters_of(self, link: Link) -> Counters:
@@ -300,16 +453,6 @@ class CachingAllocator:
             c = self._counters_of(link)
             c.allocated_peak, c.requested_peak = c.allocated, c.requested
             c.reserved_peak, c.active_peak, c.segments_peak = c.reserved, c.active, c.segments
-
-
-def _pending(rt: runtime.Runtime, link: Link) -> tuple:
-    """``(stream, last task)`` of every stream of this process on the card with pending
-    work (what a freed block must wait for before another use)."""
-    out = ()
-    for obj in list(rt.handles.values()):
-        if type(obj) is streams.Stream and obj.link is link and not obj.done(obj.submitted):
-            out += ((obj, obj.submitted),)
-    return out
 
 
 def acl_enabled() -> bool:

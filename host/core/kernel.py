@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 
 import npuemu.shared.kernel_library
-from npuemu.host.core import memory, runtime
+from npuemu.host.core import memory, runtime, vmm
 from npuemu.host.core.stream import resolve, submit
 from npuemu.host.driver.link import DeviceLink
 from npuemu.shared import errors
@@ -116,6 +116,7 @@ def launch_kernel(func: object, num_blocks: int, args: object, stream_handle: ob
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_CONTEXT,
                                "the binary was loaded on another device")
     memory.flush_frees(stream.link, only_if_waiting=True)  # a kernel may touch freed blocks
+    values = vmm.kernel_args(values)  # pointers into mapped virtual ranges (issue 12)
     submit(stream, Op.LAUNCH, found.binary.bin_id, found.name, blocks, values)
 
 

@@ -144,8 +144,13 @@ def malloc_async(size: object, handle: object, stream_handle: object) -> int:
     (module docstring). 100000 for size 0, 207001 when full."""
     if type(size) is not int or size <= 0:
         size = memory._check_size(size, "size")
-    pool = lookup(handle)
-    stream = streams.resolve(stream_handle)
+    handles = runtime.get().handles
+    pool = handles.get(handle) if type(handle) is int else None
+    if type(pool) is not MemPool or pool.destroyed:
+        pool = lookup(handle)  # raises what it raises
+    stream = handles.get(stream_handle) if type(stream_handle) is int else None
+    if type(stream) is not streams.Stream or stream.destroyed:
+        stream = streams.resolve(stream_handle)  # the default stream, or the error
     if stream.link is not pool.link:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"stream of device {stream.device} used with a pool of "
@@ -155,7 +160,12 @@ def malloc_async(size: object, handle: object, stream_handle: object) -> int:
     with pool.lock:
         blocks = pool.cached.get(rounded)
         if blocks:
-            block = _reusable(pool, blocks, stream)
+            block = blocks[-1]
+            if block.stream is stream and \
+                    runtime.get().allocations.get(block.alloc.ptr) is block.alloc:
+                blocks.pop()  # freed on this stream: reusable at once (the common case)
+            else:
+                block = _reusable(pool, blocks, stream)
             if block is not None:
                 return _lend(pool, block)
     if pool.max_size and pool.reserved + rounded > pool.max_size:
@@ -225,7 +235,9 @@ def free_async(ptr: object, stream_handle: object) -> None:
     """Mirrors ``aclrtMemPoolFreeAsync(ptr, stream)``: the block returns to its pool once the
     work queued on ``stream`` so far is done (no round trip; nothing waits). 107000 if
     ``ptr`` is not a block allocated from a live pool."""
-    stream = streams.resolve(stream_handle)
+    stream = runtime.get().handles.get(stream_handle) if type(stream_handle) is int else None
+    if type(stream) is not streams.Stream or stream.destroyed:
+        stream = streams.resolve(stream_handle)  # the default stream, or the error
     pool = _owners.get(ptr) if type(ptr) is int else None
     if pool is None or pool.link is not stream.link:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,

@@ -13,8 +13,13 @@ snapshot in the format of ``torch.cuda.memory._snapshot()``.
   (``pytorch.org/memory_viz``) opens a pickle of it. Every device allocation of this process
   is one segment holding one block: blocks lent by the caching allocator are
   ``active_allocated``, cached ones ``inactive``, and ``acl.rt.malloc`` blocks (uncached)
-  ``active_allocated``. Frames are filled when ``NPUEMU_TRACK_ALLOC=1``. ``device_traces``
-  stay empty (no allocation history is recorded), so the viewer's timeline tab is empty.
+  ``active_allocated``. Frames are filled when ``NPUEMU_TRACK_ALLOC=1``, and so are
+  ``device_traces`` (the viewer's timeline): the caching allocator's events per card as
+  torch records them -- ``segment_alloc`` (a device malloc), ``alloc``, ``free_requested``,
+  ``free_completed`` (at once, or when the card's streams have passed the free point),
+  ``segment_free`` (``empty_cache``, reset) -- each with ``addr``, ``size``, ``stream`` (0:
+  blocks are not stream-ordered), ``time_us`` and ``frames``; at most ``TRACE_MAX`` per card.
+  Uncached ``acl.rt.malloc`` blocks are in the segments but not in the traces.
 * :func:`leak_report` -- live blocks with the line that allocated each (seed §6.1).
 
 Threading model: no threads; any thread may call in (the caching allocator and the runtime
@@ -164,7 +169,10 @@ def snapshot() -> dict:
                                      "active_allocated", _stack_frames(alloc.stack)))
     segments.sort(key=operator.itemgetter("device", "address"))
     ndev = max(devices, default=-1) + 1
-    return {"segments": segments, "device_traces": [[] for _ in range(ndev)]}
+    traces: list[list[dict]] = [[] for _ in range(ndev)]
+    for logical, od in devices.items():
+        traces[logical] = [{**e, "frames": _frames(e["frames"])} for e in cache.traces(od.link)]
+    return {"segments": segments, "device_traces": traces}
 
 
 def node_snapshot() -> dict:

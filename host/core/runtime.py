@@ -103,6 +103,7 @@ class Runtime:
         self.local = threading.local()
         self._next_handle = 0x5A000000
         self.handles: dict[int, Any] = {}  # stream and event handles -> objects
+        self.handles_gen = 0  # bumped by every register (the caching allocator's stream list)
         self.peer_access: set[tuple[int, int]] = set()  # (device, peer), logical ids
         self.op_timeout_us = 0  # aclrtSetOpExecuteTimeOut*, sent to every card opened (kernel.py)
         self.initialized = False
@@ -211,6 +212,7 @@ class Runtime:
         with self.lock:
             obj.handle = self.new_handle()
             self.handles[obj.handle] = obj
+            self.handles_gen += 1  # after the insert: a reader that sees it sees the handle
         return obj
 
     # contexts ------------------------------------------------------------------------------

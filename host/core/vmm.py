@@ -14,8 +14,9 @@ cards.
 Copies and fills through mapped ranges: ``aclrtMemcpy``, ``aclrtMemset``,
 ``aclrtMemcpyAsync`` and ``aclrtMemsetAsync`` translate virtual addresses on the host and
 split the request at mapping boundaries (one request per piece; async pieces are queued in
-order on the same stream). A byte that is not mapped gives 107000. Kernels get the pointers
-the program passes: a kernel argument must be a physical pointer (not translated here).
+order on the same stream). A byte that is not mapped gives 107000. Kernel arguments that are
+virtual addresses are translated at launch (:func:`kernel_args`, called by
+``aclrtLaunchKernel``): the kernel must stay inside the one mapping its pointer is in.
 
 Chosen where the reference is silent (UNVERIFIED): granularity 2 MiB (1 GiB for HUGE1G
 attributes), minimum = recommended; ``expectPtr`` is honoured when it is a free,
@@ -363,6 +364,26 @@ def _piece(va: int, write: bool) -> tuple[int, int]:
                                  f"{'write' if write else 'read'}")
                 return phys.alloc.ptr + off - start, start + phys.size - off
     raise _param(f"0x{va:x} is not mapped")
+
+
+def kernel_args(values: list) -> list:
+    """Kernel arguments with every virtual address replaced by the physical pointer behind
+    it (``aclrtLaunchKernel`` with a pointer into a mapped range). Ints outside the virtual
+    window are kept; a virtual address that is not mapped, or mapped with access NONE, is
+    107000. The kernel then reaches the mapping's physical block: what it touches must lie
+    inside that one mapping (the card checks it: 107000 at the launch's synchronize), so a
+    tensor spanning two mappings is refused, unlike on hardware. READ-only mappings are not
+    enforced for kernels. Costs nothing while this process has no reservation."""
+    if not _ranges:
+        return values
+    out = None
+    with _lock:
+        for i, value in enumerate(values):
+            if type(value) is int and address.VIRT_BASE <= value < address.VIRT_END:
+                if out is None:
+                    out = list(values)
+                out[i] = _piece(value, False)[0]
+    return values if out is None else out
 
 
 def pieces(dst: int, src: int | None, count: int) -> list[tuple[int, int | None, int]]:

@@ -387,6 +387,7 @@ _HANDLERS: dict[int, Callable[..., tuple]] = {
     Op.STREAM_MODE: _stream_mode, Op.STREAM_ABORT: _stream_abort, Op.PIN: _pin,
     Op.UNPIN: lambda link, base: (), Op.BINARY_LOAD: _binary_load,
     Op.BINARY_UNLOAD: _binary_unload, Op.CALLBACK_DONE: _callback_done, Op.INJECT: _inject,
+    Op.MEM_MERGE: lambda link: (0,),  # no page pools here: nothing to merge
 }
 
 

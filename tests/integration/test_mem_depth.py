@@ -40,6 +40,8 @@ def test_pools_and_fragmentation_are_visible(run_py):
         R["status"] = status.read_node(runtime.get().node.name)["devices"][0]["hbm_pools"]
         for p in small:
             ok(acl.rt.free(p))
+        R["idle"] = npu.pool_stats(0)["hbm"]  # the normal pool keeps its emptied chunks
+        npu.empty_cache(0)  # ... until the level-2 merge (seed §3.3)
         R["after"] = npu.pool_stats(0)["hbm"]
         for p in huge[1::2]:
             ok(acl.rt.free(p))
@@ -55,6 +57,7 @@ def test_pools_and_fragmentation_are_visible(run_py):
     assert huge["fragmentation"] > 0  # four holes of one page between live pages
     assert r["status"]["normal_pool"] == normal["reserved"]
     assert r["status"]["fragmentation"] > 0
+    assert r["idle"][0]["reserved"] == normal["reserved"] and r["idle"][0]["used"] == 0
     assert r["after"][0]["reserved"] == 0  # the normal chunks went back to the huge pool
     assert r["empty"][1]["free"] == r["empty"][1]["largest_free"] == 256 * MiB
     assert r["empty"][1]["fragmentation"] == 0
@@ -221,7 +224,8 @@ def test_pool_growth_and_shrink_are_logged_at_debug(run_py):
         ok(acl.rt.set_device(0))
         p = malloc(4096, 2)          # the normal-page pool takes its first 2 MiB chunk
         ok(acl.rt.free(p))
-        hbm_free()                   # the free is posted and handled
+        npu.empty_cache(0)           # the level-2 merge gives the idle chunk back
+        hbm_free()                   # the free and the merge are posted and handled
         seg = shm.Segment(shm.name(runtime.get().node.name, "d0", "log"))
         ring = logring.LogRing(seg.buf)
         R["lines"] = [ln for ln in ring.read().splitlines() if "normal-page pool" in ln]

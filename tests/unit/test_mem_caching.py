@@ -200,3 +200,46 @@ def test_leak_report_names_the_allocating_line(fake_runtime, monkeypatch) -> Non
                                                   "test_leak_report_names_the_allocating_line")
     caching.get().free(block.ptr)
     caching.get().empty_cache()
+
+
+def test_device_traces_follow_torch_events(cache, monkeypatch) -> None:
+    """With tracking on, the caching allocator records the events torch's viewer reads
+    (``action``, ``addr``, ``size``, ``stream``, ``frames``, ``time_us``); a free behind a
+    busy stream completes only when a reuse finds the stream past it."""
+    rt = runtime.get()
+    monkeypatch.setattr(rt, "config", dataclasses.replace(rt.config, track_alloc=True))
+    link = rt.current_link()
+    a = cache.malloc(1000)  # miss: segment_alloc + alloc
+    cache.free(a.ptr)  # nothing queued: free_requested + free_completed
+    busy = streams.create_stream()
+    held = _hold_stream(busy)
+    b = cache.malloc(1000)  # hit
+    assert b.ptr == a.ptr
+    cache.free(b.ptr)  # behind the held stream: only free_requested
+    pending = [e["action"] for e in cache.traces(link)]
+    _release(busy, held)
+    link.wait_until(lambda: busy.done(busy.submitted), 10.0)
+    c = cache.malloc(1000)  # the reuse finds the stream past the free: free_completed
+    cache.free(c.ptr)
+    cache.empty_cache(link)  # segment_free
+    actions = [e["action"] for e in cache.traces(link)]
+    assert pending == ["segment_alloc", "alloc", "free_requested", "free_completed", "alloc",
+                       "free_requested"]
+    assert actions == [*pending, "free_completed", "alloc", "free_requested",
+                       "free_completed", "segment_free"]
+    events = cache.traces(link)
+    assert {e["addr"] for e in events} == {a.ptr}
+    assert events[0]["size"] == a.alloc.span and events[1]["size"] == 1024
+    # the snapshot carries them per device, frames as the viewer wants them
+    monkeypatch.setattr(caching, "_allocator", cache)
+    snap = pickle.loads(pickle.dumps(memstats.snapshot()))
+    trace = snap["device_traces"][0]
+    assert [e["action"] for e in trace] == actions
+    for e in trace:
+        assert set(e) >= {"action", "addr", "size", "stream", "frames", "time_us"}
+        assert all(set(f) == {"filename", "line", "name"} for f in e["frames"])
+    alloc_frames = trace[1]["frames"]
+    assert alloc_frames and alloc_frames[0]["name"] == "test_device_traces_follow_torch_events"
+    free_frames = trace[2]["frames"]
+    assert free_frames and free_frames[0]["name"] == "test_device_traces_follow_torch_events"
+    streams.destroy_stream(busy.handle)

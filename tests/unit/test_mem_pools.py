@@ -28,6 +28,8 @@ class Heap:
             if off is not None:
                 if step.page_class is PageClass.NORMAL:
                     self.chunks.add(off, step.span)
+                else:  # a huge page placed on idle normal chunks takes them back
+                    self.chunks.claim(off, step.span)
                 self.live.append((off, step.span, step.page_class))
                 return off
             step = step.fallback
@@ -91,6 +93,12 @@ def test_freeing_normal_blocks_returns_their_chunks_to_the_huge_pool() -> None:
     assert huge.reserved == CAP - normal.reserved
     while heap.live:
         heap.free(rng.randrange(len(heap.live)))
+    # the emptied chunks stay idle in the normal pool until the level-2 merge
+    idle = len(heap.chunks.idle) * CHUNK
+    normal, huge, _ = pool_stats(heap.alloc, heap.chunks)
+    assert idle == normal.reserved == normal.free > 0 and normal.used == 0
+    assert huge.largest_free < CAP  # idle chunks are not huge pages yet
+    assert heap.chunks.merge() == -idle and heap.chunks.merge() == 0  # cheap when none
     normal, huge, g = pool_stats(heap.alloc, heap.chunks)
     assert normal.reserved == 0 and heap.chunks.counts == {}
     assert huge.reserved == huge.free == huge.largest_free == CAP  # merged back, one run
@@ -119,8 +127,25 @@ def test_normal_chunk_counts() -> None:
     assert chunks.reserved == 2 * CHUNK
     assert chunks.remove(0, 64) == 0
     assert chunks.remove(64, 64) == 0
-    assert chunks.remove(CHUNK - 64, 128) == -2 * CHUNK
-    assert chunks.reserved == 0
+    assert chunks.remove(CHUNK - 64, 128) == 0  # emptied chunks stay, idle
+    assert chunks.reserved == 2 * CHUNK and chunks.idle == {0, 1}
+    assert chunks.add(64, 64) == 0 and chunks.idle == {1}  # reused: busy again
+    assert chunks.remove(64, 64) == 0
+    assert chunks.claim(CHUNK, CHUNK) == -CHUNK  # a huge page placed on chunk 1
+    assert chunks.merge() == -CHUNK  # level 2: chunk 0 back to the huge pool
+    assert chunks.reserved == 0 and chunks.idle == set()
+
+
+def test_a_huge_allocation_never_fails_for_idle_chunks() -> None:
+    heap = Heap(8 * HUGE_PAGE)
+    for _ in range(8):
+        heap.malloc(1000, 2)  # small blocks: the normal pool takes chunk 0
+    while heap.live:
+        heap.free(0)
+    assert heap.chunks.idle
+    assert heap.malloc(8 * HUGE_PAGE - 64, 1) is not None  # the whole card, HUGE_ONLY
+    assert heap.chunks.idle == set() and heap.chunks.reserved == 0
+    check_identities(heap)
 
 
 def test_row_round_trip() -> None:
@@ -130,3 +155,30 @@ def test_row_round_trip() -> None:
         back = type(pool).from_row(pool.as_row())
         assert back.name == pool.name and back.free == pool.free
         assert abs(back.fragmentation - pool.fragmentation) < 1e-6
+
+
+class _Seg:
+    """A segment stand-in: DeviceMemory's bookkeeping needs only its size."""
+
+    size = 16 * HUGE_PAGE
+
+    def commit(self, offset: int, length: int) -> None:
+        pass
+
+
+def test_device_merge_free_returns_idle_chunks_once() -> None:
+    from npuemu.device.memory.arenas import Arena, DeviceMemory
+
+    changes: list[int] = []
+    arena = Arena(_Seg(), 0)  # type: ignore[arg-type]
+    mem = DeviceMemory(0, [arena], lambda *_: None, lambda _a, delta: changes.append(delta))
+    assert mem.merge_free() == 0  # nothing idle: no lock, no scan
+    ptrs = [mem.malloc(1, 5000, 2)[0] for _ in range(600)]  # ~3 MiB of small blocks
+    assert arena.normal.reserved == 2 * CHUNK and changes == [CHUNK, CHUNK]
+    for ptr in ptrs:
+        mem.free(1, ptr)
+    assert arena.normal.reserved == 2 * CHUNK  # kept by the normal pool until a merge
+    assert mem.merge_free() == 2 * CHUNK and changes[-1] == -2 * CHUNK
+    assert mem.merge_free() == 0 and arena.normal.reserved == 0 and mem.merges == 1
+    huge = next(p for p in mem.pools()[0] if p.name == "huge")
+    assert huge.largest_free == huge.free == _Seg.size and huge.fragmentation == 0.0

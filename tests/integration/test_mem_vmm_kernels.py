@@ -1,0 +1,67 @@
+"""Kernels through virtual memory (issue 12): a kernel launched with pointers inside a
+reserved and mapped range reaches the physical memory behind it, on a real worker."""
+
+from __future__ import annotations
+
+import pytest
+from childprog import CHILD_HELPERS, run_scenario
+
+pytestmark = pytest.mark.integration
+
+MiB = 1 << 20
+ENV = {"NPUEMU_DEVICES": "1", "NPUEMU_HBM": "256M", "NPUEMU_DDR": "64M"}
+PRELUDE = CHILD_HELPERS + """
+import numpy as np
+from npuemu.host.core.kernel import LIBRARY
+PROP = {"handleType": 0, "allocationType": 0, "memAttr": 13, "location": {"type": 1, "id": 0}}
+H2D, D2H = 1, 2
+"""
+
+
+def test_kernel_and_copies_through_a_mapped_range(run_py):
+    r = run_scenario(run_py, PRELUDE, """
+        ok(acl.rt.set_device(0))
+        s, ret = acl.rt.create_stream(); ok(ret)
+        b, ret = acl.rt.binary_load_from_file(LIBRARY); ok(ret)
+        add, ret = acl.rt.binary_get_function(b, "add"); ok(ret)
+        g = 2 * 1024 * 1024
+        va, ret = acl.rt.reserve_mem_address(4 * g, 0, 0, 0); ok(ret)
+        handles = []
+        for slot in (0, 1, 3):          # three 2 MiB handles; the third slot stays unmapped
+            h, ret = acl.rt.malloc_physical(g, PROP, 0); ok(ret)
+            ok(acl.rt.map_mem(va + slot * g, g, 0, h, 0))
+            handles.append(h)
+        n = 1000
+        x = np.arange(n, dtype=np.float32)
+        y = np.full(n, 0.5, dtype=np.float32)
+        xa, ya, za = va + 16, va + g + 64, va + 3 * g   # three different mappings
+        for dst, arr in ((xa, x), (ya, y)):
+            ok(acl.rt.memcpy(dst, 4 * n, arr.ctypes.data, 4 * n, H2D))
+        ok(acl.rt.launch_kernel(add, 2, [xa, ya, za, n, "float32"], s))
+        ok(acl.rt.synchronize_stream(s))
+        z = np.zeros(n, dtype=np.float32)
+        ok(acl.rt.memcpy(z.ctypes.data, 4 * n, za, 4 * n, D2H))
+        R["z_ok"] = bool((z == x + y).all())
+        # a pointer into the unmapped slot is refused at launch
+        R["unmapped"] = acl.rt.launch_kernel(add, 1, [xa, ya, va + 2 * g, n, "float32"], s)
+        # the kernel wrote the physical block: remapped at another address, it is still there
+        ok(acl.rt.unmap_mem(va + 3 * g))
+        ok(acl.rt.map_mem(va + 2 * g, g, 0, handles[2], 0))
+        z2 = np.zeros(n, dtype=np.float32)
+        ok(acl.rt.memcpy(z2.ctypes.data, 4 * n, va + 2 * g, 4 * n, D2H))
+        R["remapped_ok"] = bool((z2 == x + y).all())
+        # a tensor that runs past the end of its mapping fails the kernel, not the stream
+        ok(acl.rt.launch_kernel(add, 1, [xa, va + 2 * g - 16, va + 2 * g, n, "float32"], s))
+        R["past_end"] = acl.rt.synchronize_stream(s)
+        R["after"] = acl.rt.synchronize_stream(s)
+        for slot in (0, 1, 2):
+            ok(acl.rt.unmap_mem(va + slot * g))
+        for h in handles:
+            ok(acl.rt.free_physical(h))
+        ok(acl.rt.release_mem_address(va))
+        ok(acl.rt.binary_unload(b))
+        ok(acl.rt.destroy_stream(s))
+    """, ENV, 120)
+    assert r["z_ok"] is True and r["remapped_ok"] is True
+    assert r["unmapped"] == 107000
+    assert r["past_end"] != 0 and r["after"] == 0
