@@ -63,6 +63,7 @@ only through ``KernelContext`` (``DeviceMemory.resolve`` takes the memory lock).
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import traceback
 from typing import TYPE_CHECKING, Any
@@ -92,22 +93,25 @@ _ids = itertools.count(1)
 
 
 class Ranges:
-    """The tensor ranges a model's kernels resolved, valid while no block of the card was
+    """The tensor views a model's kernels resolved, valid while no block of the card was
     allocated or freed since (``Worker.alloc_changes``). Engine thread only (every model
-    task runs on ``ENGINE``'s one thread)."""
+    task runs on ``ENGINE``'s one thread). The views are made over the arena's address
+    (not its buffer), so they never pin the arena's mapping; they are used only by model
+    tasks, which end before the worker unmaps its arenas."""
 
     __slots__ = ("gen", "table")
 
     def __init__(self) -> None:
         self.gen = -1
-        self.table: dict[tuple, tuple] = {}  # (ptr, dtype, count) -> (buffer, dtype, offset)
+        self.table: dict[tuple, Any] = {}  # (ptr, dtype, count) -> numpy view
 
 
 class ModelContext(KernelContext):
     """A kernel's launch context inside a model: ``tensor`` checks a range against the
     client's live allocations (and isolated pages) as ``KernelContext`` does, but only the
     first time the model meets it since the card's allocations last changed; later calls
-    reuse the resolved range (the per-op cost of an execute is then the kernel's own)."""
+    return the same view (the per-op cost of an execute is then the kernel's own).
+    Isolated pages are still checked on every call once the card has any."""
 
     def __init__(self, worker: Worker, client: Client, block_idx: int, block_num: int,
                  ranges: Ranges) -> None:
@@ -120,12 +124,12 @@ class ModelContext(KernelContext):
         if ranges.gen != worker.alloc_changes:
             ranges.table.clear()
             ranges.gen = worker.alloc_changes
-        hit = ranges.table.get((ptr, dtype, count))
-        if hit is None:
+        view = ranges.table.get((ptr, dtype, count))
+        if view is None:
             return self._miss(ptr, dtype, count)
         if self._ctl[DEVICE_CTL.POISONED]:  # an isolated page may have appeared since
-            worker.faults.check_ranges((ptr, hit[1].itemsize * count))
-        return np.frombuffer(hit[0], hit[1], count, hit[2])
+            worker.faults.check_ranges((ptr, view.nbytes))
+        return view
 
     def _miss(self, ptr: int, dtype: Any, count: int) -> Any:
         gen = self._worker.alloc_changes
@@ -135,8 +139,9 @@ class ModelContext(KernelContext):
             if len(ranges.table) >= MAX_VIEWS:
                 ranges.table.clear()
             arena, offset = self._worker.memory.resolve(self._client.slot, ptr, view.nbytes)
+            raw = (ctypes.c_char * view.nbytes).from_address(arena.seg.address + offset)
             if gen == ranges.gen == self._worker.alloc_changes:
-                ranges.table[(ptr, dtype, count)] = (arena.seg.buf, view.dtype, offset)
+                ranges.table[(ptr, dtype, count)] = np.frombuffer(raw, view.dtype, count)
         return view
 
 
