@@ -6,7 +6,9 @@ the faces are ``acl.mdl`` (``host/acl/mdl.py``) and the Pythonic API.
 The four memory regions (seed §5.2): **weights** (the OM's WEIGHTS_DATA, copied into HBM at
 load) and **workspace** (one block of the MemoryPlanner's size; every intermediate at its
 planned offset) are allocated at load, or supplied by the caller (the WithMem loads); the
-**inputs** and **outputs** are the caller's buffers, bound per execute. Every op signature
+**inputs** and **outputs** are the caller's buffers, bound per execute. An op that declares
+scratch (``OpDef.workspace``) gets its planned block of the workspace as its kernel's last
+argument. Every op signature
 of every program (batch gear) is compiled, or found in the op caches, at load, as a static
 op-map entry (never aged out while loaded). The task list of every program (each op's
 binary, kernel, blocks and argument template with the weight and workspace addresses, the
@@ -256,6 +258,7 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
     for ev, producer, consumer in prog["events"]:
         records.setdefault(producer, []).append(ev)
         waits.setdefault(consumer, []).append(ev)
+    workspaces = prog.get("workspaces", [""] * len(prog["tasks"]))
     for t, (op_ref, ins, outs, stream_no) in enumerate(prog["tasks"]):
         op_type, attrs, _tiling = om.op_refs[op_ref]
         names = [n for n in ins if n] + list(outs)
@@ -280,8 +283,15 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
                 args.append(0)
                 slots.append((i, _INPUT if kind == "input" else _OUTPUT, where))
         loaded = entry.loaded
+        extra: list[Any] = list(entry.extra)
+        scratch = workspaces[t]
+        if scratch and loaded.binary.workspace:
+            # the kernel's last parameter: its planned scratch (shapes and tiling before it)
+            extra = extra or [tuple(tuple(info[n][3][k]) for n in names),
+                              *entry.tiling.args()]
+            extra.append(model.work_ptr + blocks[scratch][1])
         tasks.append(_Task(loaded.bin_id, loaded.binary.name, entry.tiling.block_dim,
-                           [*args, *entry.extra], slots, stream_no, waits.get(t, []),
+                           [*args, *extra], slots, stream_no, waits.get(t, []),
                            records.get(t, [])))
     def sizes(kind: str) -> tuple[list[int], list[list[int]]]:
         rows = sorted((t[4], t) for t in om.tensors if t[2] == kind)

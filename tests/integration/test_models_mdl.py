@@ -62,6 +62,9 @@ def sample_flow(om_path, x, batch=0):
     R["streams"] = model.programs[-1].n_streams
     R["submissions"] = model.submissions
     R["ops"] = sum(1 for t in model.programs[-1].tasks if t.kernel)
+    blocks = {b[0]: b[1] for b in model.om.memory_plan["blocks"]}
+    R["scratch"] = [t.args[-1] == model.work_ptr + blocks[ws] for t, ws in
+                    zip(model.programs[-1].tasks, model.om.programs[-1]["workspaces"]) if ws]
     dims, ret = acl.mdl.get_cur_output_dims(desc, 0); ok(ret)
     host, ret = acl.rt.malloc_host(outs[0][1]); ok(ret)
     ok(acl.rt.memcpy(host, outs[0][1], outs[0][0], outs[0][1], 2), "d2h")
@@ -109,6 +112,7 @@ def test_sample_flow_small_cnn_matches_onnxruntime(run_py, tmp_path) -> None:
     assert r["streams"] == 2  # the schedule puts the two pooling branches on two streams
     # one stream task per execute, whatever the number of ops
     assert r["stream_tasks"] == 2 and r["submissions"] == 2 and r["ops"] > 2
+    assert r["scratch"] == [True]  # the padded Conv2D works in its planned workspace block
     assert r["in_dims"] == {"name": "x", "dimCount": 4, "dims": [1, 3, 8, 8]}
     assert r["names"] == ["x", "y"]
 
