@@ -42,12 +42,12 @@ completion is the last op's. The first op that fails ends the task with that op'
 (its engine's exception code, 507053 for a memory fault, an injected engine fault's code),
 which reaches the stream, the exception callbacks (with the model task's id) and
 synchronize like any task failure. Abort, stream destroy, the execution timeout and a
-detaching client cancel a running model at its next op or block boundary (507003).
+detaching client cancel a running model at its next op or block boundary (107035).
 
 Unload (UNVERIFIED; the reference asks the caller to unload only after its executes are
 done and does not say what happens otherwise; our choice): ``MODEL_UNLOAD`` forgets the
 record at once; executes of it still queued fail with 107000 when their turn comes, one
-that runs stops at its next op boundary (507003); the host then waits for those tasks
+that runs stops at its next op boundary (107035); the host then waits for those tasks
 before it frees the weights and workspace (``host/models/runtime.py``). A client that
 detaches drops its records with its ``Client``.
 

@@ -13,8 +13,9 @@ matrix and the filter ``(groups, Cout/groups, Cin*kh*kw)`` multiplies it as one 
 1). A 1x1 window without padding needs no gathering (x is the matrix). Conv2D declares a
 workspace (``OpDef.workspace``): the padded input and the im2col matrix of a whole batch;
 inside a model they live in a planned block of the model's workspace. Still numpy
-temporaries: the matmul result (copied into y), the bias sum, the batch-major reordering
-of the matrix when N > 1, and everything of a single-op launch (which passes no workspace).
+temporaries: the matmul result when N > 1 or NHWC (at batch 1 NCHW it is written straight
+into y), the batch-major reordering of the matrix when N > 1, and the scratch of a single-op
+launch (which passes no workspace).
 """
 
 from __future__ import annotations
@@ -109,7 +110,9 @@ def _scratch(ws, used, shape, dtype):
     return np.empty(shape, dt), used
 
 
-def _conv(x, w, sh, sw, dh, dw, pads, groups, ws=None):
+def _conv(x, w, sh, sw, dh, dw, pads, groups, ws=None, out=None):
+    """The convolution of x (N, C, H, W) as (N, Cout, Ho, Wo); at batch 1 the matmul writes
+    straight into ``out`` (a C-contiguous NCHW array, returned) when one is given."""
     cout, cin, kh, kw = w.shape
     n, c, h, wd = x.shape
     ho = (h + pads[0] + pads[1] - (kh - 1) * dh - 1) // sh + 1
@@ -132,6 +135,9 @@ def _conv(x, w, sh, sw, dh, dw, pads, groups, ws=None):
     wm = w.reshape(groups, cout // groups, cin * kh * kw)
     cols = cols.reshape(n, groups, cin * kh * kw, ho * wo)
     if n == 1:
+        if out is not None and out.flags.c_contiguous and out.dtype == wm.dtype:
+            np.matmul(wm, cols[0], out=out.reshape(groups, cout // groups, ho * wo))
+            return out
         return np.matmul(wm, cols[0]).reshape(1, cout, ho, wo)
     cols = cols.transpose(1, 2, 0, 3).reshape(groups, cin * kh * kw, n * ho * wo)
     return np.matmul(wm, cols).reshape(cout, n, ho, wo).transpose(1, 0, 2, 3)
@@ -188,11 +194,12 @@ def _conv_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Bo
     layout, sh, sw, dh, dw, pads, groups = _conv_params(ins, attrs)
     nhwc = layout == "NHWC"
     xin = "x0[s].transpose(0, 3, 1, 2)" if nhwc else "x0[s]"
-    res = f"_conv({xin}, x1, {sh}, {sw}, {dh}, {dw}, {pads}, {groups}, ws)"
-    tile = f"r_ = {res}\n"
+    out = "None" if nhwc else "o_"
+    tile = "o_ = y0[s]\n"
+    tile += f"r_ = _conv({xin}, x1, {sh}, {sw}, {dh}, {dw}, {pads}, {groups}, ws, {out})\n"
     if len(ins) > 2:
         tile += "r_ += x2.reshape(1, -1, 1, 1)\n"
-    tile += f"y0[s] = r_.transpose(0, 2, 3, 1) if {nhwc} else r_\n"
+    tile += (f"if r_ is not o_:\n    o_[...] = r_.transpose(0, 2, 3, 1) if {nhwc} else r_\n")
     return Body(tile, helpers=_CONV)
 
 
