@@ -256,3 +256,38 @@ def test_a_client_that_exits_without_unloading_leaves_nothing(shared_node, run_p
     assert first["loaded"] >= first["blocks0"] + 2  # weights, workspace, op binaries
     # only the second client's own kernel binary is left on the card
     assert second["blocks"] == first["blocks0"] and second["unknown"] == PARAM_INVALID
+
+
+def test_execution_timeout_and_reset_cancel_a_running_model(run_py) -> None:
+    r = scenario(run_py, '''
+        p, marker = zeroed(16), zeroed(16)
+        s = stream()
+        st = _streams.resolve(s)
+        spin = load([step("spin", blocks=60000), step("bump", slots=((0, 0, 1),))], n_in=2)
+        ok(acl.rt.set_op_execute_time_out(1))          # one interval: about 4.3 s
+        seq = _streams.submit(st, Op.MODEL_EXECUTE, spin, [p, marker], [])
+        R["timeout"] = acl.rt.synchronize_stream_with_timeout(s, 60000)
+        R["callback"] = callbacks(1) == [[507014, seq]]
+        R["after_timeout"] = get(marker)               # the task ended at its deadline
+        ok(acl.rt.set_op_execute_time_out(0))
+        _streams.submit(st, Op.MODEL_EXECUTE, spin, [p, marker], [])
+        deadline = time.monotonic() + 30
+        while get(p)[0] != 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        put(p, [0, 0])
+        while get(p)[0] != 1 and time.monotonic() < deadline:  # running again
+            time.sleep(0.01)
+        R["reset"] = acl.rt.reset_device(0)            # the client detaches mid-model
+        ok(acl.rt.set_device(0))
+        q = zeroed(16)
+        b = _kernel.binary_load_from_data(KERNELS_AGAIN)
+        LINK2 = _runtime.get().current_link()
+        mid = LINK2.call(Op.MODEL_LOAD, 0, 1, 0, [[0, b.bin_id, "bump", 1, [0], [[0, 0, 0]],
+                                                   [], []]])[0]
+        s2 = stream()
+        _streams.submit(_streams.resolve(s2), Op.MODEL_EXECUTE, mid, [q], [])
+        R["fresh"] = acl.rt.synchronize_stream_with_timeout(s2, 30000)
+        R["value"] = get(q)
+    '''.replace("KERNELS_AGAIN", repr(KERNELS)), timeout=120)
+    assert r["timeout"] == 507014 and r["callback"] and r["after_timeout"] == [0, 0]
+    assert r["reset"] == 0 and r["fresh"] == 0 and r["value"] == [1, 0]
