@@ -328,12 +328,16 @@ def unload(model_id: object) -> None:
 
 
 def _release(model: Model) -> None:
+    opened = runtime.get().devices.get(model.device)
+    attached = opened is not None and opened.link is model.link
     for prog in model.programs:
-        if prog.card_id:
-            # the card may already be gone (reset, lost): nothing is left to forget there
+        if prog.card_id and attached:
+            # a card that reset or was lost dropped this client's task lists with it
             with contextlib.suppress(AclError):
                 model.link.call(Op.MODEL_UNLOAD, prog.card_id)
-            prog.card_id = 0
+        prog.card_id = 0
+    if not attached:  # the client detached: nothing of the model runs on the card any more
+        model.pending.clear()
     if not _drained(model):
         plog.log(logring.WARNING, f"model {model.model_id}: executes still running after "
                                   f"{UNLOAD_WAIT_S:g} s; its memory stays allocated")
