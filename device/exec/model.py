@@ -30,15 +30,20 @@ or the model's inputs/outputs, an event waited before any step records it, block
 [1, MAX_BLOCKS]) is a ``BadFrame`` (107000, nothing registered); a kernel that is not in
 its binary, or an unknown model id, is refused with 107000.
 
-Streams and events: the steps of every stream of the schedule run **one after another on
-one engine thread, in the schedule's global order**; that order puts every event's record
-before its waits (checked at load), so the schedule's ordering holds. Missing: the
-concurrency between a model's streams (independent branches overlapping on two engines)
-is not reproduced inside the card.
+Streams and events: each stream of the schedule is a lane of the task. Stream 0 runs on
+the engine thread; every other stream runs at the same time on a helper thread of this
+module (started on first use, one per extra stream, shared by all models: model tasks run
+one at a time on the engine's one thread). A step waits for its events (``threading.Event``
+per event id, made per execute of a model of several streams) and sets the ones it
+records, so the schedule's ordering holds while independent branches overlap (numpy
+releases the GIL in its heavy calls). The load check that every event is recorded before
+it is waited in the schedule's order rules out a cycle. A model of one stream runs without
+events or helpers. The task completes when every stream has.
 
 Execution: the task runs on the AI Core engine (its busy time, and its timeout code,
-507014 past the execution timeout, are AI Core's; every op's time counts there). Its
-completion is the last op's. The first op that fails ends the task with that op's code
+507014 past the execution timeout, are AI Core's; the helpers' time is not counted
+separately). The first op that fails ends the task (every stream stops at its next step)
+with that op's code
 (its engine's exception code, 507053 for a memory fault, an injected engine fault's code),
 which reaches the stream, the exception callbacks (with the model task's id) and
 synchronize like any task failure. Abort, stream destroy, the execution timeout and a
@@ -56,15 +61,21 @@ memory has one (the level-2 defragmentation hook of the memory issue).
 
 Threading model: ``model_load``, ``model_unload``, ``bind``, ``prepare`` and ``finished`` run
 in the worker's loop thread, which owns ``Client.models``. A record's steps are immutable
-once the host executes it; the run function (an engine thread) reads them and the
-record's ``unloaded`` flag (a bool written by the loop thread), and touches device memory
-only through ``KernelContext`` (``DeviceMemory.resolve`` takes the memory lock).
+once the host executes it; the run (the AI Core engine thread, plus one helper thread per
+extra stream) reads them and the record's ``unloaded`` flag (a bool written by the loop
+thread), and touches device memory only through ``KernelContext`` (``DeviceMemory.resolve``
+takes the memory lock). ``_helpers`` is touched by the engine thread only. Within one
+execute the streams share ``_Run`` (events are thread-safe; ``code`` is written first-wins
+under the GIL) and the record's ``Ranges`` (dict operations are atomic; a race at most drops
+a cached view, which is then resolved again).
 """
 
 from __future__ import annotations
 
 import ctypes
 import itertools
+import queue
+import threading
 import traceback
 from typing import TYPE_CHECKING, Any
 
@@ -94,8 +105,8 @@ _ids = itertools.count(1)
 
 class Ranges:
     """The tensor views a model's kernels resolved, valid while no block of the card was
-    allocated or freed since (``Worker.alloc_changes``). Engine thread only (every model
-    task runs on ``ENGINE``'s one thread). The views are made over the arena's address
+    allocated or freed since (``Worker.alloc_changes``). Used by the one executing model's
+    threads (see the threading model). The views are made over the arena's address
     (not its buffer), so they never pin the arena's mapping; they are used only by model
     tasks, which end before the worker unmaps its arenas."""
 
@@ -148,15 +159,24 @@ class ModelContext(KernelContext):
 class ModelRecord:
     """One registered task list of a client."""
 
-    __slots__ = ("mid", "n_inputs", "n_outputs", "ranges", "recorded", "steps", "unloaded")
+    __slots__ = ("lanes", "mid", "n_inputs", "n_outputs", "ranges", "recorded", "steps",
+                 "unloaded")
 
     def __init__(self, mid: int, n_inputs: int, n_outputs: int) -> None:
         self.mid, self.n_inputs, self.n_outputs = mid, n_inputs, n_outputs
-        # (fn, kernel name, engine, args tuple, slots, block contexts)
+        # (fn or None for an emptied op, kernel name, engine, args tuple, slots, block
+        # contexts, stream, waited events, recorded events), in the schedule's order
         self.steps: list[tuple] = []
+        self.lanes: list[list[tuple[int, tuple]]] = [[]]  # (index, step) per stream
         self.recorded: set[int] = set()  # events recorded by the steps so far (load check)
         self.unloaded = False
         self.ranges = Ranges()
+
+    def add(self, steps: list[tuple]) -> None:
+        self.steps.extend(steps)
+        count = 1 + max(step[6] for step in self.steps) if self.steps else 1
+        self.lanes = [[(i, st) for i, st in enumerate(self.steps) if st[6] == k]
+                      for k in range(count)]
 
 
 def _models(client: Client) -> dict[int, ModelRecord]:
@@ -181,8 +201,7 @@ def model_load(worker: Worker, client: Client, mid: int, n_inputs: int, n_output
     else:
         record = ModelRecord(0, n_inputs, n_outputs)
     recorded = set(record.recorded)
-    built = [_step(worker, client, record, row, recorded) for row in steps]
-    record.steps.extend(s for s in built if s is not None)
+    record.add([_step(worker, client, record, row, recorded) for row in steps])
     record.recorded = recorded
     if not mid:
         record.mid = next(_ids)
@@ -202,17 +221,18 @@ def model_unload(worker: Worker, client: Client, mid: int) -> tuple:
 
 
 def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
-          recorded: set[int]) -> tuple | None:
+          recorded: set[int]) -> tuple:
     if type(row) not in (list, tuple) or len(row) != 8:
         raise BadFrame("a model step is [stream, bin id, kernel, blocks, args, slots, "
                        "waits, records]")
     stream, bin_id, name, blocks, args, slots, waits, records = row
     if u64(stream) >= MAX_STREAMS:
         raise BadFrame(f"step stream {stream} not below {MAX_STREAMS}")
-    for ev in _ints(waits, "waits"):
+    waits, records = tuple(_ints(waits, "waits")), tuple(_ints(records, "records"))
+    for ev in waits:
         if ev not in recorded:
             raise BadFrame(f"event {ev} is waited before any step records it")
-    for ev in _ints(records, "records"):
+    for ev in records:
         if ev >= MAX_EVENTS:
             raise BadFrame(f"event {ev} not below {MAX_EVENTS}")
         recorded.add(ev)
@@ -221,7 +241,7 @@ def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
     if not name:  # an emptied op: only its events matter
         if u64(bin_id) or u64(blocks) or args or slots:
             raise BadFrame("an empty step takes bin id 0, blocks 0, no args, no slots")
-        return None
+        return None, "", "", (), (), (), stream, waits, records
     if not 1 <= u64(blocks) <= MAX_BLOCKS:
         raise BadFrame(f"blocks {blocks} not in [1, {MAX_BLOCKS}]")
     if type(args) not in (list, tuple) or not all(_arg_ok(v, _ARG_DEPTH) for v in args):
@@ -234,7 +254,7 @@ def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
                                f"no kernel {name!r} in binary {bin_id}")
     ctxs = tuple(ModelContext(worker, client, b, blocks, record.ranges)
                  for b in range(blocks))
-    return fn, name, fn.__npu_kernel__, tuple(args), bound, ctxs
+    return fn, name, fn.__npu_kernel__, tuple(args), bound, ctxs, stream, waits, records
 
 
 def _slots(slots: object, n_args: int, record: ModelRecord) -> tuple:
@@ -300,6 +320,8 @@ def prepare(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
     faults = worker.faults
     if faults.engine_faults:
         for i, step in enumerate(record.steps):
+            if step[0] is None:
+                continue
             try:
                 faults.check_launch(step[2], step[1])
             except errors.AclError as err:
@@ -313,16 +335,35 @@ def prepare(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
 
 
 def _run(worker: Worker, task: Task) -> int:
-    """Engine thread: every step in order; the first failure ends the task."""
+    """Engine thread: the steps of every stream; the first failure ends the task."""
+    record = task.args[0]
+    if len(record.lanes) == 1:
+        return _lane(worker, task, record.lanes[0], None)
+    run = _Run({ev: threading.Event() for ev in record.recorded})
+    done = [_helper(k).start(worker, task, record.lanes[k], run)
+            for k in range(1, len(record.lanes))]
+    _lane(worker, task, record.lanes[0], run)
+    for finished_lane in done:  # the others stop at their next block once run.code is set
+        finished_lane.wait()
+    return run.code
+
+
+def _lane(worker: Worker, task: Task, steps: list[tuple[int, tuple]], run: _Run | None) -> int:
+    """One stream of the model, in order (``run``: the execute's events and first failure,
+    None for a model of one stream). Returns 0 or the code that ended it."""
     record, inputs, outputs, fail_at, fail_code = task.args
     users = (inputs, outputs)
     name = engine = ""
     try:
-        for i, (fn, name, engine, args, slots, ctxs) in enumerate(record.steps):
+        for i, (fn, name, engine, args, slots, ctxs, _lane_no, waits, records) in steps:
+            if run is not None:
+                code = _wait(task, run, waits)
+                if code:
+                    return code
             if i == fail_at:
                 worker.log("ERROR", f"{engine} exception in kernel {name} (injected), "
                                     f"model {record.mid} op {i}")
-                return fail_code
+                return _failed(run, fail_code)
             if slots:
                 filled = list(args)
                 for index, kind, user in slots:
@@ -330,20 +371,95 @@ def _run(worker: Worker, task: Task) -> int:
                 args = tuple(filled)
             for ctx in ctxs:
                 if task.cancelled or record.unloaded:
-                    return errors.ACL_ERROR_RT_TASK_ABORT_STOP
+                    return _failed(run, errors.ACL_ERROR_RT_TASK_ABORT_STOP)
                 fn(ctx, *args)
+            if records and run is not None:
+                for ev in records:
+                    run.events[ev].set()
     except errors.AclError as err:  # an isolated page was touched
         worker.log("ERROR", f"model {record.mid} kernel {name}: {err}")
-        return err.code
+        return _failed(run, err.code)
     except MemoryFault as fault:
         worker.log("ERROR", f"model {record.mid} kernel {name} memory fault: {fault}")
-        return errors.ACL_ERROR_RT_DEVICE_MEM_ERROR
+        return _failed(run, errors.ACL_ERROR_RT_DEVICE_MEM_ERROR)
     except Exception:
         code = engines.FAILURE_CODE.get(engine, engines.FAILURE_CODE[ENGINE])
         worker.log("ERROR", f"{engine} kernel execute failed, ret={code}, kernel_name={name}, "
                             f"model {record.mid}\n{traceback.format_exc(limit=-3)}")
-        return code
+        return _failed(run, code)
     return 0
+
+
+class _Run:
+    """One execute of a model of several streams: its events and its first failure."""
+
+    __slots__ = ("code", "events")
+
+    def __init__(self, events: dict[int, threading.Event]) -> None:
+        self.code = 0
+        self.events = events
+
+    def fail(self, code: int) -> None:
+        """Keep the first failure and release every stream waiting on an event."""
+        if not self.code:
+            self.code = code
+        for event in self.events.values():
+            event.set()
+
+
+def _failed(run: _Run | None, code: int) -> int:
+    if run is not None:
+        run.fail(code)
+    return code
+
+
+def _wait(task: Task, run: _Run, waits: tuple[int, ...]) -> int:
+    """Wait for the step's events (or a failure, abort or unload); returns 0 or a code."""
+    record = task.args[0]
+    for ev in waits:
+        event = run.events[ev]
+        while not event.wait(_WAIT_SLICE_S):
+            if task.cancelled or record.unloaded:
+                return _failed(run, errors.ACL_ERROR_RT_TASK_ABORT_STOP)
+    return run.code
+
+
+_WAIT_SLICE_S = 0.05
+
+
+class _Helper:
+    """A thread that runs one extra stream of the executing model."""
+
+    def __init__(self, k: int) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name=f"model-stream-{k}", daemon=True).start()
+
+    def start(self, worker: Worker, task: Task, steps: list[tuple[int, tuple]],
+              run: _Run) -> threading.Event:
+        done = threading.Event()
+        self._queue.put((worker, task, steps, run, done))
+        return done
+
+    def _loop(self) -> None:
+        while True:
+            worker, task, steps, run, done = self._queue.get()
+            try:
+                _lane(worker, task, steps, run)
+            except Exception:  # a bug of ours: fail the execute, keep the thread
+                worker.internal_error("model stream")
+                run.fail(errors.ACL_ERROR_RT_INTERNAL_ERROR)
+            finally:
+                done.set()
+
+
+_helpers: list[_Helper] = []
+
+
+def _helper(k: int) -> _Helper:
+    """The helper of extra stream ``k`` (1, 2, ...), started on first use."""
+    while len(_helpers) < k:
+        _helpers.append(_Helper(len(_helpers) + 1))
+    return _helpers[k - 1]
 
 
 def finished(worker: Worker) -> None:

@@ -35,6 +35,10 @@ def bump(ctx, ptr):
         raise RuntimeError("flag set: fail on purpose")
     a[0] += 1
 
+@kernel("aivector")
+def raise_flag(ctx, ptr):
+    ctx.tensor(ptr, "int64", 2)[1] = 1
+
 @kernel("aicore")
 def spin(ctx, ptr):
     """Block 0 marks the start; every block naps until the flag is set."""
@@ -291,3 +295,19 @@ def test_execution_timeout_and_reset_cancel_a_running_model(run_py) -> None:
     '''.replace("KERNELS_AGAIN", repr(KERNELS)), timeout=120)
     assert r["timeout"] == 507014 and r["callback"] and r["after_timeout"] == [0, 0]
     assert r["reset"] == 0 and r["fresh"] == 0 and r["value"] == [1, 0]
+
+
+def test_the_streams_of_a_model_run_at_once_in_event_order(run_py) -> None:
+    """Stream 0 naps until stream 1 sets its flag (a model run one stream after the other
+    would never finish); then an event orders a third step after both."""
+    r = scenario(run_py, '''
+        p, marker = zeroed(16), zeroed(16)
+        mid = load([step("spin", blocks=3000, records=(1,)),
+                    step("raise_flag", stream=1, records=(2,)),
+                    step("bump", slots=((0, 0, 1),), waits=(1, 2), stream=1)], n_in=2)
+        s = stream()
+        _streams.submit(_streams.resolve(s), Op.MODEL_EXECUTE, mid, [p, marker], [])
+        R["sync"] = acl.rt.synchronize_stream_with_timeout(s, 20000)
+        R["p"], R["marker"] = get(p), get(marker)
+    ''')
+    assert r["sync"] == 0 and r["p"] == [1, 1] and r["marker"] == [1, 0]
