@@ -21,8 +21,8 @@ completes with the last op (or fails with the first failing op's code).
 change it; ``submissions`` counts the stream tasks its executes queued.
 
 Streams: the OM's schedule spreads independent branches over streams and orders them with
-events; the card runs the steps in the schedule's global order, which keeps every event's
-ordering (missing: the branches do not overlap inside the card). After a hang inside a
+events; the card runs those streams at once inside the one model task, each waiting for
+the events it needs (``device/exec/model.py``). After a hang inside a
 model (a synchronize timeout), the caller aborts its stream (which cancels the model task)
 and unloads the model.
 
