@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from npuemu.device.exec import kernels, opbin
+from npuemu.device.exec import kernels, model, opbin
 from npuemu.shared import errors, protocol, shm
 from npuemu.shared.layout import DEVICE_CTL
 from npuemu.shared.protocol import TASK_OPS, BadFrame, Op, u64
@@ -211,7 +211,7 @@ HANDLERS: dict[int, Callable[..., tuple]] = {
     Op.STREAM_MODE: _stream_mode, Op.STREAM_ABORT: _stream_abort, Op.PIN: _pin,
     Op.UNPIN: _unpin, Op.BINARY_LOAD: _binary_load, Op.BINARY_UNLOAD: _binary_unload,
     Op.CALLBACK_DONE: _callback_done, Op.INJECT: _inject, Op.SET_TIMEOUT: _set_timeout,
-    **opbin.HANDLERS,
+    **opbin.HANDLERS, **model.HANDLERS,
     Op.MEM_POOLS: _mem_pools, Op.IPC_EXPORT: _ipc_export, Op.IPC_SET_PID: _ipc_set_pid,
     Op.IPC_IMPORT: _ipc_import, Op.IPC_CLOSE: _ipc_close, Op.MEM_MERGE: _mem_merge,
 }

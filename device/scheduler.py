@@ -58,6 +58,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
+from npuemu.device.exec import model as model_tasks
 from npuemu.device.exec.kernels import launch as run_kernel
 from npuemu.device.exec.kernels import lookup as lookup_kernel
 from npuemu.shared import errors, layout, protocol
@@ -212,6 +213,8 @@ class Scheduler:
                 kind(value)
             if op == Op.LAUNCH:  # bind the kernel now: an unload must not break queued work
                 args = (*args, lookup_kernel(client, args[0], args[1]))
+            elif op == Op.MODEL_EXECUTE:  # bind the model's record (device/exec/model.py)
+                args = model_tasks.bind(client, args)
         except (BadFrame, errors.AclError) as err:
             # The stream and the task's number were readable: fail that task in its turn, so
             # the host's count of the stream's tasks is still met and no synchronize waits
@@ -285,6 +288,8 @@ class Scheduler:
                 if task.op == Op.LAUNCH and not code:
                     self._learn(task, ns)
                 self._complete(task, code)
+            if task.op == Op.MODEL_EXECUTE:
+                model_tasks.finished(self.worker)
         now = time.monotonic()
         if now >= self.next_deadline:
             self.expire(now)
@@ -413,6 +418,8 @@ class Scheduler:
             return (engines.DMA if count > INLINE_BYTES else None), _run_memset
         if task.op == Op.LAUNCH:
             return run_kernel(self.worker, client, task)
+        if task.op == Op.MODEL_EXECUTE:
+            return model_tasks.prepare(self.worker, client, task)
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"unknown task op {task.op}")
 
 
@@ -563,7 +570,7 @@ _TASK_ARGS = {
     Op.COPY_ASYNC: (u64, u64, _count), Op.MEMSET_ASYNC: (u64, u64, _count),
     Op.RECORD: (_event_slot, u64), Op.RESET_EVENT: (_event_slot,),
     Op.WAIT_EVENT: (_event_slot, u64, u64), Op.LAUNCH: (u64, _name, _blocks, _kernel_args),
-    Op.CALLBACK: (u64, _flag),
+    Op.CALLBACK: (u64, _flag), Op.MODEL_EXECUTE: model_tasks.EXECUTE_CHECKS,
 }
 
 

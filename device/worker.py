@@ -94,6 +94,7 @@ class Client:
         self.unpinned: list[shm.Segment] = []
         self.binaries: dict[int, object] = {}
         self.next_binary = 0
+        self.models: dict[int, object] = {}  # registered task lists (device/exec/model.py)
         self.inflight = 0  # tasks handed to engines and not yet reaped (loop thread only)
         self.departed = False  # detached: nothing may be written into its tables any more
         self.peers_ok: set[int] = set()  # peer cards this client's process has open
@@ -178,6 +179,7 @@ class Worker:
         for kind, size in ((address.HBM, hbm), (address.DDR, ddr)):
             seg_name = shm.name(node, f"d{dev}", address.ARENA_NAMES[kind])
             arenas.append(Arena(shm.Segment(seg_name, size, create=True), kind))
+        self.alloc_changes = 0  # mallocs + frees so far (device/exec/model.py caches on it)
         self.memory = DeviceMemory(dev, arenas, self._account, self._pool_changed)
         self.log_seg = _open_log(node, dev)
         self.log_ring = logring.LogRing(self.log_seg.buf)
@@ -213,6 +215,7 @@ class Worker:
     def _account(self, slot: int, arena: int, tag: Tag, delta: int) -> None:
         """Apply one malloc (+span) or free (-span) to the published counters."""
         ctl, count = self.ctl, 1 if delta > 0 else -1
+        self.alloc_changes += 1
         base = CTL_CLIENTS + slot * CLIENT_ENTRY.words
         used = ctl[base + CLIENT_ENTRY.USED] + delta
         ctl[base + CLIENT_ENTRY.USED] = used

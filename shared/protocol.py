@@ -36,6 +36,8 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | IPC_IMPORT  | share key                     | ptr, span               | pid must be allowed |
 | IPC_CLOSE   | ptr                           |                         | importer done     |
 | MEM_MERGE   |                               | bytes given back        | seed §3.3 level 2: idle normal-page chunks back to the huge-page pool (``DeviceMemory.merge_free``) |
+| MODEL_LOAD  | model id (0 = new), n inputs, n outputs, [step, ...] | model id | a model's task list (``device/exec/model.py``) |
+| MODEL_UNLOAD| model id                      |                         | queued executes of it fail |
 
 Stream tasks are fire-and-forget frames ``[op, submit, stream slot, task seq, args...]``;
 ``submit`` is 0, or the host's submit time (``time.monotonic_ns()``) when the host profiles:
@@ -51,6 +53,13 @@ completion is published in the client's stream/event tables (``layout.py``):
 | WAIT_EVENT   | event slot, generation, timeout ms (0 = none) |
 | LAUNCH       | bin id, kernel name, blocks, [args]    |
 | CALLBACK     | callback id, block (0/1)               |
+| MODEL_EXECUTE| model id, [input addresses], [output addresses] |
+
+A model step (``MODEL_LOAD``) is ``[stream, bin id, kernel name, blocks, [args], [[arg index,
+0 input / 1 output, user index], ...], [waited event ids], [recorded event ids]]``, in the
+schedule's order; kernel name ``""`` (bin id 0, blocks 0, no args or slots) is a step kept
+only for its events. ``MODEL_EXECUTE`` runs every step of the model as one task (its input
+and output counts must be the model's).
 
 Reports (device -> host, report ring): ``[EXCEPTION, stream slot, task seq, code, stream
 id, device]`` and ``[CALLBACK, stream slot, task seq, callback id, block]``.
@@ -99,6 +108,9 @@ class Op(enum.IntEnum):
     IPC_SET_PID = 23
     IPC_IMPORT = 24
     IPC_CLOSE = 25
+    # offline models (device/exec/model.py)
+    MODEL_LOAD = 26
+    MODEL_UNLOAD = 27
     MEM_MERGE = 29
     # stream tasks
     COPY_ASYNC = 32
@@ -108,6 +120,7 @@ class Op(enum.IntEnum):
     WAIT_EVENT = 36
     LAUNCH = 37
     CALLBACK = 38
+    MODEL_EXECUTE = 39
 
 
 TASK_OPS = frozenset(op for op in Op if op >= Op.COPY_ASYNC)

@@ -14,8 +14,9 @@ streams are tried (down to one); concurrency that costs memory beyond that is re
 Dynamic batch: one program per gear (shapes and op signatures differ per gear) over shared
 weights and one workspace, planned at the largest gear; every smaller gear's block must fit
 its slot, which is checked. Each op reference carries the op library's tiling for its
-shapes (block_dim, rows, tile, loops). The library's ops declare no workspace, so the plan
-holds only intermediates (the planner takes per-task workspace sizes when ops have them).
+shapes (block_dim, rows, tile, loops). Ops that declare scratch (``OpDef.workspace``, e.g.
+Conv2D's im2col matrix) get a ``<node>::workspace`` block of the plan, live during their
+task only; each program lists its tasks' workspace blocks (``"workspaces"``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from npuemu.host.models import lowering, omfile, onnx_front, planner, streams
@@ -33,7 +34,9 @@ from npuemu.host.models.codes import (
     ACL_ERROR_GE_PARAM_INVALID,
     ModelError,
 )
-from npuemu.host.models.graph import ACL_FORMATS, Graph, signature
+from npuemu.host.models.graph import ACL_FORMATS, Graph, Node, signature
+from npuemu.host.ops import compiler, registry
+from npuemu.host.ops.registry import Spec
 from npuemu.shared.config import PROFILES
 
 STREAM_MEMORY_SLACK = 1.05
@@ -91,12 +94,28 @@ def build_graphs(model: str | os.PathLike, input_shape: str | None = None,
     return graphs, gears
 
 
+def op_workspace(graph: Graph) -> Callable[[Node], int]:
+    """Bytes of scratch each node's op declares for its shapes (``OpDef.workspace``)."""
+    def need(node: Node) -> int:
+        op = registry.lookup(node.op)
+        if op.workspace is None:
+            return 0
+        ins = [Spec(graph.tensors[n].dtype, tuple(graph.tensors[n].shape))
+               for n in node.inputs if n]
+        outs = [Spec(graph.tensors[n].dtype, tuple(graph.tensors[n].shape))
+                for n in node.outputs]
+        return compiler.workspace_of(op, ins, outs, node.attrs)
+    return need
+
+
 def schedule_and_plan(graph: Graph, max_streams: int = 4
                       ) -> tuple[streams.Schedule, planner.MemoryPlan]:
-    """The most streams (<= max_streams) whose plan stays within the memory slack."""
+    """The most streams (<= max_streams) whose plan (intermediates and op workspaces)
+    stays within the memory slack."""
+    workspace = op_workspace(graph)
     for count in range(max(1, max_streams), 0, -1):
         sched = streams.assign_streams(graph, count)
-        mplan = planner.plan(graph, sched)
+        mplan = planner.plan(graph, sched, workspace)
         if count == 1 or mplan.size <= STREAM_MEMORY_SLACK * mplan.lower_bound:
             return sched, mplan
     raise AssertionError("unreachable")
@@ -116,7 +135,7 @@ def convert(model: str | os.PathLike, output: str | os.PathLike, soc_version: st
     sched, mplan = schedule_and_plan(big, max_streams)
     planner.verify(mplan, big, sched)
     for g in graphs[:-1]:
-        for blk in planner.collect_blocks(g):
+        for blk in planner.collect_blocks(g, op_workspace(g)):
             if blk.size > mplan.blocks[blk.name].size:
                 raise ModelError(ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
                                  f"{blk.name!r} grows when the batch shrinks")
@@ -133,15 +152,18 @@ def _assemble(graphs: list[Graph], gears: list[int], sched: streams.Schedule,
     blob, offsets = omfile.pack_weights({k: v.tobytes() for k, v in big.weights.items()})
     programs, op_refs, index = [], [], {}
     for g, batch in zip(graphs, gears or [0], strict=True):
-        tasks = []
+        tasks, scratch = [], []
         for i, node in enumerate(g.nodes):
             key = signature(g, node)
             if key not in index:
                 index[key] = len(op_refs)
                 op_refs.append([node.op, node.attrs, node.tiling])
             tasks.append([index[key], node.inputs, node.outputs, sched.stream_of[i]])
+            ws = f"{node.name}::workspace"
+            scratch.append(ws if ws in mplan.blocks else "")
         programs.append({"batch": batch, "streams": sched.streams,
-                         "events": [list(e) for e in sched.events], "tasks": tasks})
+                         "events": [list(e) for e in sched.events], "tasks": tasks,
+                         "workspaces": scratch})
     tensors = []
     for name, t in big.tensors.items():
         shapes = [list(g.tensors[name].shape) for g in graphs]

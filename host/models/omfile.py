@@ -31,7 +31,9 @@ type   name             contents
 1      WEIGHTS_DATA     raw weight bytes; each weight at a 64-byte aligned offset in it
 2      TASK_INFO        msgpack list of programs (one per batch gear; one for a static model):
                         ``{batch, streams: [[task, ...], ...], events: [[id, producer,
-                        consumer], ...], tasks: [[op_ref, [inputs], [outputs], stream], ...]}``
+                        consumer], ...], tasks: [[op_ref, [inputs], [outputs], stream], ...],
+                        workspaces: [block name or "", one per task]}`` (``workspaces``: the
+                        memory-plan block of each task's op scratch; absent = none)
 8      TENSOR_DESC      msgpack list of ``[name, dtype, kind, [shape per program], location]``;
                         location: weight offset, workspace block name, or user buffer index
 12     TILING_DATA      msgpack list of op references: ``[op_type, attrs, tiling]``, one per
@@ -247,3 +249,7 @@ def validate(om: OmModel) -> None:
             unknown = [t for t in [*ins, *outs] if t and t not in names]
             if unknown:
                 raise _bad(f"task refers to unknown tensors {unknown}")
+        scratch = prog.get("workspaces", [""] * len(prog["tasks"]))
+        if not isinstance(scratch, list) or len(scratch) != len(prog["tasks"]) or any(
+                ws and ws not in blocks for ws in scratch):
+            raise _bad("the tasks' workspace blocks do not match the memory plan")

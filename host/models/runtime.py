@@ -6,23 +6,32 @@ the faces are ``acl.mdl`` (``host/acl/mdl.py``) and the Pythonic API.
 The four memory regions (seed §5.2): **weights** (the OM's WEIGHTS_DATA, copied into HBM at
 load) and **workspace** (one block of the MemoryPlanner's size; every intermediate at its
 planned offset) are allocated at load, or supplied by the caller (the WithMem loads); the
-**inputs** and **outputs** are the caller's buffers, bound per execute. Every op signature
+**inputs** and **outputs** are the caller's buffers, bound per execute. An op that declares
+scratch (``OpDef.workspace``) gets its planned block of the workspace as its kernel's last
+argument. Every op signature
 of every program (batch gear) is compiled, or found in the op caches, at load, as a static
-op-map entry (never aged out while loaded). An execute therefore allocates nothing: it
-fills the caller's input and output addresses into the prepared launch arguments and posts
-one ``LAUNCH`` per task on the stream. ``device_allocations`` counts every device
-allocation the model has made; executes never change it.
+op-map entry (never aged out while loaded). The task list of every program (each op's
+binary, kernel, blocks and argument template with the weight and workspace addresses, the
+schedule's streams and events) is registered on the card at load (``MODEL_LOAD``,
+``device/exec/model.py``). An execute therefore allocates nothing and is **one
+submission**: a ``MODEL_EXECUTE`` task on the caller's stream naming the card's model and
+the caller's input and output addresses; the card runs the whole list and the task
+completes with the last op (or fails with the first failing op's code).
+``device_allocations`` counts every device allocation the model has made; executes never
+change it; ``submissions`` counts the stream tasks its executes queued.
 
-Streams: the OM's schedule spreads independent branches over streams. At load the model
-creates its extra streams and its events (never during execute); an execute runs stream 0
-of the schedule on the caller's stream, records a start event there that the extra streams
-wait on, records and waits the schedule's events between tasks, and finally makes the
-caller's stream wait for every extra stream, so the caller's stream completes when the
-whole model has. After a hang inside a model (a synchronize timeout), the caller aborts its
-stream and unloads the model; unload aborts and destroys the model's own streams.
+Streams: the OM's schedule spreads independent branches over streams and orders them with
+events; the card runs those streams at once inside the one model task, each waiting for
+the events it needs (``device/exec/model.py``). After a hang inside a
+model (a synchronize timeout), the caller aborts its stream (which cancels the model task)
+and unloads the model.
 
-Missing, against issue 11: the task list is not registered on the card (an execute is one
-submission per task, not one per model: that needs a worker-side task-list op).
+Unload (UNVERIFIED choice, see ``device/exec/model.py``): the card forgets the task list at
+once (executes still queued fail with 107000, a running one stops at its next op), then
+unload waits up to ``UNLOAD_WAIT_S`` for the model's tasks already submitted to leave
+their streams before it frees the weights and workspace; if they do not (a stream hung
+and not aborted), that memory stays allocated until the process detaches rather than be
+freed under a running kernel.
 
 Codes (the reference names the states, not every code; our choices marked UNVERIFIED):
 unknown model id 145003; a WithMem buffer that is not device memory 145007 (UNVERIFIED) or
@@ -30,20 +39,20 @@ is too small 145006 (UNVERIFIED); wrong number of inputs/outputs or a buffer sma
 its tensor 145000 (UNVERIFIED).
 
 Threading model: the registry of loaded models is guarded by ``_lock``; each model's
-``lock`` serialises its executes (the reference asks threads sharing a model id to lock;
-we do it for them). No thread is started here.
+``lock`` serialises its executes and guards ``pending`` (the reference asks threads sharing
+a model id to lock; we do it for them). No thread is started here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from npuemu.host.core import memory, runtime
-from npuemu.host.core import stream as streams
+from npuemu.host.core import memory, plog, runtime
 from npuemu.host.core.stream import Stream, resolve, submit, synchronize_stream
 from npuemu.host.models import omfile
 from npuemu.host.models.codes import (
@@ -54,13 +63,16 @@ from npuemu.host.models.codes import (
 from npuemu.host.ops import desc as D
 from npuemu.host.ops import executor
 from npuemu.host.ops import types as T
+from npuemu.shared import logring, protocol
 from npuemu.shared.errors import AclError
 from npuemu.shared.protocol import Op
 
 ACL_ERROR_GE_EXEC_MODEL_DATA_SIZE_INVALID = 145006
 ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID = 145007
 _H2D = 1
-_INPUT, _OUTPUT = -1, -2
+_INPUT, _OUTPUT = 0, 1  # slot kinds of a MODEL_LOAD step
+UNLOAD_WAIT_S = 30.0
+_CHUNK_BYTES = 128 * 1024  # MODEL_LOAD frames stay well below the ring's frame limit
 
 
 @dataclass
@@ -76,6 +88,11 @@ class _Task:
     waits: list[int] = field(default_factory=list)  # event ids to wait before
     records: list[int] = field(default_factory=list)  # event ids to record after
 
+    def row(self) -> list:
+        """The task as a ``MODEL_LOAD`` step (``shared/protocol.py``)."""
+        return [self.stream, self.bin_id, self.kernel, self.block_dim, self.args,
+                [list(s) for s in self.slots], self.waits, self.records]
+
 
 @dataclass
 class Program:
@@ -89,6 +106,7 @@ class Program:
     output_dims: list[list[int]]
     n_streams: int = 1
     n_events: int = 0
+    card_id: int = 0  # the registered task list on the card (MODEL_LOAD)
 
 
 @dataclass(eq=False)
@@ -105,9 +123,9 @@ class Model:
     model_id: int = 0
     device: int = -1
     desc: Any = None  # the face's descriptor (acl.mdl: modeldesc.ModelDesc)
-    streams: list[Stream] = field(default_factory=list)  # the schedule's streams 1..
-    events: list[streams.Event] = field(default_factory=list)  # schedule events, then start
-    done: list[streams.Event] = field(default_factory=list)  # one per extra stream
+    link: Any = None  # the card's link (host/driver)
+    submissions: int = 0  # stream tasks queued by executes (one per execute)
+    pending: dict[Stream, int] = field(default_factory=dict)  # last task seq per stream
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -147,9 +165,10 @@ def load(om: omfile.OmModel, work: tuple[int, int] | None = None,
             blob = np.frombuffer(om.weights, np.uint8)
             memory.memcpy(model.weight_ptr, om.weight_size, blob.ctypes.data, om.weight_size,
                           _H2D)
-        link = rt.current_link()
+        model.link = link = rt.current_link()
         model.programs = [_prepare(model, k, link) for k in range(len(om.programs))]
-        _create_streams(model)
+        for prog in model.programs:
+            _register(model, prog)
     except BaseException:
         _release(model)
         raise
@@ -160,15 +179,21 @@ def load(om: omfile.OmModel, work: tuple[int, int] | None = None,
     return model
 
 
-def _create_streams(model: Model) -> None:
-    """The schedule's extra streams and its events, created once at load."""
-    n_streams = max(p.n_streams for p in model.programs)
-    n_events = max(p.n_events for p in model.programs)
-    for _ in range(n_streams - 1):
-        model.streams.append(streams.create_stream())
-        model.done.append(streams.create_event(0))
-    if n_streams > 1:
-        model.events = [streams.create_event(0) for _ in range(n_events + 1)]
+def _register(model: Model, prog: Program) -> None:
+    """Send the program's task list to the card (``MODEL_LOAD``, in frames of at most
+    ``_CHUNK_BYTES``); blocks for the replies."""
+    n_in, n_out = len(prog.input_sizes), len(prog.output_sizes)
+    chunk: list[list] = []
+    size = 0
+    rows = [task.row() for task in prog.tasks]
+    for i, row in enumerate(rows):
+        chunk.append(row)
+        size += len(protocol.pack(row))
+        if size >= _CHUNK_BYTES or i == len(rows) - 1:
+            (prog.card_id,) = model.link.call(Op.MODEL_LOAD, prog.card_id, n_in, n_out, chunk)
+            chunk, size = [], 0
+    if not rows:
+        (prog.card_id,) = model.link.call(Op.MODEL_LOAD, 0, n_in, n_out, [])
 
 
 def _region(model: Model, given: tuple[int, int] | None, need: int, what: str) -> int:
@@ -233,6 +258,7 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
     for ev, producer, consumer in prog["events"]:
         records.setdefault(producer, []).append(ev)
         waits.setdefault(consumer, []).append(ev)
+    workspaces = prog.get("workspaces", [""] * len(prog["tasks"]))
     for t, (op_ref, ins, outs, stream_no) in enumerate(prog["tasks"]):
         op_type, attrs, _tiling = om.op_refs[op_ref]
         names = [n for n in ins if n] + list(outs)
@@ -257,8 +283,15 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
                 args.append(0)
                 slots.append((i, _INPUT if kind == "input" else _OUTPUT, where))
         loaded = entry.loaded
+        extra: list[Any] = list(entry.extra)
+        scratch = workspaces[t]
+        if scratch and loaded.binary.workspace:
+            # the kernel's last parameter: its planned scratch (shapes and tiling before it)
+            extra = extra or [tuple(tuple(info[n][3][k]) for n in names),
+                              *entry.tiling.args()]
+            extra.append(model.work_ptr + blocks[scratch][1])
         tasks.append(_Task(loaded.bin_id, loaded.binary.name, entry.tiling.block_dim,
-                           [*args, *entry.extra], slots, stream_no, waits.get(t, []),
+                           [*args, *extra], slots, stream_no, waits.get(t, []),
                            records.get(t, [])))
     def sizes(kind: str) -> tuple[list[int], list[list[int]]]:
         rows = sorted((t[4], t) for t in om.tensors if t[2] == kind)
@@ -284,7 +317,9 @@ def get(model_id: object) -> Model:
 
 
 def unload(model_id: object) -> None:
-    """Free what the model allocated (``aclmdlUnload``); 145003 for an unknown id."""
+    """``aclmdlUnload`` (blocks: the card's reply, then the model's submitted executes; see
+    the module doc): the card forgets the task list, then the weights and workspace are
+    freed; 145003 for an unknown id."""
     with _lock:
         model = get(model_id)
         del _models[model.model_id]
@@ -293,15 +328,37 @@ def unload(model_id: object) -> None:
 
 
 def _release(model: Model) -> None:
+    opened = runtime.get().devices.get(model.device)
+    attached = opened is not None and opened.link is model.link
+    for prog in model.programs:
+        if prog.card_id and attached:
+            # a card that reset or was lost dropped this client's task lists with it
+            with contextlib.suppress(AclError):
+                model.link.call(Op.MODEL_UNLOAD, prog.card_id)
+        prog.card_id = 0
+    if not attached:  # the client detached: nothing of the model runs on the card any more
+        model.pending.clear()
+    if not _drained(model):
+        plog.log(logring.WARNING, f"model {model.model_id}: executes still running after "
+                                  f"{UNLOAD_WAIT_S:g} s; its memory stays allocated")
+        return
     for ptr in model.own:
         memory.free(ptr)
     model.own.clear()
-    for st in model.streams:  # abort first: a hung task on a model's stream is dropped too
-        streams.stream_abort(st.handle)
-        streams.destroy_stream(st.handle, True)
-    for ev in (*model.events, *model.done):
-        streams.destroy_event(ev.handle)
-    model.streams, model.events, model.done = [], [], []
+
+
+def _drained(model: Model) -> bool:
+    """Wait (bounded, device alive) until the model's submitted tasks left their streams."""
+    for stream, seq in model.pending.items():
+        if stream.destroyed:  # its queue was dropped (or waited for) when destroyed
+            continue
+        try:
+            if not stream.link.wait_until(lambda s=stream, q=seq: s.done(q), UNLOAD_WAIT_S):
+                return False
+        except AclError:  # the card is lost: no kernel runs there any more
+            continue
+    model.pending.clear()
+    return True
 
 
 def execute_async(model_id: object, inputs: list[tuple[int, int]],
@@ -327,29 +384,13 @@ def execute(model_id: object, inputs: list[tuple[int, int]], outputs: list[tuple
 
 def _launch(model: Model, prog: Program, inputs: list[tuple[int, int]],
             outputs: list[tuple[int, int]], stream: Stream) -> None:
+    """One ``MODEL_EXECUTE`` task on ``stream`` (the caller holds ``model.lock``)."""
     _check_buffers("input", inputs, prog.input_sizes)
     _check_buffers("output", outputs, prog.output_sizes)
-    users = {_INPUT: [p for p, _ in inputs], _OUTPUT: [p for p, _ in outputs]}
-    lanes = [stream, *model.streams]
-    if len(lanes) > 1:
-        start = model.events[-1].handle
-        streams.record_event(start, stream.handle)
-        for extra in model.streams:
-            streams.stream_wait_event(extra.handle, start)
-    for task in prog.tasks:
-        lane = lanes[task.stream]
-        for ev in task.waits:
-            streams.stream_wait_event(lane.handle, model.events[ev].handle)
-        if task.kernel:
-            args = task.args
-            for i, kind, idx in task.slots:
-                args[i] = users[kind][idx]
-            submit(lane, Op.LAUNCH, task.bin_id, task.kernel, task.block_dim, list(args))
-        for ev in task.records:
-            streams.record_event(model.events[ev].handle, lane.handle)
-    for extra, done in zip(model.streams, model.done, strict=True):
-        streams.record_event(done.handle, extra.handle)
-        streams.stream_wait_event(stream.handle, done.handle)
+    seq = submit(stream, Op.MODEL_EXECUTE, prog.card_id, [p for p, _ in inputs],
+                 [p for p, _ in outputs])
+    model.pending[stream] = seq
+    model.submissions += 1
     model.executions += 1
 
 

@@ -15,6 +15,11 @@ Kernel layout (``p0..`` are device pointers, inputs then outputs)::
     def k_Add(ctx, p0, p1, p2, shapes=((8, 16), (16,), (8, 16)), rows=8, tile=8):
         x0 = ctx.tensor(p0, 'float32', _n(shapes[0])).reshape(shapes[0])   # views
         ...                                                                 # prep
+
+An op that declares a workspace (``OpDef.workspace``) gets a last parameter ``pw=0``: the
+device pointer of its scratch (a model passes a planned block of its workspace, with the
+shapes and tiling spelled out before it); the kernel sees it as ``ws`` (uint8 view, or
+``None`` when ``pw`` is 0, and then allocates its scratch itself).
         lo, hi = ctx.split(rows)
         for r in range(lo, hi, tile):                                       # this block's tiles
             s = slice(r, min(r + tile, hi))
@@ -57,6 +62,8 @@ class KernelBinary:
     shapes: tuple[tuple[int, ...], ...]
     compile_ns: int
     digest: str
+    workspace: int = 0
+    """Bytes of scratch the kernel takes through its last parameter ``pw`` (0: none)."""
 
 
 def tiling_for(op: OpDef, ins: list[Spec], outs: list[Spec], split: bool) -> Tiling:
@@ -75,9 +82,13 @@ def generate(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]
     name = f"k_{op.type}"
     ptrs = [f"p{i}" for i in range(len(ins) + len(outs))]
     shapes = tuple(s.shape for s in (*ins, *outs))
+    need = workspace_of(op, ins, outs, attrs)
     lines = [_PRELUDE, body.helpers, "", f"@kernel({op.engine!r})",
              f"def {name}(ctx, {', '.join(ptrs)}, shapes={shapes!r}, rows={tiling.rows}, "
-             f"tile={tiling.tile}):"]
+             f"tile={tiling.tile}{', pw=0' if need else ''}):"]
+    if op.workspace is not None:
+        lines.append(f"    ws = ctx.tensor(pw, 'uint8', {need}) if pw else None" if need
+                     else "    ws = None")
     for i, spec in enumerate(ins):
         lines.append(f"    x{i} = ctx.tensor(p{i}, {spec.dtype!r}, _n(shapes[{i}]))"
                      f".reshape(shapes[{i}])")
@@ -90,6 +101,11 @@ def generate(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]
               "        s = slice(r, min(r + tile, hi))"]
     lines += _indent(body.tile, 8)
     return name, "\n".join(lines) + "\n"
+
+
+def workspace_of(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> int:
+    """Bytes of scratch ``op`` declares for this signature (0 if it declares none)."""
+    return int(op.workspace(ins, outs, attrs)) if op.workspace is not None else 0
 
 
 def _indent(code: str, n: int) -> list[str]:
@@ -106,7 +122,8 @@ def build(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -
     digest = hashlib.sha256(code).hexdigest()[:16]
     return KernelBinary(op.type, name, op.engine, code, source, tiling,
                         tuple(s.shape for s in (*ins, *outs)),
-                        time.perf_counter_ns() - start, digest)
+                        time.perf_counter_ns() - start, digest,
+                        workspace_of(op, ins, outs, attrs))
 
 
 def retile(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Tiling:

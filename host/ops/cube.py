@@ -7,15 +7,22 @@ kh, kw)``; ``strides``/``dilations`` are 4 values in the data format's order, ``
 descriptor's format). Results are computed in the inputs' dtype.
 
 Conv2D is an im2col + matmul per tile (the cube's own formulation): the tile's windows are
-gathered into one ``(groups, Cin*kh*kw, N*Ho*Wo)`` matrix and the filter
-``(groups, Cout/groups, Cin*kh*kw)`` multiplies it as one batched ``np.matmul`` (BLAS), so
-the result comes out channel-major (NCHW without a copy at batch 1), not as an ``einsum``
-contraction over six axes.
+gathered (one strided copy per kernel offset) into one ``(groups, Cin*kh*kw, N*Ho*Wo)``
+matrix and the filter ``(groups, Cout/groups, Cin*kh*kw)`` multiplies it as one batched
+``np.matmul`` (BLAS), so the result comes out channel-major (NCHW without a copy at batch
+1). A 1x1 window without padding needs no gathering (x is the matrix). Conv2D declares a
+workspace (``OpDef.workspace``): the padded input and the im2col matrix of a whole batch;
+inside a model they live in a planned block of the model's workspace. Still numpy
+temporaries: the matmul result when N > 1 or NHWC (at batch 1 NCHW it is written straight
+into y), the batch-major reordering of the matrix when N > 1, and the scratch of a single-op
+launch (which passes no workspace).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from npuemu.host.ops import types as T
 from npuemu.host.ops.registry import FLOATS, NUMERIC, Body, OpDef, Spec, bad, broadcast, register
@@ -92,17 +99,48 @@ register(OpDef("BatchMatMul", "aicore", ("x1", "x2"), ("y",), NUMERIC, _bmm_infe
                attrs={"adj_x1": False, "adj_x2": False}, linear=_bmm_linear))
 
 _CONV = '''
-def _conv(x, w, sh, sw, dh, dw, pads, groups):
-    if any(pads):
-        x = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[1]), (pads[2], pads[3])))
+def _scratch(ws, used, shape, dtype):
+    """A ``shape`` array in the workspace ``ws`` after ``used`` bytes (64-byte aligned), or
+    a fresh one when there is no workspace or it is too small; returns it and the new use."""
+    dt = np.dtype(dtype)
+    size = math.prod(shape) * dt.itemsize
+    start = -(-used // 64) * 64
+    if ws is not None and start + size <= ws.size:
+        return ws[start:start + size].view(dt).reshape(shape), start + size
+    return np.empty(shape, dt), used
+
+
+def _conv(x, w, sh, sw, dh, dw, pads, groups, ws=None, out=None):
+    """The convolution of x (N, C, H, W) as (N, Cout, Ho, Wo); at batch 1 the matmul writes
+    straight into ``out`` (a C-contiguous NCHW array, returned) when one is given."""
     cout, cin, kh, kw = w.shape
-    v = np.lib.stride_tricks.sliding_window_view(
-        x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
-    n, ho, wo = v.shape[0], v.shape[2], v.shape[3]
-    cols = v.reshape(n, groups, cin, ho, wo, kh, kw).transpose(1, 2, 5, 6, 0, 3, 4)
-    cols = cols.reshape(groups, cin * kh * kw, n * ho * wo)
-    r = np.matmul(w.reshape(groups, cout // groups, cin * kh * kw), cols)
-    return r.reshape(cout, n, ho, wo).transpose(1, 0, 2, 3)
+    n, c, h, wd = x.shape
+    ho = (h + pads[0] + pads[1] - (kh - 1) * dh - 1) // sh + 1
+    wo = (wd + pads[2] + pads[3] - (kw - 1) * dw - 1) // sw + 1
+    if kh == kw == 1 and not any(pads):  # a 1x1 window: x itself (strided) is the matrix
+        cols = x[:, :, : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw]
+    else:
+        used = 0
+        if any(pads):
+            xp, used = _scratch(ws, used, (n, c, h + pads[0] + pads[1],
+                                           wd + pads[2] + pads[3]), x.dtype)
+            xp.fill(0)
+            xp[:, :, pads[0]:pads[0] + h, pads[2]:pads[2] + wd] = x
+            x = xp
+        cols, used = _scratch(ws, used, (n, c, kh, kw, ho, wo), x.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                cols[:, :, i, j] = x[:, :, i * dh : i * dh + (ho - 1) * sh + 1 : sh,
+                                     j * dw : j * dw + (wo - 1) * sw + 1 : sw]
+    wm = w.reshape(groups, cout // groups, cin * kh * kw)
+    cols = cols.reshape(n, groups, cin * kh * kw, ho * wo)
+    if n == 1:
+        if out is not None and out.flags.c_contiguous and out.dtype == wm.dtype:
+            np.matmul(wm, cols[0], out=out.reshape(groups, cout // groups, ho * wo))
+            return out
+        return np.matmul(wm, cols[0]).reshape(1, cout, ho, wo)
+    cols = cols.transpose(1, 2, 0, 3).reshape(groups, cin * kh * kw, n * ho * wo)
+    return np.matmul(wm, cols).reshape(cout, n, ho, wo).transpose(1, 0, 2, 3)
 '''
 
 
@@ -156,16 +194,33 @@ def _conv_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Bo
     layout, sh, sw, dh, dw, pads, groups = _conv_params(ins, attrs)
     nhwc = layout == "NHWC"
     xin = "x0[s].transpose(0, 3, 1, 2)" if nhwc else "x0[s]"
-    res = f"_conv({xin}, x1, {sh}, {sw}, {dh}, {dw}, {pads}, {groups})"
-    tile = f"r_ = {res}\n"
+    out = "None" if nhwc else "o_"
+    tile = "o_ = y0[s]\n"
+    tile += f"r_ = _conv({xin}, x1, {sh}, {sw}, {dh}, {dw}, {pads}, {groups}, ws, {out})\n"
     if len(ins) > 2:
-        tile += "r_ = r_ + x2.reshape(1, -1, 1, 1)\n"
-    tile += f"y0[s] = r_.transpose(0, 2, 3, 1) if {nhwc} else r_\n"
+        tile += "r_ += x2.reshape(1, -1, 1, 1)\n"
+    tile += (f"if r_ is not o_:\n    o_[...] = r_.transpose(0, 2, 3, 1) if {nhwc} else r_\n")
     return Body(tile, helpers=_CONV)
+
+
+def _conv_workspace(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> int:
+    """Bytes of the padded input and the im2col matrix of the whole batch (see _CONV)."""
+    layout, _sh, _sw, _dh, _dw, pads, _groups = _conv_params(ins, attrs)
+    x, w, y = ins[0].shape, ins[1].shape, outs[0].shape
+    n, c, h, wd = x if layout == "NCHW" else (x[0], x[3], x[1], x[2])
+    ho, wo = (y[2], y[3]) if layout == "NCHW" else (y[1], y[2])
+    kh, kw = w[2], w[3]
+    if kh == kw == 1 and not any(pads):
+        return 0
+    item = np.dtype(ins[0].dtype).itemsize
+    padded = n * c * (h + pads[0] + pads[1]) * (wd + pads[2] + pads[3]) * item if any(pads) \
+        else 0
+    return -(-padded // 64) * 64 + n * c * kh * kw * ho * wo * item
 
 
 register(OpDef("Conv2D", "aicore", ("x", "filter", "bias"), ("y",), FLOATS, _conv_infer,
                _conv_source, attrs={"strides": [1, 1, 1, 1], "pads": [0, 0, 0, 0],
                                     "dilations": [1, 1, 1, 1], "groups": 1,
                                     "data_format": None},
-               optional=1, linear=lambda i, o, a: [(0, 0), (len(i), 0)]))
+               optional=1, linear=lambda i, o, a: [(0, 0), (len(i), 0)],
+               workspace=_conv_workspace))

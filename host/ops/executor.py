@@ -194,14 +194,15 @@ def _build(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any],
         tiling = compiler.Tiling(*meta["tiling"])
         return compiler.KernelBinary(op.type, meta["name"], op.engine, code, "", tiling,
                                      tuple(s.shape for s in (*ins, *outs)), 0,
-                                     meta["digest"]), True
+                                     meta["digest"], meta.get("workspace", 0)), True
     binary = compiler.build(op, ins, outs, attrs)
     if plog.debug:
         plog.log(logring.DEBUG, f"op compile {op.type} {[s.shape for s in ins]} "
                                 f"{[s.dtype for s in ins]}: {binary.compile_ns / 1e3:.0f} us, "
                                 f"{len(binary.code)} bytes, tiling {binary.tiling}")
     diskcache.write(key, {"op": op.type, "name": binary.name, "digest": binary.digest,
-                          "tiling": list(binary.tiling.__dict__.values())}, binary.code)
+                          "tiling": list(binary.tiling.__dict__.values()),
+                          "workspace": binary.workspace}, binary.code)
     return binary, False
 
 

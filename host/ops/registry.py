@@ -63,6 +63,7 @@ class Body:
     helpers: str = ""
 
 
+Workspace = Callable[[list[Spec], list[Spec], dict[str, Any]], int]
 Infer = Callable[[list[Spec], dict[str, Any], list[Spec]], list[Spec]]
 Source = Callable[[list[Spec], list[Spec], dict[str, Any]], Body]
 Linear = Callable[[list[Spec], list[Spec], dict[str, Any]], list[tuple[int, int]]]
@@ -91,6 +92,10 @@ class OpDef:
     variadic_inputs: bool = False
     variadic_outputs: bool = False
     linear: Linear | None = None
+    workspace: Workspace | None = None
+    """Bytes of scratch the kernel uses for these shapes (e.g. Conv2D's im2col matrix): a
+    model gives it a planned block of its workspace (``host/models/planner.py``); a
+    single-op launch passes none and the kernel allocates that scratch itself."""
 
 
 REGISTRY: dict[str, OpDef] = {}

@@ -25,6 +25,7 @@ ENV = {"NPUEMU_DEVICES": "1", "NPUEMU_HBM": "2G", "NPUEMU_DDR": "256M"}
 
 SAMPLE = CHILD_HELPERS + '''
 from npuemu.host.models import runtime as _models
+from npuemu.host.core import stream as _streams
 def sample_flow(om_path, x, batch=0):
     """The resnet50 sample's steps (reference §3.8), returning output 0 as float32."""
     model_id, ret = acl.mdl.load_from_file(om_path); ok(ret, "load")
@@ -51,12 +52,19 @@ def sample_flow(om_path, x, batch=0):
     model = _models.get(model_id)
     allocs = model.device_allocations
     free0, _total, ret = acl.rt.get_mem_info(0); ok(ret)
+    tasks0 = _streams.resolve(0).submitted
     ok(acl.mdl.execute(model_id, in_ds, out_ds), "execute")
     ok(acl.mdl.execute(model_id, in_ds, out_ds), "execute again")
+    R["stream_tasks"] = _streams.resolve(0).submitted - tasks0
     free1, _total, ret = acl.rt.get_mem_info(0); ok(ret)
     R["no_alloc_in_execute"] = [model.device_allocations == allocs, free0 == free1,
                                 model.executions]
-    R["streams"] = 1 + len(model.streams)
+    R["streams"] = model.programs[-1].n_streams
+    R["submissions"] = model.submissions
+    R["ops"] = sum(1 for t in model.programs[-1].tasks if t.kernel)
+    blocks = {b[0]: b[1] for b in model.om.memory_plan["blocks"]}
+    R["scratch"] = [t.args[-1] == model.work_ptr + blocks[ws] for t, ws in
+                    zip(model.programs[-1].tasks, model.om.programs[-1]["workspaces"]) if ws]
     dims, ret = acl.mdl.get_cur_output_dims(desc, 0); ok(ret)
     host, ret = acl.rt.malloc_host(outs[0][1]); ok(ret)
     ok(acl.rt.memcpy(host, outs[0][1], outs[0][0], outs[0][1], 2), "d2h")
@@ -101,7 +109,10 @@ def test_sample_flow_small_cnn_matches_onnxruntime(run_py, tmp_path) -> None:
     y = np.load(tmp_path / "y.npy")
     np.testing.assert_allclose(y, ort_run(model, x), rtol=1e-4, atol=1e-5)
     assert r["no_alloc_in_execute"] == [True, True, 2]
-    assert r["streams"] == 2  # the two pooling branches ran on two streams with events
+    assert r["streams"] == 2  # the schedule puts the two pooling branches on two streams
+    # one stream task per execute, whatever the number of ops
+    assert r["stream_tasks"] == 2 and r["submissions"] == 2 and r["ops"] > 2
+    assert r["scratch"] == [True]  # the padded Conv2D works in its planned workspace block
     assert r["in_dims"] == {"name": "x", "dimCount": 4, "dims": [1, 3, 8, 8]}
     assert r["names"] == ["x", "y"]
 

@@ -161,6 +161,10 @@ def test_consistent_checksum_but_broken_references_are_refused(om_bytes) -> None
     om = omfile.read(om_bytes)
     om.memory_plan = {"size": 0}
     _expect(ACL_ERROR_GE_PARAM_INVALID, omfile.encode(om), "malformed")
+    for scratch in (["no_such_block"] * len(om.programs[0]["tasks"]), ["conv::workspace"], 7):
+        om = omfile.read(om_bytes)
+        om.programs[0]["workspaces"] = scratch
+        _expect(ACL_ERROR_GE_PARAM_INVALID, omfile.encode(om), "workspace blocks")
 
 
 def test_missing_unreadable_or_empty_path_is_145002(tmp_path) -> None:
@@ -180,8 +184,11 @@ def test_dump_json_has_the_plan_and_no_weight_bytes(cnn_path, tmp_path) -> None:
     doc = json.loads((tmp_path / "cnn.json").read_text())
     assert doc["memory_plan"]["size"] == report["planned_bytes"]
     assert doc["model_def"]["report"]["lower_bound_bytes"] == report["lower_bound_bytes"]
+    # a block per intermediate, and one per op scratch (the padded Conv2D's im2col)
+    scratch = {ws for p in doc["programs"] for ws in p["workspaces"] if ws}
+    assert scratch == {"conv::workspace"}
     assert {b[0] for b in doc["memory_plan"]["blocks"]} == \
-        {t["name"] for t in doc["tensors"] if t["kind"] == "intermediate"}
+        {t["name"] for t in doc["tensors"] if t["kind"] == "intermediate"} | scratch
     assert doc["weights_bytes"] == report["weight_bytes"] and "weights" not in doc
 
 

@@ -16,7 +16,10 @@ npuemu.tools.bench.models --child IN OUT``) with a fresh one-card embedded node.
   measures light SqueezeNet instead (``SqueezeNet b1 latency``, same limit and target):
   ResNet-50 takes tens of seconds per run with today's Conv2D kernel.
 * ``1000-op chain per op``: ``acl.mdl.execute`` of a chain of 1,000 tiny Relu/Neg ops (16
-  floats), µs per op [numpy doing the same 1,000 ops in-process]; fixed target ≤ 10 µs.
+  floats), µs per op [numpy doing the same 1,000 ops in-process]; fixed target ≤ 10 µs. An
+  execute is one ``MODEL_EXECUTE`` task, so this is the card's per-op cost (the kernel's
+  own Python, views reused across executes); it is wall time, so a loaded host inflates it
+  along with the numpy limit.
 """
 
 from __future__ import annotations

@@ -1,0 +1,472 @@
+"""Model task lists on the card: registered once at load, run as one stream task per execute.
+
+Mirrors the device half of ``aclmdlLoadFromFile`` / ``aclmdlExecute(Async)`` /
+``aclmdlUnload``: the host (``host/models/runtime.py``) sends a model's whole task list at
+load (``MODEL_LOAD``); an execute is one ``MODEL_EXECUTE`` stream task naming the model and
+the caller's input and output addresses, not one ``LAUNCH`` per op. Frames:
+
+| op            | args                                         | results  |
+|---------------|----------------------------------------------|----------|
+| MODEL_LOAD    | model id (0 = new), n inputs, n outputs, [step, ...] | model id |
+| MODEL_UNLOAD  | model id                                     |          |
+| MODEL_EXECUTE (task) | model id, [input address, ...], [output address, ...] | |
+
+A step is ``[stream, bin id, kernel name, blocks, [args], [[arg index, 0 input / 1 output,
+user index], ...], [waited event, ...], [recorded event, ...]]``: one op of the schedule, in
+the schedule's global order. Its argument template carries the weight and workspace
+addresses already; each slot is replaced by a bound input or output address at execute.
+A step with kernel name ``""`` (bin id 0, blocks 0) runs nothing: an op the compiler
+emptied, kept for its events. A model larger than one frame is sent as several
+``MODEL_LOAD`` frames, the later ones naming the id the first returned (steps appended;
+the host executes it only once every part is there).
+
+Load binds every kernel function (a binary unloaded later does not affect the model) and
+builds each step's argument tuple and its block contexts once, so an execute does no
+per-op decoding, lookup or dictionary work: the run walks the prepared steps and calls the
+kernels, replacing only the slots of the steps that touch the caller's buffers.
+
+Validation: a frame that breaks the table (types, u64 ranges, a slot beyond the arguments
+or the model's inputs/outputs, an event waited before any step records it, blocks outside
+[1, MAX_BLOCKS]) is a ``BadFrame`` (107000, nothing registered); a kernel that is not in
+its binary, or an unknown model id, is refused with 107000.
+
+Streams and events: each stream of the schedule is a lane of the task. Stream 0 runs on
+the engine thread; every other stream runs at the same time on a helper thread of this
+module (started on first use, one per extra stream, shared by all models: model tasks run
+one at a time on the engine's one thread). A step waits for its events (``threading.Event``
+per event id, made per execute of a model of several streams) and sets the ones it
+records, so the schedule's ordering holds while independent branches overlap (numpy
+releases the GIL in its heavy calls). The load check that every event is recorded before
+it is waited in the schedule's order rules out a cycle. A model of one stream runs without
+events or helpers. The task completes when every stream has.
+
+Execution: the task runs on the AI Core engine (its busy time, and its timeout code,
+507014 past the execution timeout, are AI Core's; the helpers' time is not counted
+separately). The first op that fails ends the task (every stream stops at its next step)
+with that op's code
+(its engine's exception code, 507053 for a memory fault, an injected engine fault's code),
+which reaches the stream, the exception callbacks (with the model task's id) and
+synchronize like any task failure. Abort, stream destroy, the execution timeout and a
+detaching client cancel a running model at its next op or block boundary (107035).
+
+Unload (UNVERIFIED; the reference asks the caller to unload only after its executes are
+done and does not say what happens otherwise; our choice): ``MODEL_UNLOAD`` forgets the
+record at once; executes of it still queued fail with 107000 when their turn comes, one
+that runs stops at its next op boundary (107035); the host then waits for those tasks
+before it frees the weights and workspace (``host/models/runtime.py``). A client that
+detaches drops its records with its ``Client``.
+
+After each model execute the loop thread calls ``worker.memory.merge_free()`` if the
+memory has one (the level-2 defragmentation hook of the memory issue).
+
+Threading model: ``model_load``, ``model_unload``, ``bind``, ``prepare`` and ``finished`` run
+in the worker's loop thread, which owns ``Client.models``. A record's steps are immutable
+once the host executes it; the run (the AI Core engine thread, plus one helper thread per
+extra stream) reads them and the record's ``unloaded`` flag (a bool written by the loop
+thread), and touches device memory only through ``KernelContext`` (``DeviceMemory.resolve``
+takes the memory lock). ``_helpers`` is touched by the engine thread only. Within one
+execute the streams share ``_Run`` (events are thread-safe; ``code`` is written first-wins
+under the GIL) and the record's ``Ranges`` (dict operations are atomic; a race at most drops
+a cached view, which is then resolved again).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import queue
+import threading
+import traceback
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from npuemu.device import engines
+from npuemu.device.exec.kernels import KernelContext, MemoryFault, lookup
+from npuemu.shared import errors
+from npuemu.shared.kernel import MAX_BLOCKS
+from npuemu.shared.layout import DEVICE_CTL
+from npuemu.shared.protocol import BadFrame, Op, u64
+
+if TYPE_CHECKING:
+    from npuemu.device.scheduler import Task
+    from npuemu.device.worker import Client, Worker
+
+ENGINE = engines.AICORE
+"""The engine thread that runs a model task."""
+MAX_STREAMS = 64
+MAX_EVENTS = 1 << 16
+MAX_VIEWS = 4096
+"""Most resolved tensor ranges a model keeps (a caller rotating buffers adds entries)."""
+_ARG_DEPTH = 4
+_SCALARS = (int, float, bool, str)
+_ids = itertools.count(1)
+
+
+class Ranges:
+    """The tensor views a model's kernels resolved, valid while no block of the card was
+    allocated or freed since (``Worker.alloc_changes``). Used by the one executing model's
+    threads (see the threading model). The views are made over the arena's address
+    (not its buffer), so they never pin the arena's mapping; they are used only by model
+    tasks, which end before the worker unmaps its arenas."""
+
+    __slots__ = ("gen", "table")
+
+    def __init__(self) -> None:
+        self.gen = -1
+        self.table: dict[tuple, Any] = {}  # (ptr, dtype, count) -> numpy view
+
+
+class ModelContext(KernelContext):
+    """A kernel's launch context inside a model: ``tensor`` checks a range against the
+    client's live allocations (and isolated pages) as ``KernelContext`` does, but only the
+    first time the model meets it since the card's allocations last changed; later calls
+    return the same view (the per-op cost of an execute is then the kernel's own).
+    Isolated pages are still checked on every call once the card has any."""
+
+    def __init__(self, worker: Worker, client: Client, block_idx: int, block_num: int,
+                 ranges: Ranges) -> None:
+        super().__init__(worker, client, block_idx, block_num)
+        self._ranges = ranges
+        self._ctl = worker.ctl
+
+    def tensor(self, ptr: int, dtype: Any, count: int) -> Any:
+        ranges, worker = self._ranges, self._worker
+        if ranges.gen != worker.alloc_changes:
+            ranges.table.clear()
+            ranges.gen = worker.alloc_changes
+        view = ranges.table.get((ptr, dtype, count))
+        if view is None:
+            return self._miss(ptr, dtype, count)
+        if self._ctl[DEVICE_CTL.POISONED]:  # an isolated page may have appeared since
+            worker.faults.check_ranges((ptr, view.nbytes))
+        return view
+
+    def _miss(self, ptr: int, dtype: Any, count: int) -> Any:
+        gen = self._worker.alloc_changes
+        view = super().tensor(ptr, dtype, count)  # every check; MemoryFault if bad
+        if count and type(dtype) is str:
+            ranges = self._ranges
+            if len(ranges.table) >= MAX_VIEWS:
+                ranges.table.clear()
+            arena, offset = self._worker.memory.resolve(self._client.slot, ptr, view.nbytes)
+            raw = (ctypes.c_char * view.nbytes).from_address(arena.seg.address + offset)
+            if gen == ranges.gen == self._worker.alloc_changes:
+                ranges.table[(ptr, dtype, count)] = np.frombuffer(raw, view.dtype, count)
+        return view
+
+
+class ModelRecord:
+    """One registered task list of a client."""
+
+    __slots__ = ("lanes", "mid", "n_inputs", "n_outputs", "ranges", "recorded", "steps",
+                 "unloaded")
+
+    def __init__(self, mid: int, n_inputs: int, n_outputs: int) -> None:
+        self.mid, self.n_inputs, self.n_outputs = mid, n_inputs, n_outputs
+        # (fn or None for an emptied op, kernel name, engine, args tuple, slots, block
+        # contexts, stream, waited events, recorded events), in the schedule's order
+        self.steps: list[tuple] = []
+        self.lanes: list[list[tuple[int, tuple]]] = [[]]  # (index, step) per stream
+        self.recorded: set[int] = set()  # events recorded by the steps so far (load check)
+        self.unloaded = False
+        self.ranges = Ranges()
+
+    def add(self, steps: list[tuple]) -> None:
+        self.steps.extend(steps)
+        count = 1 + max(step[6] for step in self.steps) if self.steps else 1
+        self.lanes = [[(i, st) for i, st in enumerate(self.steps) if st[6] == k]
+                      for k in range(count)]
+
+
+def _models(client: Client) -> dict[int, ModelRecord]:
+    return client.models  # type: ignore[attr-defined]
+
+
+# control ops ---------------------------------------------------------------------------------
+def model_load(worker: Worker, client: Client, mid: int, n_inputs: int, n_outputs: int,
+               steps: object) -> tuple:
+    """``MODEL_LOAD``: register (or extend) a task list; returns its id."""
+    models = _models(client)
+    mid, n_inputs, n_outputs = u64(mid), u64(n_inputs), u64(n_outputs)
+    if type(steps) not in (list, tuple):
+        raise BadFrame("MODEL_LOAD takes an array of steps")
+    if mid:
+        record = models.get(mid)
+        if record is None:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"no model {mid}")
+        if (record.n_inputs, record.n_outputs) != (n_inputs, n_outputs):
+            raise BadFrame(f"model {mid} has {record.n_inputs} inputs and "
+                           f"{record.n_outputs} outputs")
+    else:
+        record = ModelRecord(0, n_inputs, n_outputs)
+    recorded = set(record.recorded)
+    record.add([_step(worker, client, record, row, recorded) for row in steps])
+    record.recorded = recorded
+    if not mid:
+        record.mid = next(_ids)
+        models[record.mid] = record
+    if worker.debug:
+        worker.log("DEBUG", f"model {record.mid}: {len(record.steps)} steps registered")
+    return (record.mid,)
+
+
+def model_unload(worker: Worker, client: Client, mid: int) -> tuple:
+    """``MODEL_UNLOAD``: forget the record; its queued executes fail, a running one stops."""
+    record = _models(client).pop(u64(mid), None)
+    if record is None:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"no model {mid}")
+    record.unloaded = True
+    return ()
+
+
+def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
+          recorded: set[int]) -> tuple:
+    if type(row) not in (list, tuple) or len(row) != 8:
+        raise BadFrame("a model step is [stream, bin id, kernel, blocks, args, slots, "
+                       "waits, records]")
+    stream, bin_id, name, blocks, args, slots, waits, records = row
+    if u64(stream) >= MAX_STREAMS:
+        raise BadFrame(f"step stream {stream} not below {MAX_STREAMS}")
+    waits, records = tuple(_ints(waits, "waits")), tuple(_ints(records, "records"))
+    for ev in waits:
+        if ev not in recorded:
+            raise BadFrame(f"event {ev} is waited before any step records it")
+    for ev in records:
+        if ev >= MAX_EVENTS:
+            raise BadFrame(f"event {ev} not below {MAX_EVENTS}")
+        recorded.add(ev)
+    if type(name) is not str:
+        raise BadFrame(f"kernel name {name!r:.60} is not a string")
+    if not name:  # an emptied op: only its events matter
+        if u64(bin_id) or u64(blocks) or args or slots:
+            raise BadFrame("an empty step takes bin id 0, blocks 0, no args, no slots")
+        return None, "", "", (), (), (), stream, waits, records
+    if not 1 <= u64(blocks) <= MAX_BLOCKS:
+        raise BadFrame(f"blocks {blocks} not in [1, {MAX_BLOCKS}]")
+    if type(args) not in (list, tuple) or not all(_arg_ok(v, _ARG_DEPTH) for v in args):
+        raise BadFrame("kernel arguments must be an array of ints, floats, bools, strings "
+                       f"or arrays of those (at most {_ARG_DEPTH} deep)")
+    bound = _slots(slots, len(args), record)
+    fn = lookup(client, u64(bin_id), name)
+    if fn is None:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               f"no kernel {name!r} in binary {bin_id}")
+    ctxs = tuple(ModelContext(worker, client, b, blocks, record.ranges)
+                 for b in range(blocks))
+    return fn, name, fn.__npu_kernel__, tuple(args), bound, ctxs, stream, waits, records
+
+
+def _slots(slots: object, n_args: int, record: ModelRecord) -> tuple:
+    if type(slots) not in (list, tuple):
+        raise BadFrame("slots must be an array")
+    out = []
+    for slot in slots:
+        if type(slot) not in (list, tuple) or len(slot) != 3:
+            raise BadFrame("a slot is [arg index, 0 input / 1 output, user index]")
+        index, kind, user = (u64(v) for v in slot)
+        limit = (record.n_inputs, record.n_outputs)[kind] if kind in (0, 1) else -1
+        if index >= n_args or not 0 <= user < limit:
+            raise BadFrame(f"slot {list(slot)} outside the step's {n_args} arguments or the "
+                           "model's inputs/outputs")
+        out.append((index, kind, user))
+    return tuple(out)
+
+
+def _ints(values: object, what: str) -> list[int]:
+    if type(values) not in (list, tuple):
+        raise BadFrame(f"{what} must be an array of integers")
+    return [u64(v) for v in values]
+
+
+def _arg_ok(value: object, depth: int) -> bool:
+    if type(value) in _SCALARS:
+        return True
+    return (depth > 0 and type(value) in (tuple, list)
+            and all(_arg_ok(v, depth - 1) for v in value))
+
+
+def _addresses(value: object) -> None:
+    if type(value) not in (list, tuple):
+        raise BadFrame("expected an array of addresses")
+    for v in value:
+        u64(v)
+
+
+EXECUTE_CHECKS = (u64, _addresses, _addresses)
+"""Field checks of a ``MODEL_EXECUTE`` task's arguments (the scheduler applies them)."""
+
+
+# the stream task -----------------------------------------------------------------------------
+def bind(client: Client, args: tuple) -> tuple:
+    """Enqueue time (loop thread): the record the task will run, and its buffers."""
+    mid, inputs, outputs = args
+    record = _models(client).get(mid)
+    if record is None:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"no model {mid}")
+    if len(inputs) != record.n_inputs or len(outputs) != record.n_outputs:
+        raise BadFrame(f"model {mid} takes {record.n_inputs} inputs and {record.n_outputs} "
+                       f"outputs, got {len(inputs)} and {len(outputs)}")
+    return record, tuple(inputs), tuple(outputs), -1, 0
+
+
+def prepare(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
+    """Start time (loop thread): the engine and the run function of a model task. An
+    injected engine fault is matched to its op here (the fault table is the loop's)."""
+    record, inputs, outputs, _at, _code = task.args
+    if record.unloaded:
+        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                               f"model {record.mid} was unloaded before this execute ran")
+    faults = worker.faults
+    if faults.engine_faults:
+        for i, step in enumerate(record.steps):
+            if step[0] is None:
+                continue
+            try:
+                faults.check_launch(step[2], step[1])
+            except errors.AclError as err:
+                task.args = (record, inputs, outputs, i, err.code)
+                break
+
+    def run(task: Task) -> int:
+        return _run(worker, task)
+
+    return ENGINE, run
+
+
+def _run(worker: Worker, task: Task) -> int:
+    """Engine thread: the steps of every stream; the first failure ends the task."""
+    record = task.args[0]
+    if len(record.lanes) == 1:
+        return _lane(worker, task, record.lanes[0], None)
+    run = _Run({ev: threading.Event() for ev in record.recorded})
+    done = [_helper(k).start(worker, task, record.lanes[k], run)
+            for k in range(1, len(record.lanes))]
+    _lane(worker, task, record.lanes[0], run)
+    for finished_lane in done:  # the others stop at their next block once run.code is set
+        finished_lane.wait()
+    return run.code
+
+
+def _lane(worker: Worker, task: Task, steps: list[tuple[int, tuple]], run: _Run | None) -> int:
+    """One stream of the model, in order (``run``: the execute's events and first failure,
+    None for a model of one stream). Returns 0 or the code that ended it."""
+    record, inputs, outputs, fail_at, fail_code = task.args
+    users = (inputs, outputs)
+    name = engine = ""
+    try:
+        for i, (fn, name, engine, args, slots, ctxs, _lane_no, waits, records) in steps:
+            if run is not None:
+                code = _wait(task, run, waits)
+                if code:
+                    return code
+            if i == fail_at:
+                worker.log("ERROR", f"{engine} exception in kernel {name} (injected), "
+                                    f"model {record.mid} op {i}")
+                return _failed(run, fail_code)
+            if slots:
+                filled = list(args)
+                for index, kind, user in slots:
+                    filled[index] = users[kind][user]
+                args = tuple(filled)
+            for ctx in ctxs:
+                if task.cancelled or record.unloaded:
+                    return _failed(run, errors.ACL_ERROR_RT_TASK_ABORT_STOP)
+                fn(ctx, *args)
+            if records and run is not None:
+                for ev in records:
+                    run.events[ev].set()
+    except errors.AclError as err:  # an isolated page was touched
+        worker.log("ERROR", f"model {record.mid} kernel {name}: {err}")
+        return _failed(run, err.code)
+    except MemoryFault as fault:
+        worker.log("ERROR", f"model {record.mid} kernel {name} memory fault: {fault}")
+        return _failed(run, errors.ACL_ERROR_RT_DEVICE_MEM_ERROR)
+    except Exception:
+        code = engines.FAILURE_CODE.get(engine, engines.FAILURE_CODE[ENGINE])
+        worker.log("ERROR", f"{engine} kernel execute failed, ret={code}, kernel_name={name}, "
+                            f"model {record.mid}\n{traceback.format_exc(limit=-3)}")
+        return _failed(run, code)
+    return 0
+
+
+class _Run:
+    """One execute of a model of several streams: its events and its first failure."""
+
+    __slots__ = ("code", "events")
+
+    def __init__(self, events: dict[int, threading.Event]) -> None:
+        self.code = 0
+        self.events = events
+
+    def fail(self, code: int) -> None:
+        """Keep the first failure and release every stream waiting on an event."""
+        if not self.code:
+            self.code = code
+        for event in self.events.values():
+            event.set()
+
+
+def _failed(run: _Run | None, code: int) -> int:
+    if run is not None:
+        run.fail(code)
+    return code
+
+
+def _wait(task: Task, run: _Run, waits: tuple[int, ...]) -> int:
+    """Wait for the step's events (or a failure, abort or unload); returns 0 or a code."""
+    record = task.args[0]
+    for ev in waits:
+        event = run.events[ev]
+        while not event.wait(_WAIT_SLICE_S):
+            if task.cancelled or record.unloaded:
+                return _failed(run, errors.ACL_ERROR_RT_TASK_ABORT_STOP)
+    return run.code
+
+
+_WAIT_SLICE_S = 0.05
+
+
+class _Helper:
+    """A thread that runs one extra stream of the executing model."""
+
+    def __init__(self, k: int) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name=f"model-stream-{k}", daemon=True).start()
+
+    def start(self, worker: Worker, task: Task, steps: list[tuple[int, tuple]],
+              run: _Run) -> threading.Event:
+        done = threading.Event()
+        self._queue.put((worker, task, steps, run, done))
+        return done
+
+    def _loop(self) -> None:
+        while True:
+            worker, task, steps, run, done = self._queue.get()
+            try:
+                _lane(worker, task, steps, run)
+            except Exception:  # a bug of ours: fail the execute, keep the thread
+                worker.internal_error("model stream")
+                run.fail(errors.ACL_ERROR_RT_INTERNAL_ERROR)
+            finally:
+                done.set()
+
+
+_helpers: list[_Helper] = []
+
+
+def _helper(k: int) -> _Helper:
+    """The helper of extra stream ``k`` (1, 2, ...), started on first use."""
+    while len(_helpers) < k:
+        _helpers.append(_Helper(len(_helpers) + 1))
+    return _helpers[k - 1]
+
+
+def finished(worker: Worker) -> None:
+    """Loop thread, after a model task was reaped: the memory's merge hook, if any."""
+    merge = getattr(worker.memory, "merge_free", None)
+    if merge is not None:
+        merge()
+
+
+HANDLERS = {Op.MODEL_LOAD: model_load, Op.MODEL_UNLOAD: model_unload}
