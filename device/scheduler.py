@@ -90,6 +90,8 @@ TIMEOUT_CODE = {engines.AICORE: errors.ACL_ERROR_RT_AICORE_TIMEOUT,
 """Code of a task that ran past the timeout, by engine. Copies, memsets and other tasks get
 ``ACL_ERROR_RT_TASK_TIMEOUT`` (107020; UNVERIFIED which code real SDMA timeouts give)."""
 _NO_DEADLINE = float("inf")
+_U64 = protocol.U64_LIMIT
+_LAUNCH, _RECORD = int(Op.LAUNCH), int(Op.RECORD)  # plain ints: enum lookups cost more
 
 
 PASS_BUDGET = 2048
@@ -203,15 +205,19 @@ class Scheduler:
         check = _TASK_ARGS[op]
         if len(frame) != 4 + len(check):
             raise BadFrame(f"task op {op} takes {len(check)} arguments, got {len(frame) - 4}")
-        submit_ns = u64(frame[1])
-        stream = self._stream(client, u64(frame[2]))
-        seq = u64(frame[3])
-        args = frame[4:]
+        _op, submit_ns, slot, seq, *args = frame
+        if not (type(submit_ns) is int and 0 <= submit_ns < _U64):
+            u64(submit_ns)  # raises BadFrame
+        stream = self.streams.get((client.slot, slot)) if type(slot) is int else None
+        if stream is None:
+            stream = self._stream(client, u64(slot))  # raises: not a u64 or no such stream
+        if not (type(seq) is int and 0 <= seq < _U64):
+            u64(seq)  # raises BadFrame
         try:
-            for value, kind in zip(args, check, strict=True):
+            for value, kind in zip(args, check, strict=False):  # lengths checked above
                 kind(value)
-            if op == Op.LAUNCH:  # bind the kernel now: an unload must not break queued work
-                args = (*args, lookup_kernel(client, args[0], args[1]))
+            if op == _LAUNCH:  # bind the kernel now: an unload must not break queued work
+                args.append(lookup_kernel(client, args[0], args[1]))
         except (BadFrame, errors.AclError) as err:
             # The stream and the task's number were readable: fail that task in its turn, so
             # the host's count of the stream's tasks is still met and no synchronize waits
@@ -219,7 +225,7 @@ class Scheduler:
             code = getattr(err, "code", errors.ACL_ERROR_RT_PARAM_INVALID)
             stream.queue.append(Task(_REFUSED, seq, (code,), stream, submit_ns))
             raise
-        stream.queue.append(Task(op, seq, args, stream, submit_ns))
+        stream.queue.append(Task(op, seq, tuple(args), stream, submit_ns))
 
     def callback_done(self, client: Client, slot: int, seq: int) -> None:
         stream = self._stream(client, slot)
@@ -282,7 +288,7 @@ class Scheduler:
             self.engines[task.engine].running -= 1
             task.stream.client.inflight -= 1
             if not task.cancelled:
-                if task.op == Op.LAUNCH and not code:
+                if task.op == _LAUNCH and not code:
                     self._learn(task, ns)
                 self._complete(task, code)
         now = time.monotonic()
@@ -324,12 +330,13 @@ class Scheduler:
         if task.submit_ns and not task.start_ns:  # profiled: first attempt (a wait's start)
             task.start_ns = time.monotonic_ns()
         if stream.stopped:  # dropped; an event record still completes, carrying the failure
-            if task.op == Op.RECORD:
+            if task.op == _RECORD:
                 stream.pending_error = stream.stopped
                 _record(self, task, now)
             self._complete(task, stream.stopped, report=False)
             return True
-        if self.worker.faults.take_hang():
+        faults = self.worker.faults
+        if faults.hangs and faults.take_hang():
             stream.busy = stream.hung = True
             stream.client.streams[stream.base + _SE.HUNG] = 1
             self._deadline(task, "", now)
@@ -353,7 +360,7 @@ class Scheduler:
             return True
         if engine is None:
             self._complete(task, run(task))
-        elif task.op == Op.LAUNCH and self._tiny(task):
+        elif task.op == _LAUNCH and self._tiny(task):
             self._run_inline(task, engine, run)
         else:
             stream.busy = True

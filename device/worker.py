@@ -22,8 +22,15 @@ detached. A client that detaches while one of its tasks still runs on an engine 
 (``Client.inflight`` back to 0), so no engine writes into unmapped memory and no completion
 lands in a reused slot.
 
+Heartbeat: the loop thread alone writes it, at each housekeeping pass and, through
+``beat``, between the steps of a handler that can run for seconds (the 2 MiB chunks a malloc
+commits, the 64 MiB steps of a synchronous copy or memset). No other thread beats for the
+loop, so a loop that is stuck (a kernel run inline that never returns, a deadlock, a
+SIGSTOP) looks hung after ``DEVICE_LOST_TIMEOUT_S`` as it should, and a loop that works
+through a long request never does.
+
 Threading model: one loop thread owns everything here (clients, slots, peers, the control
-block's counters) except: engine threads (``engines.py``) run task bodies and append to the
+block's counters, the heartbeat) except: engine threads (``engines.py``) run task bodies and append to the
 scheduler's ``done`` deque, call ``wake`` (a semaphore post) and ``log``; kernels on engine
 threads reach the allocator through ``DeviceMemory.resolve`` (``memory.lock``). ``log`` is
 called from every thread: ``_log_lock`` serialises writes to the log ring (and stdout).
@@ -179,6 +186,8 @@ class Worker:
             seg_name = shm.name(node, f"d{dev}", address.ARENA_NAMES[kind])
             arenas.append(Arena(shm.Segment(seg_name, size, create=True), kind))
         self.memory = DeviceMemory(dev, arenas, self._account, self._pool_changed)
+        for arena in arenas:
+            arena.progress = self.beat  # a malloc of many GiB beats per committed chunk
         self.log_seg = _open_log(node, dev)
         self.log_ring = logring.LogRing(self.log_seg.buf)
         self._init_log_levels()
@@ -368,6 +377,14 @@ class Worker:
         """Called by engine threads when a task is done: wake the loop if it sleeps."""
         if self.ctl[_C.SLEEPING]:
             self.bell.release()
+
+    def beat(self) -> None:
+        """Publish a heartbeat now (loop thread only). The loop beats at every housekeeping
+        pass; a handler that can run for seconds (a malloc committing many GiB, a
+        synchronous copy of many GiB) calls this between its steps, so a healthy card never
+        looks hung. A loop stuck for good beats no more, and the host and the supervisor
+        call it hung after ``DEVICE_LOST_TIMEOUT_S``."""
+        self.ctl[_C.HEARTBEAT] = time.monotonic_ns()
 
     def count_task(self) -> None:
         self.ctl[_C.TASKS] += 1

@@ -81,6 +81,8 @@ _H = CLIENT_HEADER
 _C = DEVICE_CTL
 _SE, _EE = STREAM_ENTRY, EVENT_ENTRY
 _BUSY = (_C.BUSY_AICORE, _C.BUSY_AIVECTOR, _C.BUSY_AICPU)
+_STATE, _SLEEPING, _READY = int(_C.STATE), int(_C.SLEEPING), int(DeviceState.READY)
+_pack = protocol.pack
 
 
 _ASYNC_SIGNALS = signal.valid_signals() - {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE,
@@ -108,10 +110,14 @@ def encode(frame: tuple) -> bytes:
     range, an object of another type) is ``ACL_ERROR_RT_PARAM_INVALID`` (107000), raised
     before anything is queued or counted."""
     try:
-        return protocol.pack(frame)
+        return _pack(frame)
     except (OverflowError, TypeError, ValueError) as err:
-        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
-                               f"an argument cannot be sent to the device: {err}") from None
+        raise _unsendable(err) from None
+
+
+def _unsendable(err: Exception) -> errors.AclError:
+    return errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                            f"an argument cannot be sent to the device: {err}")
 
 
 class DeviceLink:
@@ -269,14 +275,25 @@ class DeviceLink:
         return reply[2:]
 
     def _push(self, payload: bytes) -> None:
-        while True:
-            try:
-                self.sub.push(payload)
-                break
-            except RingFull:
+        """Push one frame (waiting while the ring is full) and ring the doorbell if the
+        worker sleeps. The first pusher to see ``sleeping`` clears it and posts once: the
+        tasks pushed until the worker is up again find it cleared and post nothing (one
+        semaphore post per worker sleep, not one per frame). Two pushers that both see it
+        set both post; an extra post only makes the worker's next sleep return at once."""
+        try:
+            self.sub.push(payload)
+        except RingFull:
+            while True:
                 self.check_alive()
                 time.sleep(0.0001)
-        if self.ctl[_C.SLEEPING]:
+                try:
+                    self.sub.push(payload)
+                    break
+                except RingFull:
+                    continue
+        ctl = self.ctl
+        if ctl[_SLEEPING]:
+            ctl[_SLEEPING] = 0
             self.bell.release()
 
     def _wait_reply(self) -> tuple:
@@ -306,8 +323,11 @@ class DeviceLink:
         anything is queued, so the caller counts the task only after this returns."""
         if self.tracer is not None:  # profiled: the card records frames with a submit stamp
             frame = self.tracer.stamp(frame)
-        payload = encode(frame)
-        if self.lost_detail or self.ctl[_C.STATE] != DeviceState.READY:
+        try:
+            payload = _pack(frame)
+        except (OverflowError, TypeError, ValueError) as err:
+            raise _unsendable(err) from None
+        if self.lost_detail or self.ctl[_STATE] != _READY:
             self.check_alive()
         self._push(payload)
 

@@ -1,0 +1,75 @@
+"""The worker's loop beats its heartbeat inside long handlers (no processes): a synchronous
+copy or memset runs in steps with a beat after each, and an arena beats per committed
+chunk. Also the submission ring's cached head and tail (shared/ring.py)."""
+
+from __future__ import annotations
+
+import ctypes
+import secrets
+
+import pytest
+
+from npuemu.device import dispatch
+from npuemu.device.memory.arenas import COMMIT_CHUNK, Arena
+from npuemu.shared import address, shm
+from npuemu.shared.ring import Ring, RingFull, region_size
+
+
+def _buffer(data: bytes) -> tuple[ctypes.Array, int]:
+    buf = ctypes.create_string_buffer(data, len(data))
+    return buf, ctypes.addressof(buf)
+
+
+@pytest.mark.parametrize("shift", [-5, 0, 5, 40])
+def test_beating_memmove_copies_like_memmove_in_steps(monkeypatch, shift):
+    monkeypatch.setattr(dispatch, "BEAT_BYTES", 8)
+    data = bytes(range(100))
+    buf, base = _buffer(data)
+    beats = []
+    src, count = 10, 30
+    dispatch.beating_memmove(lambda: beats.append(1), base + src + shift, base + src, count)
+    want = bytearray(data)
+    want[src + shift : src + shift + count] = data[src : src + count]  # memmove semantics
+    assert buf.raw == bytes(want)
+    assert len(beats) == 4  # 30 bytes in steps of 8
+
+
+def test_beating_memmove_of_nothing_does_nothing():
+    beats = []
+    dispatch.beating_memmove(lambda: beats.append(1), 0, 0, 0)
+    assert beats == []
+
+
+def test_arena_beats_once_per_newly_committed_chunk():
+    seg = shm.Segment(shm.name(f"ut{secrets.token_hex(4)}", "hbm"), 4 * COMMIT_CHUNK,
+                      create=True)
+    try:
+        arena = Arena(seg, address.HBM)
+        beats = []
+        arena.progress = lambda: beats.append(1)
+        arena.commit(0, 3 * COMMIT_CHUNK)
+        assert len(beats) == 3
+        arena.commit(COMMIT_CHUNK, 2 * COMMIT_CHUNK)  # the second and third: committed
+        arena.commit(COMMIT_CHUNK, 3 * COMMIT_CHUNK)  # adds the fourth
+        assert len(beats) == 4
+    finally:
+        seg.unlink()
+        seg.close()
+
+
+def test_ring_cached_tail_sees_the_consumer_catch_up():
+    buf = memoryview(bytearray(region_size(64)))
+    prod, cons = Ring(buf, 64, init=True), Ring(buf)
+    frames = [bytes([i]) * 10 for i in range(4)]  # 16 bytes each on the ring
+    for f in frames:
+        prod.push(f)
+    with pytest.raises(RingFull):
+        prod.push(b"x")
+    assert cons.pop() == frames[0]
+    prod.push(b"y" * 10)  # fits once the producer reads the tail again
+    assert [cons.pop() for _ in range(4)] == [*frames[1:], b"y" * 10]
+    assert cons.pop() is None
+    prod.push(b"z")  # the consumer reads the head again once it took all it saw
+    assert cons.pop() == b"z"
+    for view in (prod, cons):
+        view.release()
