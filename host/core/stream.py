@@ -45,11 +45,13 @@ from npuemu.shared.enums import (
 from npuemu.shared.protocol import Op
 
 _TIMED = EventFlag.ACL_EVENT_TIME_LINE
-_RECORD = int(Op.RECORD)  # a plain int packs faster than the enum member
+_RECORD = int(Op.RECORD)  # plain ints: enum members pack and combine slower
+_PERSISTENT = int(StreamFlag.ACL_STREAM_PERSISTENT)
+_FAST_SYNC = int(StreamFlag.ACL_STREAM_FAST_SYNC)
 FAST_SYNC_SPIN_S = 2e-3
 """``ACL_STREAM_FAST_SYNC``: synchronize polls this long (yielding) before it sleeps."""
-_RETURN_AT_ONCE = (StreamFlag.ACL_STREAM_PERSISTENT | StreamFlag.ACL_STREAM_DEVICE_USE_ONLY
-                   | StreamFlag.ACL_STREAM_CPU_SCHEDULE)
+_RETURN_AT_ONCE = int(StreamFlag.ACL_STREAM_PERSISTENT | StreamFlag.ACL_STREAM_DEVICE_USE_ONLY
+                       | StreamFlag.ACL_STREAM_CPU_SCHEDULE)
 """Streams whose synchronize returns at once, as the reference says."""
 PERSISTENT_CACHE = 64
 """Most destroyed ``ACL_STREAM_PERSISTENT`` streams kept per device for reuse (seed §4.1)."""
@@ -188,7 +190,7 @@ def submit(stream: Stream, op: int, *args: object) -> int:
     link = stream.link
     with link.lock:
         seq = stream.submitted + 1
-        link.submit_locked((op, 0, stream.slot, seq, *args))
+        link.submit_locked([op, 0, stream.slot, seq, *args])  # a list: stamped in place
         stream.submitted = seq
     if plog.debug:
         plog.log(logring.DEBUG, f"task {seq} (op {op}) submitted to stream {stream.sid}")
@@ -204,7 +206,7 @@ def synchronize_stream(handle: object, timeout_ms: int = -1) -> None:
     if stream.flags & _RETURN_AT_ONCE:
         return
     target = stream.submitted
-    spin = FAST_SYNC_SPIN_S if stream.flags & StreamFlag.ACL_STREAM_FAST_SYNC else SPIN_S
+    spin = FAST_SYNC_SPIN_S if stream.flags & _FAST_SYNC else SPIN_S
     if not stream.link.wait_until(lambda: stream.done(target), wait_s, spin):
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
                                f"stream {stream.sid}: {stream.completed()} of {target} tasks "
@@ -245,22 +247,23 @@ def destroy_stream(handle: object, force: bool = False) -> None:
     if not handle:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                "the default stream is destroyed with its context")
-    if not force:
-        target = stream.submitted
+    if not force and not stream.done(target := stream.submitted):
         stream.link.wait_until(lambda: stream.done(target), None)
     close_stream(stream, force)
 
 
 def _keep(stream: Stream) -> bool:
     """Put a destroyed PERSISTENT stream (idle, default failure mode) in its link's cache."""
-    if not stream.flags & StreamFlag.ACL_STREAM_PERSISTENT or stream.mode_set:
+    if not stream.flags & _PERSISTENT or stream.mode_set:
         return False
     link = stream.link
     if not link.alive() or not stream.done(stream.submitted):
         return False
     errors_so_far = link.stream_failure(stream.slot)[0]
     with link.lock:
-        cached = _cache.setdefault(link, [])
+        cached = _cache.get(link)
+        if cached is None:
+            cached = _cache[link] = []
         if len(cached) >= PERSISTENT_CACHE:
             return False
         cached.append((stream.slot, stream.sid, stream.submitted, errors_so_far))
@@ -349,7 +352,7 @@ def record_event(event_handle: object, stream_handle: object) -> None:
         _same_device(event, stream)
     with link.lock:
         seq, gen = stream.submitted + 1, event.gen + 1
-        link.submit_locked((_RECORD, 0, stream.slot, seq, event.slot, gen))
+        link.submit_locked([_RECORD, 0, stream.slot, seq, event.slot, gen])
         stream.submitted, event.gen = seq, gen
 
 

@@ -253,9 +253,14 @@ class DeviceLink:
 
     # requests ------------------------------------------------------------------------------
     def post(self, op: int, *args: object) -> None:
-        """Send a request that wants no reply (e.g. FREE). Does not block unless full."""
+        """Send a request that wants no reply (e.g. FREE). Does not block unless full. Not
+        a stream task, so never stamped by a profiling tracer (a stamp in its ``seq`` field
+        would ask the worker for a reply)."""
+        payload = encode((op, 0, *args))
         with self.lock:
-            self.submit_locked((op, 0, *args))
+            if self.lost_detail or self.ctl[_STATE] != _READY:
+                self.check_alive()
+            self._push(payload)
 
     def call(self, op: int, *args: object) -> tuple:
         """Send a request and block until its reply; returns the results or raises AclError."""
@@ -316,13 +321,13 @@ class DeviceLink:
         return protocol.unpack(payload)
 
     # stream tasks and waits -----------------------------------------------------------------
-    def submit_locked(self, frame: tuple) -> None:
+    def submit_locked(self, frame: list | tuple) -> None:
         """Queue one stream task (no reply; completion shows in the tables). The caller holds
         ``lock``, so task numbers and ring order agree. Raises (107000 for an argument the
         wire cannot carry, 507010 for a lost device, 507901 for a stopped node) before
         anything is queued, so the caller counts the task only after this returns."""
         if self.tracer is not None:  # profiled: the card records frames with a submit stamp
-            frame = self.tracer.stamp(frame)
+            frame = self.tracer.stamp(frame)  # a list is stamped in place
         try:
             payload = _pack(frame)
         except (OverflowError, TypeError, ValueError) as err:

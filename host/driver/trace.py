@@ -93,10 +93,11 @@ class TraceReader:
         if self.link.tracer is self:
             self.link.tracer = None
 
-    def stamp(self, frame: tuple) -> tuple:
-        """``frame`` with its submit time; notes which host thread submits to which stream
-        slot (a turn is counted each time another thread than the last one submits there).
-        Called by ``DeviceLink.submit_locked`` under the link's lock."""
+    def stamp(self, frame: list | tuple) -> list | tuple:
+        """``frame`` with its submit time (a list is stamped in place, the cheap way the
+        runtime's stream tasks take; a tuple is copied); notes which host thread submits to
+        which stream slot (a turn is counted each time another thread than the last one
+        submits there). Called by ``DeviceLink.submit_locked`` under the link's lock."""
         try:
             thread = _local.label
         except AttributeError:
@@ -105,6 +106,9 @@ class TraceReader:
         if self.last_thread.get(slot) is not thread:
             self.last_thread[slot] = thread
             self.submitters[(slot, thread)] += 1
+        if type(frame) is list:
+            frame[1] = _now()
+            return frame
         return (frame[0], _now(), *frame[2:])
 
     def drain(self) -> np.ndarray:
