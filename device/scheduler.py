@@ -52,9 +52,9 @@ deque (atomic appends); ``Task.cancelled`` is written by the loop and read by en
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
@@ -91,6 +91,9 @@ TIMEOUT_CODE = {engines.AICORE: errors.ACL_ERROR_RT_AICORE_TIMEOUT,
 ``ACL_ERROR_RT_TASK_TIMEOUT`` (107020; UNVERIFIED which code real SDMA timeouts give)."""
 _NO_DEADLINE = float("inf")
 _U64 = protocol.U64_LIMIT
+_COST = "__npu_last_run__"
+"""Attribute of a kernel function: ``(args, num_blocks, ns)`` of its last successful run in
+this worker (read by ``_tiny``; it goes with the function when its binary is unloaded)."""
 _LAUNCH, _RECORD = int(Op.LAUNCH), int(Op.RECORD)  # plain ints: enum lookups cost more
 
 
@@ -139,8 +142,6 @@ class Scheduler:
         self._touched: set[Client] = set()
         self.progressed = False
         self.next_deadline = _NO_DEADLINE  # no running task's deadline is earlier
-        # kernel function -> (args, num_blocks, ns) of its last successful run
-        self.kernel_cost: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     # stream management (synchronous requests) ----------------------------------------------
     def create(self, client: Client, slot: int, priority: int, flags: int) -> int:
@@ -374,7 +375,7 @@ class Scheduler:
         """True if ``task`` (a LAUNCH) repeats a launch measured as tiny (see the module
         docstring) and its client's execution timeout leaves ample room."""
         _bin, _name, num_blocks, args, fn = task.args
-        last = self.kernel_cost.get(fn)
+        last = getattr(fn, _COST, None)
         if last is None or last[2] > INLINE_KERNEL_NS or last[1] != num_blocks \
                 or last[0] != args:
             return False
@@ -383,7 +384,10 @@ class Scheduler:
 
     def _learn(self, task: Task, ns: int) -> None:
         _bin, _name, num_blocks, args, fn = task.args
-        self.kernel_cost[fn] = (args, num_blocks, ns)
+        try:  # noqa: SIM105  (cheaper than contextlib.suppress on the hot path)
+            setattr(fn, _COST, (args, num_blocks, ns))
+        except (AttributeError, TypeError):  # a kernel object that takes no attributes
+            pass
 
     def _run_inline(self, task: Task, engine: str, run: Any) -> None:
         """Run a tiny kernel in the loop thread (``run`` reports failures as codes)."""
@@ -396,7 +400,8 @@ class Scheduler:
         if not code:
             self._learn(task, elapsed)
         else:
-            self.kernel_cost.pop(task.args[4], None)
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(task.args[4], _COST, None)
         self._complete(task, code)
 
     def _prepare(self, task: Task) -> tuple[str | None, Any]:

@@ -69,6 +69,8 @@ SPIN_S = 1e-3
 RECENT_S = 1.0
 HOUSEKEEPING_S = 0.005
 _C = DEVICE_CTL
+_HOST_SLEEPING = CLIENT_HEADER.HOST_SLEEPING
+_pack = protocol.pack
 _ARENA_FIELDS = {address.HBM: (_C.HBM_USED, _C.HBM_PEAK), address.DDR: (_C.DDR_USED, _C.DDR_PEAK)}
 _CLASS_FIELDS = (_C.USED_NORMAL, _C.USED_HUGE, _C.USED_HUGE1G)
 _MODULE_INDEX = {name: i for i, name in enumerate(logring.MODULES)}
@@ -108,11 +110,11 @@ class Client:
 
     def reply(self, frame: tuple | list) -> None:
         try:
-            self.cpl.push(protocol.pack(frame))
+            self.cpl.push(_pack(frame))
         except RingFull:  # the host has one request in flight per link: cannot happen
             print(f"npuemu worker: completion ring of slot {self.slot} full", file=sys.stderr)
             return
-        if self.hdr[CLIENT_HEADER.HOST_SLEEPING]:
+        if self.hdr[_HOST_SLEEPING]:
             self.wake.release()
 
     def report(self, frame: tuple) -> None:
@@ -374,8 +376,11 @@ class Worker:
         self.ctl[_C.SLEEPING] = 0
 
     def wake(self) -> None:
-        """Called by engine threads when a task is done: wake the loop if it sleeps."""
-        if self.ctl[_C.SLEEPING]:
+        """Called by engine threads when a task is done: wake the loop if it sleeps (the
+        first caller to see ``sleeping`` clears it and posts, as the host does)."""
+        ctl = self.ctl
+        if ctl[_C.SLEEPING]:
+            ctl[_C.SLEEPING] = 0
             self.bell.release()
 
     def beat(self) -> None:

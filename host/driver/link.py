@@ -30,7 +30,9 @@ slice, never with a ``posix_ipc.SignalError`` traceback.
 
 Threading model: every thread of the process uses the link. ``lock`` serialises the
 submission ring: one request in flight (``call``), fire-and-forget frames and stream tasks
-pushed in the order their sequence numbers were given (``post``, ``submit_locked``).
+pushed in the order their sequence numbers were given (``post``, ``submit_locked``). The
+host writes one word of the worker's control block besides its client entry: a pusher that
+sees ``sleeping`` set clears it and posts the doorbell (once per worker sleep, ``_push``).
 ``_poll_lock`` guards the pidfd poll object (it must not be polled concurrently);
 ``_waiters_lock`` the ``sync_waiters`` count. ``lost_detail`` only ever goes from "" to a
 message (a racy read sees either); ``_beat``/``_beat_seen`` (the last heartbeat seen) are
