@@ -24,6 +24,7 @@ False to True once, under ``Runtime.lock`` where the handle is dropped.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -63,6 +64,25 @@ _created_hooks: list[Callable[[Link], None]] = []
 _closed_hooks: list[Callable[[Stream], None]] = []
 
 
+_thread_ids = threading.local()
+
+
+def _native_id() -> int:
+    """The calling thread's native id, asked of the kernel once per thread (a syscall)."""
+    try:
+        return _thread_ids.tid
+    except AttributeError:
+        tid = _thread_ids.tid = threading.get_native_id()
+        return tid
+
+
+def _forget_thread_id() -> None:
+    _thread_ids.__dict__.clear()  # a forked child's thread has another id
+
+
+os.register_at_fork(after_in_child=_forget_thread_id)
+
+
 def on_stream_created(hook: Callable[[Link], None]) -> None:
     """Call ``hook(link)`` after each stream is created (``host/core/callbacks.py`` starts
     the link's report thread this way, so this module does not import it)."""
@@ -89,7 +109,7 @@ class Stream:
     submitted: int = 0
     seen_errors: int = 0
     destroyed: bool = False
-    creator_tid: int = field(default_factory=threading.get_native_id)
+    creator_tid: int = field(default_factory=lambda: _native_id())
     mode_set: bool = False  # set_failure_mode was called (then it is not cached for reuse)
 
     def completed(self) -> int:
@@ -257,8 +277,8 @@ def _keep(stream: Stream) -> bool:
     if not stream.flags & _PERSISTENT or stream.mode_set:
         return False
     link = stream.link
-    if not link.alive() or not stream.done(stream.submitted):
-        return False
+    if link.lost_detail or not stream.done(stream.submitted):  # a stream of a card found
+        return False  # dead later fails at its first use, as any stream of that card
     errors_so_far = link.stream_failure(stream.slot)[0]
     with link.lock:
         cached = _cache.get(link)
