@@ -73,3 +73,55 @@ def test_ring_cached_tail_sees_the_consumer_catch_up():
     assert cons.pop() == b"z"
     for view in (prod, cons):
         view.release()
+
+
+class _Bell:
+    def __init__(self) -> None:
+        self.posts = 0
+
+    def release(self) -> None:
+        self.posts += 1
+
+
+class _Tracer:
+    def stamp(self, frame):
+        frame[1] = 12345
+        return frame
+
+
+def _bare_link():
+    """A DeviceLink's push path over an in-process ring and control block (no worker)."""
+    import threading
+
+    from npuemu.host.driver.link import DeviceLink
+    from npuemu.shared import protocol
+    from npuemu.shared.layout import DEVICE_CTL, DeviceState
+
+    link = object.__new__(DeviceLink)
+    buf = memoryview(bytearray(region_size(1 << 12)))
+    link.sub, link.lock, link.lost_detail = Ring(buf, 1 << 12, init=True), threading.Lock(), ""
+    link.ctl = memoryview(bytearray(DEVICE_CTL.size)).cast("Q")
+    link.ctl[DEVICE_CTL.STATE] = DeviceState.READY
+    link.bell, link.tracer = _Bell(), None
+    return link, Ring(buf), protocol, DEVICE_CTL.SLEEPING
+
+
+def test_link_posts_the_doorbell_once_per_worker_sleep():
+    link, consumer, protocol, sleeping = _bare_link()
+    link.ctl[sleeping] = 1  # the worker went to sleep
+    for seq in range(1, 4):
+        link.submit_locked([34, 0, 1, seq, 1, seq])
+    assert link.bell.posts == 1 and link.ctl[sleeping] == 0
+    link.ctl[sleeping] = 1  # asleep again
+    link.submit_locked([34, 0, 1, 4, 1, 4])
+    assert link.bell.posts == 2
+    assert [protocol.unpack(consumer.pop())[3] for _ in range(4)] == [1, 2, 3, 4]
+
+
+def test_tracer_stamps_stream_tasks_but_not_posted_requests():
+    link, consumer, protocol, _ = _bare_link()
+    link.tracer = _Tracer()
+    link.submit_locked([34, 0, 1, 1, 1, 1])
+    link.post(3, 0x1000)  # FREE: no reply wanted, so its seq field must stay 0
+    assert protocol.unpack(consumer.pop())[1] == 12345
+    assert protocol.unpack(consumer.pop()) == (3, 0, 0x1000)
