@@ -117,10 +117,13 @@ class TraceReader:
         read, written = words[_H.READ], words[_H.WRITE]
         if written == read:
             return np.empty(0, RECORD_DTYPE)
-        index = np.arange(read, written, dtype=np.uint64) % np.uint64(self.capacity)
-        out = self.records[index]  # a copy
+        records, lo, hi = self.records, read % self.capacity, written % self.capacity
+        # one or two slice copies (the writer never gets a whole ring ahead, so lo == hi
+        # means a full ring: the tail part, then the head part)
+        out = records[lo:hi].copy() if lo < hi else np.concatenate((records[lo:], records[:hi]))
         words[_H.READ] = written
-        return out[out["client"] == self.link.slot]
+        mine = out["client"] == self.link.slot
+        return out if mine.all() else out[mine]
 
     def dropped(self) -> int:
         """Records the card dropped (ring full) since this reader started."""

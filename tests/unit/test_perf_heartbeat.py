@@ -125,3 +125,24 @@ def test_tracer_stamps_stream_tasks_but_not_posted_requests():
     link.post(3, 0x1000)  # FREE: no reply wanted, so its seq field must stay 0
     assert protocol.unpack(consumer.pop())[1] == 12345
     assert protocol.unpack(consumer.pop()) == (3, 0, 0x1000)
+
+
+@pytest.mark.parametrize(("read", "written"), [(0, 3), (3, 5), (2, 6), (4, 4)])
+def test_trace_drain_copies_records_in_ring_order(read, written):
+    import numpy as np
+
+    from npuemu.host.driver import trace
+    from npuemu.shared import trace as tl
+
+    reader = object.__new__(trace.TraceReader)
+    reader.capacity = 4
+    reader.words = np.zeros(tl.TRACE_HEADER.words, dtype=np.uint64)
+    reader.words[tl.TRACE_HEADER.READ], reader.words[tl.TRACE_HEADER.WRITE] = read, written
+    reader.records = np.zeros(4, trace.RECORD_DTYPE)
+    reader.records["seq"] = [10, 11, 12, 13]  # slot i holds the record of seq 10 + i
+    reader.records["client"] = [1, 2, 1, 1]
+    reader.link = type("L", (), {"slot": 1})()
+    got = reader.drain()
+    want = [10 + i % 4 for i in range(read, written) if i % 4 != 1]  # client 2 left out
+    assert list(got["seq"]) == want
+    assert reader.words[tl.TRACE_HEADER.READ] == written
