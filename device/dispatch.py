@@ -251,16 +251,16 @@ def handle(worker: Worker, client: Client, payload: bytes) -> None:
     try:
         frame = protocol.unpack(payload)
         op = frame[0]
-        if len(frame) > 1 and type(frame[1]) is int and 0 < frame[1] < protocol.U64_LIMIT:
-            seq = frame[1]
-        if type(op) is not int:
-            raise BadFrame(f"op {op!r:.40} is not an integer")
-        if op in TASK_OPS:
+        if type(op) is int and op in TASK_OPS:  # field 1 is a submit stamp: never answered
             worker.scheduler.enqueue(client, frame)
             if worker.debug:
                 worker.log("DEBUG", f"task {frame[3]} (op {op}) submitted to stream slot "
                                     f"{frame[2]}")
             return
+        if len(frame) > 1 and type(frame[1]) is int and 0 < frame[1] < protocol.U64_LIMIT:
+            seq = frame[1]
+        if type(op) is not int:
+            raise BadFrame(f"op {op!r:.40} is not an integer")
         handler = HANDLERS.get(op)
         if handler is None:
             raise BadFrame(f"op {op} is not implemented by this worker")

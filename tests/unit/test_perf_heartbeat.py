@@ -146,3 +146,37 @@ def test_trace_drain_copies_records_in_ring_order(read, written):
     want = [10 + i % 4 for i in range(read, written) if i % 4 != 1]  # client 2 left out
     assert list(got["seq"]) == want
     assert reader.words[tl.TRACE_HEADER.READ] == written
+
+
+def test_a_refused_task_frame_is_never_answered_even_with_a_submit_stamp():
+    """Field 1 of a stream task is the profiling host's submit stamp, not a request number:
+    a task the worker refuses is counted (and failed in its stream), never replied to."""
+    from npuemu.device import dispatch
+    from npuemu.shared import errors, layout, protocol
+    from npuemu.shared.protocol import BadFrame, Op
+
+    class Sched:
+        def enqueue(self, client, frame):
+            raise BadFrame("refused")
+
+    class Worker:
+        debug, scheduler = False, Sched()
+
+        def __init__(self):
+            self.ctl, self.lines = [0] * layout.DEVICE_CTL_SIZE, []
+
+        def log(self, level, message, module="TS"):
+            self.lines.append(level)
+
+    class Client:
+        def __init__(self):
+            self.replies = []
+
+        def reply(self, frame):
+            self.replies.append(frame)
+
+    worker, client = Worker(), Client()
+    dispatch.handle(worker, client, protocol.pack([Op.RECORD, 1 << 40, 0, 1, 0, 1]))
+    assert client.replies == [] and worker.ctl[layout.DEVICE_CTL.BAD_FRAMES] == 1
+    dispatch.handle(worker, client, protocol.pack([Op.PING, 7, "extra"]))  # requests are
+    assert client.replies[0][:2] == (7, errors.ACL_ERROR_RT_PARAM_INVALID)  # still answered
