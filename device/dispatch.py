@@ -68,7 +68,7 @@ def _copy(worker: Worker, client: Client, dst: int, src: int, count: int) -> tup
     worker.faults.check_ranges((dst, count), (src, count))
     peers = worker.count_p2p(dst, src, count)
     worker.faults.check_copy(peers)
-    ctypes.memmove(d, s, count)
+    beating_memmove(worker.beat, d, s, count)
     for dev in peers:
         worker.peer(dev)  # raises 507057 if the peer died during the copy
     return ()
@@ -77,8 +77,28 @@ def _copy(worker: Worker, client: Client, dst: int, src: int, count: int) -> tup
 def _memset(worker: Worker, client: Client, ptr: int, value: int, count: int) -> tuple:
     count = _int(count)
     arena, off = worker.memory.resolve(client.slot, _int(ptr), count)
-    ctypes.memset(arena.seg.address + off, _int(value) & 0xFF, count)
+    addr, byte = arena.seg.address + off, _int(value) & 0xFF
+    for step in range(0, count, BEAT_BYTES):
+        ctypes.memset(addr + step, byte, min(BEAT_BYTES, count - step))
+        worker.beat()
     return ()
+
+
+BEAT_BYTES = 64 << 20
+"""A synchronous copy or memset runs in the loop thread in steps of this many bytes, with a
+heartbeat after each (``Worker.beat``): many GiB must not make the card look hung."""
+
+
+def beating_memmove(beat: Callable[[], None], dst: int, src: int, count: int) -> None:
+    """``memmove(dst, src, count)`` in ``BEAT_BYTES`` steps, calling ``beat`` after each.
+    Overlapping ranges stay correct: the steps run backwards when ``dst`` lies inside
+    ``(src, src + count)``, as memmove itself would copy."""
+    steps = range(0, count, BEAT_BYTES)
+    if src < dst < src + count:
+        steps = reversed(steps)
+    for step in steps:
+        ctypes.memmove(dst + step, src + step, min(BEAT_BYTES, count - step))
+        beat()
 
 
 def _mem_pools(worker: Worker, client: Client) -> tuple:
@@ -235,16 +255,16 @@ def handle(worker: Worker, client: Client, payload: bytes) -> None:
     try:
         frame = protocol.unpack(payload)
         op = frame[0]
-        if len(frame) > 1 and type(frame[1]) is int and 0 < frame[1] < protocol.U64_LIMIT:
-            seq = frame[1]
-        if type(op) is not int:
-            raise BadFrame(f"op {op!r:.40} is not an integer")
-        if op in TASK_OPS:
+        if type(op) is int and op in TASK_OPS:  # field 1 is a submit stamp: never answered
             worker.scheduler.enqueue(client, frame)
             if worker.debug:
                 worker.log("DEBUG", f"task {frame[3]} (op {op}) submitted to stream slot "
                                     f"{frame[2]}")
             return
+        if len(frame) > 1 and type(frame[1]) is int and 0 < frame[1] < protocol.U64_LIMIT:
+            seq = frame[1]
+        if type(op) is not int:
+            raise BadFrame(f"op {op!r:.40} is not an integer")
         handler = HANDLERS.get(op)
         if handler is None:
             raise BadFrame(f"op {op} is not implemented by this worker")

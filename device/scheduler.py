@@ -52,9 +52,9 @@ deque (atomic appends); ``Task.cancelled`` is written by the loop and read by en
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
@@ -91,6 +91,12 @@ TIMEOUT_CODE = {engines.AICORE: errors.ACL_ERROR_RT_AICORE_TIMEOUT,
 """Code of a task that ran past the timeout, by engine. Copies, memsets and other tasks get
 ``ACL_ERROR_RT_TASK_TIMEOUT`` (107020; UNVERIFIED which code real SDMA timeouts give)."""
 _NO_DEADLINE = float("inf")
+_U64 = protocol.U64_LIMIT
+_COST = "__npu_last_run__"
+"""Attribute of a kernel function: ``(args, num_blocks, ns)`` of its last successful run in
+this worker (read by ``_tiny``; it goes with the function when its binary is unloaded)."""
+_LAUNCH, _RECORD = int(Op.LAUNCH), int(Op.RECORD)  # plain ints: enum lookups cost more
+_MODEL_EXECUTE = int(Op.MODEL_EXECUTE)
 
 
 PASS_BUDGET = 2048
@@ -138,8 +144,6 @@ class Scheduler:
         self._touched: set[Client] = set()
         self.progressed = False
         self.next_deadline = _NO_DEADLINE  # no running task's deadline is earlier
-        # kernel function -> (args, num_blocks, ns) of its last successful run
-        self.kernel_cost: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     # stream management (synchronous requests) ----------------------------------------------
     def create(self, client: Client, slot: int, priority: int, flags: int) -> int:
@@ -204,16 +208,20 @@ class Scheduler:
         check = _TASK_ARGS[op]
         if len(frame) != 4 + len(check):
             raise BadFrame(f"task op {op} takes {len(check)} arguments, got {len(frame) - 4}")
-        submit_ns = u64(frame[1])
-        stream = self._stream(client, u64(frame[2]))
-        seq = u64(frame[3])
-        args = frame[4:]
+        _op, submit_ns, slot, seq, *args = frame
+        if not (type(submit_ns) is int and 0 <= submit_ns < _U64):
+            u64(submit_ns)  # raises BadFrame
+        stream = self.streams.get((client.slot, slot)) if type(slot) is int else None
+        if stream is None:
+            stream = self._stream(client, u64(slot))  # raises: not a u64 or no such stream
+        if not (type(seq) is int and 0 <= seq < _U64):
+            u64(seq)  # raises BadFrame
         try:
-            for value, kind in zip(args, check, strict=True):
+            for value, kind in zip(args, check, strict=False):  # lengths checked above
                 kind(value)
-            if op == Op.LAUNCH:  # bind the kernel now: an unload must not break queued work
-                args = (*args, lookup_kernel(client, args[0], args[1]))
-            elif op == Op.MODEL_EXECUTE:  # bind the model's record (device/exec/model.py)
+            if op == _LAUNCH:  # bind the kernel now: an unload must not break queued work
+                args.append(lookup_kernel(client, args[0], args[1]))
+            elif op == _MODEL_EXECUTE:  # bind the model's record (device/exec/model.py)
                 args = model_tasks.bind(client, args)
         except (BadFrame, errors.AclError) as err:
             # The stream and the task's number were readable: fail that task in its turn, so
@@ -222,7 +230,7 @@ class Scheduler:
             code = getattr(err, "code", errors.ACL_ERROR_RT_PARAM_INVALID)
             stream.queue.append(Task(_REFUSED, seq, (code,), stream, submit_ns))
             raise
-        stream.queue.append(Task(op, seq, args, stream, submit_ns))
+        stream.queue.append(Task(op, seq, tuple(args), stream, submit_ns))
 
     def callback_done(self, client: Client, slot: int, seq: int) -> None:
         stream = self._stream(client, slot)
@@ -285,10 +293,10 @@ class Scheduler:
             self.engines[task.engine].running -= 1
             task.stream.client.inflight -= 1
             if not task.cancelled:
-                if task.op == Op.LAUNCH and not code:
+                if task.op == _LAUNCH and not code:
                     self._learn(task, ns)
                 self._complete(task, code)
-            if task.op == Op.MODEL_EXECUTE:
+            if task.op == _MODEL_EXECUTE:
                 model_tasks.finished(self.worker)
         now = time.monotonic()
         if now >= self.next_deadline:
@@ -329,12 +337,13 @@ class Scheduler:
         if task.submit_ns and not task.start_ns:  # profiled: first attempt (a wait's start)
             task.start_ns = time.monotonic_ns()
         if stream.stopped:  # dropped; an event record still completes, carrying the failure
-            if task.op == Op.RECORD:
+            if task.op == _RECORD:
                 stream.pending_error = stream.stopped
                 _record(self, task, now)
             self._complete(task, stream.stopped, report=False)
             return True
-        if self.worker.faults.take_hang():
+        faults = self.worker.faults
+        if faults.hangs and faults.take_hang():
             stream.busy = stream.hung = True
             stream.client.streams[stream.base + _SE.HUNG] = 1
             self._deadline(task, "", now)
@@ -358,7 +367,7 @@ class Scheduler:
             return True
         if engine is None:
             self._complete(task, run(task))
-        elif task.op == Op.LAUNCH and self._tiny(task):
+        elif task.op == _LAUNCH and self._tiny(task):
             self._run_inline(task, engine, run)
         else:
             stream.busy = True
@@ -372,7 +381,7 @@ class Scheduler:
         """True if ``task`` (a LAUNCH) repeats a launch measured as tiny (see the module
         docstring) and its client's execution timeout leaves ample room."""
         _bin, _name, num_blocks, args, fn = task.args
-        last = self.kernel_cost.get(fn)
+        last = getattr(fn, _COST, None)
         if last is None or last[2] > INLINE_KERNEL_NS or last[1] != num_blocks \
                 or last[0] != args:
             return False
@@ -381,7 +390,10 @@ class Scheduler:
 
     def _learn(self, task: Task, ns: int) -> None:
         _bin, _name, num_blocks, args, fn = task.args
-        self.kernel_cost[fn] = (args, num_blocks, ns)
+        try:  # noqa: SIM105  (cheaper than contextlib.suppress on the hot path)
+            setattr(fn, _COST, (args, num_blocks, ns))
+        except (AttributeError, TypeError):  # a kernel object that takes no attributes
+            pass
 
     def _run_inline(self, task: Task, engine: str, run: Any) -> None:
         """Run a tiny kernel in the loop thread (``run`` reports failures as codes)."""
@@ -394,7 +406,8 @@ class Scheduler:
         if not code:
             self._learn(task, elapsed)
         else:
-            self.kernel_cost.pop(task.args[4], None)
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(task.args[4], _COST, None)
         self._complete(task, code)
 
     def _prepare(self, task: Task) -> tuple[str | None, Any]:

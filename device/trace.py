@@ -67,6 +67,7 @@ class TraceWriter:
         words[_H.BOOT_NS], words[_H.DEV], words[_H.VERSION] = boot_ns, dev, tl.TRACE_VERSION
         words[_H.MAGIC] = tl.MAGIC_TRACE
         self._names: dict[str, int] = {}
+        self._read_seen = words[_H.READ]  # a lower bound of the reader's position
 
     def write(self, task: Any, code: int) -> None:
         """Record the completed ``task`` (a scheduler ``Task``). Never blocks, never raises:
@@ -79,9 +80,13 @@ class TraceWriter:
     def _write(self, task: Any, code: int) -> None:
         words = self.words
         written = words[_WRITE]
-        if written - words[_READ] >= self.capacity:
-            words[_DROPPED] += 1
-            return
+        # the reader's position as last read: read again (the reader's cache line) only
+        # when the ring looks full behind it
+        if written - self._read_seen >= self.capacity:
+            self._read_seen = words[_READ]
+            if written - self._read_seen >= self.capacity:
+                words[_DROPPED] += 1
+                return
         stream = task.stream
         op, args = task.op, task.args
         start, end = task.start_ns, task.end_ns

@@ -22,8 +22,15 @@ detached. A client that detaches while one of its tasks still runs on an engine 
 (``Client.inflight`` back to 0), so no engine writes into unmapped memory and no completion
 lands in a reused slot.
 
+Heartbeat: the loop thread alone writes it, at each housekeeping pass and, through
+``beat``, between the steps of a handler that can run for seconds (the 2 MiB chunks a malloc
+commits, the 64 MiB steps of a synchronous copy or memset). No other thread beats for the
+loop, so a loop that is stuck (a kernel run inline that never returns, a deadlock, a
+SIGSTOP) looks hung after ``DEVICE_LOST_TIMEOUT_S`` as it should, and a loop that works
+through a long request never does.
+
 Threading model: one loop thread owns everything here (clients, slots, peers, the control
-block's counters) except: engine threads (``engines.py``) run task bodies and append to the
+block's counters, the heartbeat) except: engine threads (``engines.py``) run task bodies and append to the
 scheduler's ``done`` deque, call ``wake`` (a semaphore post) and ``log``; kernels on engine
 threads reach the allocator through ``DeviceMemory.resolve`` (``memory.lock``). ``log`` is
 called from every thread: ``_log_lock`` serialises writes to the log ring (and stdout).
@@ -62,6 +69,8 @@ SPIN_S = 1e-3
 RECENT_S = 1.0
 HOUSEKEEPING_S = 0.005
 _C = DEVICE_CTL
+_HOST_SLEEPING = CLIENT_HEADER.HOST_SLEEPING
+_pack = protocol.pack
 _ARENA_FIELDS = {address.HBM: (_C.HBM_USED, _C.HBM_PEAK), address.DDR: (_C.DDR_USED, _C.DDR_PEAK)}
 _CLASS_FIELDS = (_C.USED_NORMAL, _C.USED_HUGE, _C.USED_HUGE1G)
 _MODULE_INDEX = {name: i for i, name in enumerate(logring.MODULES)}
@@ -102,11 +111,11 @@ class Client:
 
     def reply(self, frame: tuple | list) -> None:
         try:
-            self.cpl.push(protocol.pack(frame))
+            self.cpl.push(_pack(frame))
         except RingFull:  # the host has one request in flight per link: cannot happen
             print(f"npuemu worker: completion ring of slot {self.slot} full", file=sys.stderr)
             return
-        if self.hdr[CLIENT_HEADER.HOST_SLEEPING]:
+        if self.hdr[_HOST_SLEEPING]:
             self.wake.release()
 
     def report(self, frame: tuple) -> None:
@@ -181,6 +190,8 @@ class Worker:
             arenas.append(Arena(shm.Segment(seg_name, size, create=True), kind))
         self.alloc_changes = 0  # mallocs + frees so far (device/exec/model.py caches on it)
         self.memory = DeviceMemory(dev, arenas, self._account, self._pool_changed)
+        for arena in arenas:
+            arena.progress = self.beat  # a malloc of many GiB beats per committed chunk
         self.log_seg = _open_log(node, dev)
         self.log_ring = logring.LogRing(self.log_seg.buf)
         self._init_log_levels()
@@ -368,9 +379,20 @@ class Worker:
         self.ctl[_C.SLEEPING] = 0
 
     def wake(self) -> None:
-        """Called by engine threads when a task is done: wake the loop if it sleeps."""
-        if self.ctl[_C.SLEEPING]:
+        """Called by engine threads when a task is done: wake the loop if it sleeps (the
+        first caller to see ``sleeping`` clears it and posts, as the host does)."""
+        ctl = self.ctl
+        if ctl[_C.SLEEPING]:
+            ctl[_C.SLEEPING] = 0
             self.bell.release()
+
+    def beat(self) -> None:
+        """Publish a heartbeat now (loop thread only). The loop beats at every housekeeping
+        pass; a handler that can run for seconds (a malloc committing many GiB, a
+        synchronous copy of many GiB) calls this between its steps, so a healthy card never
+        looks hung. A loop stuck for good beats no more, and the host and the supervisor
+        call it hung after ``DEVICE_LOST_TIMEOUT_S``."""
+        self.ctl[_C.HEARTBEAT] = time.monotonic_ns()
 
     def count_task(self) -> None:
         self.ctl[_C.TASKS] += 1

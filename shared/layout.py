@@ -111,7 +111,8 @@ DEVICE_CTL = Layout("DEVICE_CTL", [
     Field("pid", 1, "worker pid"),
     Field("ctime", 1, "worker create time, us since epoch"),
     Field("heartbeat", 1, "monotonic ns of the worker's last loop pass"),
-    Field("sleeping", 1, "1 while the worker is (about to be) blocked on its doorbell"),
+    Field("sleeping", 1, "1 while the worker is (about to be) blocked on its doorbell; "
+          "the host that rings the doorbell clears it (one post per sleep)"),
     Field("hbm_free_blocks", 1, "free blocks of the HBM heap (after every malloc/free)"),
     Field("hbm_largest_free", 1, "largest free HBM block; 1 - it / free = fragmentation"),
     Field("hbm_normal_pool", 1, "HBM bytes of the normal-page pool (2 MiB chunks holding "

@@ -39,7 +39,8 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | MODEL_LOAD  | model id (0 = new), n inputs, n outputs, [step, ...] | model id | a model's task list (``device/exec/model.py``) |
 | MODEL_UNLOAD| model id                      |                         | queued executes of it fail |
 
-Stream tasks are fire-and-forget frames ``[op, submit, stream slot, task seq, args...]``;
+Stream tasks are fire-and-forget frames ``[op, submit, stream slot, task seq, args...]``
+(never answered, whatever ``submit`` holds: a refused task fails in its stream's turn);
 ``submit`` is 0, or the host's submit time (``time.monotonic_ns()``) when the host profiles:
 such a task is recorded in the card's trace ring (``trace.py``). Their
 completion is published in the client's stream/event tables (``layout.py``):

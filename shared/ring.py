@@ -16,6 +16,11 @@ Framing (every frame starts 8-byte aligned):
 A frame never straddles the end: if it does not fit before the end, the producer writes a
 wrap marker (when at least 4 bytes remain) and starts the frame at position 0.
 
+The producer keeps the consumer's ``tail`` as it last read it (a lower bound, since the tail
+only grows) and reads the shared word again only when a frame does not fit behind that
+value, so a push usually touches no cache line the consumer writes; likewise the consumer
+reads ``head`` again only once it has taken every frame it saw published.
+
 Ordering: the producer stores the frame bytes, then the new ``head`` (one aligned 8-byte
 store through a ``"Q"`` memoryview). On x86-64 (TSO) stores become visible in program order,
 so a consumer that reads ``head`` and then the bytes sees a complete frame; likewise for
@@ -31,6 +36,7 @@ import struct
 from npuemu.shared.layout import RING_HEADER
 
 _LEN = struct.Struct("<I")
+_pack_len = _LEN.pack_into
 WRAP = 0xFFFFFFFF
 HEADER_BYTES = RING_HEADER.size
 _HEAD, _TAIL, _CAP = RING_HEADER.HEAD, RING_HEADER.TAIL, RING_HEADER.CAPACITY
@@ -71,6 +77,8 @@ class Ring:
         self._mask = capacity - 1
         self._data = buf[HEADER_BYTES : HEADER_BYTES + capacity]
         self.max_frame = capacity // 2 - 8
+        self._tail_seen = self._ctl[_TAIL]  # producer only: a lower bound of the tail
+        self._head_seen = self._ctl[_HEAD]  # consumer only: a lower bound of the head
 
     # producer ------------------------------------------------------------------------------
     def push(self, payload: bytes) -> None:
@@ -82,17 +90,23 @@ class Ring:
         head = ctl[_HEAD]
         need = (n + 11) & ~7  # 4-byte length + payload, rounded up to 8
         pos = head & self._mask
-        skip = self.capacity - pos if pos + need > self.capacity else 0
-        if head + skip + need - ctl[_TAIL] > self.capacity:
-            raise RingFull
-        data = self._data
+        capacity = self.capacity
+        skip = capacity - pos if pos + need > capacity else 0  # start over at 0 after a wrap
+        # the consumer's tail as last read: re-read (a cache line the consumer writes) only
+        # when the frame does not fit behind the old value
+        if head + skip + need - self._tail_seen > capacity:
+            self._tail_seen = ctl[_TAIL]
+            if head + skip + need - self._tail_seen > capacity:
+                raise RingFull
         if skip:
             if skip >= 4:
-                _LEN.pack_into(data, pos, WRAP)
+                _pack_len(self._data, pos, WRAP)
+            head += skip
             pos = 0
-        _LEN.pack_into(data, pos, n)
+        data = self._data
+        _pack_len(data, pos, n)
         data[pos + 4 : pos + 4 + n] = payload
-        ctl[_HEAD] = head + skip + need
+        ctl[_HEAD] = head + need
 
     def free_bytes(self) -> int:
         return self.capacity - (self._ctl[_HEAD] - self._ctl[_TAIL])
@@ -104,9 +118,12 @@ class Ring:
         tail, or a lost write) or a length field is beyond ``max_frame``."""
         ctl = self._ctl
         tail = ctl[_TAIL]
-        used = ctl[_HEAD] - tail
-        if not used:
-            return None
+        used = self._head_seen - tail
+        if not used:  # nothing left of what was seen: read the producer's word again
+            self._head_seen = ctl[_HEAD]
+            used = self._head_seen - tail
+            if not used:
+                return None
         if not 0 < used <= self.capacity:
             raise RingCorrupt(f"corrupt ring header: head {ctl[_HEAD]}, tail {tail}")
         pos = tail & self._mask

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
 from npuemu.shared import errors
+from npuemu.shared.layout import DEVICE_CTL
 
 if TYPE_CHECKING:
     from npuemu.device.scheduler import Task
@@ -46,21 +47,45 @@ class KernelContext:
         """``count`` elements of ``dtype`` at device pointer ``ptr`` as a writable numpy view.
         ``ptr`` and ``count`` must be non-negative ints and the whole range must lie in one
         live allocation of the launching process (MemoryFault otherwise, before any view)."""
-        import numpy as np
-
-        dt = np.dtype(dtype)
+        np = _numpy()
+        dt = _DTYPES.get(dtype) if type(dtype) is str else None
+        if dt is None:
+            dt = np.dtype(dtype)
         if type(ptr) is not int or type(count) is not int or ptr < 0 or count < 0:
             raise MemoryFault(f"tensor({ptr!r}, {dtype}, count={count!r}): pointer and count "
                               "must be non-negative integers")
         nbytes = count * dt.itemsize
         if not nbytes:  # an empty view touches nothing
             return np.empty(0, dt)
+        worker = self._worker
         try:
-            arena, offset = self._worker.memory.resolve(self._client.slot, ptr, nbytes)
+            arena, offset = worker.memory.resolve(self._client.slot, ptr, nbytes)
         except errors.AclError as err:
             raise MemoryFault(err.detail) from None
-        self._worker.faults.check_ranges((ptr, nbytes))  # 507054 if poisoned
+        if worker.ctl[_POISONED]:  # some page of this card is isolated: 507054 if touched
+            worker.faults.check_ranges((ptr, nbytes))
         return np.frombuffer(arena.seg.buf, dt, count, offset)
+
+
+_DTYPES: dict[str, Any] = {}
+"""numpy dtypes by the names kernels pass (filled on first use of each)."""
+_POISONED = DEVICE_CTL.POISONED
+
+
+def _numpy() -> Any:
+    """numpy, imported on the first tensor (a worker that runs no kernel never loads it)."""
+    global _np
+    if _np is None:
+        import numpy
+
+        _np = numpy
+        for name in ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
+                     "uint8", "uint16", "uint32", "uint64", "bool", "complex64"):
+            _DTYPES[name] = numpy.dtype(name)
+    return _np
+
+
+_np: Any = None
 
 
 def load(client: Client, source: str, filename: str) -> tuple[int, list[list[str]]]:

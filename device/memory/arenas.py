@@ -69,6 +69,7 @@ class Arena:
         self.committed_bytes = 0
         self.reserved = FIRMWARE_RESERVED_HBM.get(seg.size, 0) if kind == address.HBM else 0
         self.limit = seg.size - self.reserved  # what user allocations may use in all
+        self.progress: Callable[[], None] = _no_progress  # after each chunk (worker: beat)
 
     def commit(self, offset: int, span: int) -> None:
         """Back ``[offset, offset+span)`` with pages; OSError(ENOSPC) when memory is out."""
@@ -79,6 +80,7 @@ class Arena:
                 self.seg.commit(start, min(COMMIT_CHUNK, self.seg.size - start))
                 self._committed[chunk] = 1
                 self.committed_bytes += COMMIT_CHUNK
+                self.progress()
 
     def free_at_granularity(self, page: int) -> int:
         """Free bytes usable by allocations of ``page``-sized pages."""
@@ -90,6 +92,10 @@ class Arena:
             hi = (start + size) // page * page
             total += max(0, hi - lo)
         return total
+
+
+def _no_progress() -> None:
+    pass
 
 
 def _page_class(tag: object) -> PageClass:

@@ -210,7 +210,8 @@ class Runtime:
     def register(self, obj: Any) -> Any:
         """Give ``obj`` (fully built) a handle and publish it in ``handles``."""
         with self.lock:
-            obj.handle = self.new_handle()
+            self._next_handle += 0x40
+            obj.handle = self._next_handle
             self.handles[obj.handle] = obj
             self.handles_gen += 1  # after the insert: a reader that sees it sees the handle
         return obj

@@ -24,6 +24,7 @@ False to True once, under ``Runtime.lock`` where the handle is dropped.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -45,10 +46,13 @@ from npuemu.shared.enums import (
 from npuemu.shared.protocol import Op
 
 _TIMED = EventFlag.ACL_EVENT_TIME_LINE
+_RECORD = int(Op.RECORD)  # plain ints: enum members pack and combine slower
+_PERSISTENT = int(StreamFlag.ACL_STREAM_PERSISTENT)
+_FAST_SYNC = int(StreamFlag.ACL_STREAM_FAST_SYNC)
 FAST_SYNC_SPIN_S = 2e-3
 """``ACL_STREAM_FAST_SYNC``: synchronize polls this long (yielding) before it sleeps."""
-_RETURN_AT_ONCE = (StreamFlag.ACL_STREAM_PERSISTENT | StreamFlag.ACL_STREAM_DEVICE_USE_ONLY
-                   | StreamFlag.ACL_STREAM_CPU_SCHEDULE)
+_RETURN_AT_ONCE = int(StreamFlag.ACL_STREAM_PERSISTENT | StreamFlag.ACL_STREAM_DEVICE_USE_ONLY
+                       | StreamFlag.ACL_STREAM_CPU_SCHEDULE)
 """Streams whose synchronize returns at once, as the reference says."""
 PERSISTENT_CACHE = 64
 """Most destroyed ``ACL_STREAM_PERSISTENT`` streams kept per device for reuse (seed §4.1)."""
@@ -58,6 +62,25 @@ _cache: weakref.WeakKeyDictionary[Link, list[tuple[int, int, int, int]]] = (
 worker-side stream is kept alive for the next ``create_stream``; guarded by the link's lock."""
 _created_hooks: list[Callable[[Link], None]] = []
 _closed_hooks: list[Callable[[Stream], None]] = []
+
+
+_thread_ids = threading.local()
+
+
+def _native_id() -> int:
+    """The calling thread's native id, asked of the kernel once per thread (a syscall)."""
+    try:
+        return _thread_ids.tid
+    except AttributeError:
+        tid = _thread_ids.tid = threading.get_native_id()
+        return tid
+
+
+def _forget_thread_id() -> None:
+    _thread_ids.__dict__.clear()  # a forked child's thread has another id
+
+
+os.register_at_fork(after_in_child=_forget_thread_id)
 
 
 def on_stream_created(hook: Callable[[Link], None]) -> None:
@@ -86,7 +109,7 @@ class Stream:
     submitted: int = 0
     seen_errors: int = 0
     destroyed: bool = False
-    creator_tid: int = field(default_factory=threading.get_native_id)
+    creator_tid: int = field(default_factory=lambda: _native_id())
     mode_set: bool = False  # set_failure_mode was called (then it is not cached for reuse)
 
     def completed(self) -> int:
@@ -170,7 +193,9 @@ def resolve(handle: object, *, for_submit: bool = False) -> Stream:
         if ctx.default_stream is None:
             ctx.default_stream = create_stream()
         return ctx.default_stream
-    stream = lookup(rt.handles, handle, Stream, "stream")
+    stream = rt.handles.get(handle) if type(handle) is int else None
+    if type(stream) is not Stream or stream.destroyed:  # the checked path raises 107000
+        stream = lookup(rt.handles, handle, Stream, "stream")
     if for_submit and stream.device != rt.current().device:
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_CONTEXT,
                                f"stream of device {stream.device} used from device "
@@ -185,7 +210,7 @@ def submit(stream: Stream, op: int, *args: object) -> int:
     link = stream.link
     with link.lock:
         seq = stream.submitted + 1
-        link.submit_locked((op, 0, stream.slot, seq, *args))
+        link.submit_locked([op, 0, stream.slot, seq, *args])  # a list: stamped in place
         stream.submitted = seq
     if plog.debug:
         plog.log(logring.DEBUG, f"task {seq} (op {op}) submitted to stream {stream.sid}")
@@ -201,7 +226,7 @@ def synchronize_stream(handle: object, timeout_ms: int = -1) -> None:
     if stream.flags & _RETURN_AT_ONCE:
         return
     target = stream.submitted
-    spin = FAST_SYNC_SPIN_S if stream.flags & StreamFlag.ACL_STREAM_FAST_SYNC else SPIN_S
+    spin = FAST_SYNC_SPIN_S if stream.flags & _FAST_SYNC else SPIN_S
     if not stream.link.wait_until(lambda: stream.done(target), wait_s, spin):
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
                                f"stream {stream.sid}: {stream.completed()} of {target} tasks "
@@ -242,22 +267,23 @@ def destroy_stream(handle: object, force: bool = False) -> None:
     if not handle:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                "the default stream is destroyed with its context")
-    if not force:
-        target = stream.submitted
+    if not force and not stream.done(target := stream.submitted):
         stream.link.wait_until(lambda: stream.done(target), None)
     close_stream(stream, force)
 
 
 def _keep(stream: Stream) -> bool:
     """Put a destroyed PERSISTENT stream (idle, default failure mode) in its link's cache."""
-    if not stream.flags & StreamFlag.ACL_STREAM_PERSISTENT or stream.mode_set:
+    if not stream.flags & _PERSISTENT or stream.mode_set:
         return False
     link = stream.link
-    if not link.alive() or not stream.done(stream.submitted):
-        return False
+    if link.lost_detail or not stream.done(stream.submitted):  # a stream of a card found
+        return False  # dead later fails at its first use, as any stream of that card
     errors_so_far = link.stream_failure(stream.slot)[0]
     with link.lock:
-        cached = _cache.setdefault(link, [])
+        cached = _cache.get(link)
+        if cached is None:
+            cached = _cache[link] = []
         if len(cached) >= PERSISTENT_CACHE:
             return False
         cached.append((stream.slot, stream.sid, stream.submitted, errors_so_far))
@@ -330,12 +356,23 @@ def _same_device(event: Event, stream: Stream) -> None:
 
 
 def record_event(event_handle: object, stream_handle: object) -> None:
-    """Mirrors ``aclrtRecordEvent``: queue a record on the stream (async)."""
-    event, stream = event_of(event_handle), resolve(stream_handle)
-    _same_device(event, stream)
-    with stream.link.lock:
+    """Mirrors ``aclrtRecordEvent``: queue a record on the stream (async, never waits for
+    the device). The hot path of async submission: each handle is one dict read of the
+    handle table; anything else (not an int, unknown, another kind, destroyed, 0 for the
+    default stream) takes the checked path of ``event_of`` / ``resolve`` (107000)."""
+    handles = runtime.get().handles
+    event = handles.get(event_handle) if type(event_handle) is int else None
+    if type(event) is not Event or event.destroyed:
+        event = event_of(event_handle)
+    stream = handles.get(stream_handle) if type(stream_handle) is int else None
+    if type(stream) is not Stream or stream.destroyed:
+        stream = resolve(stream_handle)
+    link = stream.link
+    if event.link is not link:
+        _same_device(event, stream)
+    with link.lock:
         seq, gen = stream.submitted + 1, event.gen + 1
-        stream.link.submit_locked((Op.RECORD, 0, stream.slot, seq, event.slot, gen))
+        link.submit_locked([_RECORD, 0, stream.slot, seq, event.slot, gen])
         stream.submitted, event.gen = seq, gen
 
 

@@ -30,7 +30,9 @@ slice, never with a ``posix_ipc.SignalError`` traceback.
 
 Threading model: every thread of the process uses the link. ``lock`` serialises the
 submission ring: one request in flight (``call``), fire-and-forget frames and stream tasks
-pushed in the order their sequence numbers were given (``post``, ``submit_locked``).
+pushed in the order their sequence numbers were given (``post``, ``submit_locked``). The
+host writes one word of the worker's control block besides its client entry: a pusher that
+sees ``sleeping`` set clears it and posts the doorbell (once per worker sleep, ``_push``).
 ``_poll_lock`` guards the pidfd poll object (it must not be polled concurrently);
 ``_waiters_lock`` the ``sync_waiters`` count. ``lost_detail`` only ever goes from "" to a
 message (a racy read sees either); ``_beat``/``_beat_seen`` (the last heartbeat seen) are
@@ -81,6 +83,8 @@ _H = CLIENT_HEADER
 _C = DEVICE_CTL
 _SE, _EE = STREAM_ENTRY, EVENT_ENTRY
 _BUSY = (_C.BUSY_AICORE, _C.BUSY_AIVECTOR, _C.BUSY_AICPU)
+_STATE, _SLEEPING, _READY = int(_C.STATE), int(_C.SLEEPING), int(DeviceState.READY)
+_pack = protocol.pack
 
 
 _ASYNC_SIGNALS = signal.valid_signals() - {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE,
@@ -108,10 +112,14 @@ def encode(frame: tuple) -> bytes:
     range, an object of another type) is ``ACL_ERROR_RT_PARAM_INVALID`` (107000), raised
     before anything is queued or counted."""
     try:
-        return protocol.pack(frame)
+        return _pack(frame)
     except (OverflowError, TypeError, ValueError) as err:
-        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
-                               f"an argument cannot be sent to the device: {err}") from None
+        raise _unsendable(err) from None
+
+
+def _unsendable(err: Exception) -> errors.AclError:
+    return errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                            f"an argument cannot be sent to the device: {err}")
 
 
 class DeviceLink:
@@ -247,9 +255,14 @@ class DeviceLink:
 
     # requests ------------------------------------------------------------------------------
     def post(self, op: int, *args: object) -> None:
-        """Send a request that wants no reply (e.g. FREE). Does not block unless full."""
+        """Send a request that wants no reply (e.g. FREE). Does not block unless full. Not
+        a stream task, so never stamped by a profiling tracer (a stamp in its ``seq`` field
+        would ask the worker for a reply)."""
+        payload = encode((op, 0, *args))
         with self.lock:
-            self.submit_locked((op, 0, *args))
+            if self.lost_detail or self.ctl[_STATE] != _READY:
+                self.check_alive()
+            self._push(payload)
 
     def call(self, op: int, *args: object) -> tuple:
         """Send a request and block until its reply; returns the results or raises AclError."""
@@ -269,14 +282,25 @@ class DeviceLink:
         return reply[2:]
 
     def _push(self, payload: bytes) -> None:
-        while True:
-            try:
-                self.sub.push(payload)
-                break
-            except RingFull:
+        """Push one frame (waiting while the ring is full) and ring the doorbell if the
+        worker sleeps. The first pusher to see ``sleeping`` clears it and posts once: the
+        tasks pushed until the worker is up again find it cleared and post nothing (one
+        semaphore post per worker sleep, not one per frame). Two pushers that both see it
+        set both post; an extra post only makes the worker's next sleep return at once."""
+        try:
+            self.sub.push(payload)
+        except RingFull:
+            while True:
                 self.check_alive()
                 time.sleep(0.0001)
-        if self.ctl[_C.SLEEPING]:
+                try:
+                    self.sub.push(payload)
+                    break
+                except RingFull:
+                    continue
+        ctl = self.ctl
+        if ctl[_SLEEPING]:
+            ctl[_SLEEPING] = 0
             self.bell.release()
 
     def _wait_reply(self) -> tuple:
@@ -299,15 +323,18 @@ class DeviceLink:
         return protocol.unpack(payload)
 
     # stream tasks and waits -----------------------------------------------------------------
-    def submit_locked(self, frame: tuple) -> None:
+    def submit_locked(self, frame: list | tuple) -> None:
         """Queue one stream task (no reply; completion shows in the tables). The caller holds
         ``lock``, so task numbers and ring order agree. Raises (107000 for an argument the
         wire cannot carry, 507010 for a lost device, 507901 for a stopped node) before
         anything is queued, so the caller counts the task only after this returns."""
         if self.tracer is not None:  # profiled: the card records frames with a submit stamp
-            frame = self.tracer.stamp(frame)
-        payload = encode(frame)
-        if self.lost_detail or self.ctl[_C.STATE] != DeviceState.READY:
+            frame = self.tracer.stamp(frame)  # a list is stamped in place
+        try:
+            payload = _pack(frame)
+        except (OverflowError, TypeError, ValueError) as err:
+            raise _unsendable(err) from None
+        if self.lost_detail or self.ctl[_STATE] != _READY:
             self.check_alive()
         self._push(payload)
 

@@ -93,10 +93,11 @@ class TraceReader:
         if self.link.tracer is self:
             self.link.tracer = None
 
-    def stamp(self, frame: tuple) -> tuple:
-        """``frame`` with its submit time; notes which host thread submits to which stream
-        slot (a turn is counted each time another thread than the last one submits there).
-        Called by ``DeviceLink.submit_locked`` under the link's lock."""
+    def stamp(self, frame: list | tuple) -> list | tuple:
+        """``frame`` with its submit time (a list is stamped in place, the cheap way the
+        runtime's stream tasks take; a tuple is copied); notes which host thread submits to
+        which stream slot (a turn is counted each time another thread than the last one
+        submits there). Called by ``DeviceLink.submit_locked`` under the link's lock."""
         try:
             thread = _local.label
         except AttributeError:
@@ -105,6 +106,9 @@ class TraceReader:
         if self.last_thread.get(slot) is not thread:
             self.last_thread[slot] = thread
             self.submitters[(slot, thread)] += 1
+        if type(frame) is list:
+            frame[1] = _now()
+            return frame
         return (frame[0], _now(), *frame[2:])
 
     def drain(self) -> np.ndarray:
@@ -113,10 +117,13 @@ class TraceReader:
         read, written = words[_H.READ], words[_H.WRITE]
         if written == read:
             return np.empty(0, RECORD_DTYPE)
-        index = np.arange(read, written, dtype=np.uint64) % np.uint64(self.capacity)
-        out = self.records[index]  # a copy
+        records, lo, hi = self.records, read % self.capacity, written % self.capacity
+        # one or two slice copies (the writer never gets a whole ring ahead, so lo == hi
+        # means a full ring: the tail part, then the head part)
+        out = records[lo:hi].copy() if lo < hi else np.concatenate((records[lo:], records[:hi]))
         words[_H.READ] = written
-        return out[out["client"] == self.link.slot]
+        mine = out["client"] == self.link.slot
+        return out if mine.all() else out[mine]
 
     def dropped(self) -> int:
         """Records the card dropped (ring full) since this reader started."""
