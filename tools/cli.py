@@ -237,8 +237,22 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        code = _dispatch(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not as "Exception ignored" at exit
+        return code
+    except BrokenPipeError:  # `npuemu status --json | head`: the reader left; not an error
+        with contextlib.suppress(OSError):  # no second traceback when stdout is flushed
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] in _DELEGATED:  # options like -d go to the tool, not to argparse here
         return _delegate(argv[0], argv[1:])
+    if argv[:2] == ["run", "-m"] and len(argv) > 2:  # as `python -m MODULE ARGS`: every
+        # argument after the module is the module's own, even `--flag` (argparse would take it)
+        return cmd_run(argparse.Namespace(module=argv[2], script=None, args=argv[3:]))
     args = build_parser().parse_args(argv)
     return args.func(args)
 

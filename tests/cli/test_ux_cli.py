@@ -1,0 +1,43 @@
+"""The ``npuemu`` command as a new user meets it: ``npuemu run -m MODULE --its --flags``
+(the README's form) and output piped into a reader that stops early (``| head``)."""
+
+from __future__ import annotations
+
+import textwrap
+
+
+def test_run_module_passes_dash_arguments_to_the_module(npuemu_cli, tmp_path):
+    pkg = tmp_path / "uxpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "prog.py").write_text(textwrap.dedent("""
+        import sys
+        import acl
+        print(sys.argv[1:], acl.__name__)
+        sys.exit(3)
+    """))
+    res = npuemu_cli("run", "-m", "uxpkg.prog", "--its", "--own", "-m", "x", cwd=str(tmp_path))
+    assert res.returncode == 3, res.stderr
+    assert res.stdout == "['--its', '--own', '-m', 'x'] npuemu.host.acl\n"
+    res = npuemu_cli("run", "-m", "uxpkg.prog", cwd=str(tmp_path))
+    assert (res.returncode, res.stdout) == (3, "[] npuemu.host.acl\n"), res.stderr
+
+
+def test_run_script_keeps_its_dash_arguments(npuemu_cli, tmp_path):
+    (tmp_path / "prog.py").write_text("import sys; print(sys.argv[1:])\n")
+    res = npuemu_cli("run", "prog.py", "--its", "-m", "y", cwd=str(tmp_path))
+    assert (res.returncode, res.stdout) == (0, "['--its', '-m', 'y']\n"), res.stderr
+
+
+def test_a_reader_that_leaves_early_is_no_traceback(spawn_py):
+    """``npuemu status --json | head -1``: stdout's reader is gone before the command
+    writes; the command ends quietly with the shell's SIGPIPE status, 141."""
+    proc = spawn_py("""
+        import sys
+        from npuemu.tools.cli import main
+        sys.exit(main(["status", "--json"]))
+    """)
+    proc.stdout.close()  # the reader leaves before the first byte is written
+    err = proc.stderr.read()
+    assert proc.wait(60) == 141, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
