@@ -25,6 +25,7 @@ import time
 
 from npuemu.tools.bench.records import Record, Target
 from npuemu.tools.bench.registry import Context, figure
+from npuemu.tools.bench.runner import child_command
 from npuemu.tools.bench.sampling import sample_rates
 from npuemu.tools.sizes import MiB
 
@@ -94,8 +95,8 @@ def _mpi_records(ctx: Context, size: int, label: str) -> list[Record]:
     env = {k: v for k, v in os.environ.items() if k not in ("NPUEMU_NODE",)}
     env.update({"NPUEMU_DEVICES": "1", "HCCL_BUFFSIZE": "64"})
     iters = "2" if ctx.quick else "5"
-    proc = subprocess.Popen([exe, "-n", "2", sys.executable, "-m", "npuemu.tools.bench.hccl",
-                             "mpi-child", str(size), iters], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([exe, "-n", "2", *child_command(__name__, "mpi-child", str(size),
+                                                            iters)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env,
                             stdin=subprocess.DEVNULL)
     ctx.track.proc(proc.pid)
@@ -143,5 +144,10 @@ def mpi_child(size: int, iters: int) -> None:
               flush=True)
 
 
-if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "mpi-child":
-    mpi_child(int(sys.argv[2]), int(sys.argv[3]))
+def child_main(argv: list[str]) -> int:
+    """``mpi-child SIZE ITERS`` (one rank under ``mpiexec``, via ``runner.child_command``)."""
+    if len(argv) != 3 or argv[0] != "mpi-child":
+        print("usage: mpi-child SIZE ITERS", file=sys.stderr)
+        return 2
+    mpi_child(int(argv[1]), int(argv[2]))
+    return 0

@@ -2,8 +2,9 @@
 in the same run.
 
 The figure ``models`` converts models with ``npuemu.host.models.atc`` in the bench process
-(host work only) and runs the device measurements in a child (``python -m
-npuemu.tools.bench.models --child IN OUT``) with a fresh one-card embedded node. Records:
+(host work only) and runs the device measurements in a child (``python -m npuemu.tools.bench
+--child-of npuemu.tools.bench.models --child IN OUT``, i.e. ``child_main``) with a fresh
+one-card embedded node. Records:
 
 * ``plan <model>``: the MemoryPlanner's workspace, bytes [the lower bound: the largest total
   of bytes live at one step of the task order]; target ≤ 1.05x. The saving against the
@@ -24,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 
@@ -206,5 +206,6 @@ def _spawn(ctx: Context, env: dict, *args: str) -> None:
     run_module(ctx, "npuemu.tools.bench.models", env, list(args), 1500)
 
 
-if __name__ == "__main__":
-    sys.exit(_child(sys.argv[2], sys.argv[3]))
+def child_main(argv: list[str]) -> int:
+    """The figure's child (``runner.run_module``): ``--child IN OUT``."""
+    return _child(argv[1], argv[2])
