@@ -183,7 +183,8 @@ def _delegate(name: str, argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="npuemu", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="npuemu",
+                                     description=__doc__.split("\n")[0].replace("``", ""))
     parser.add_argument("--version", action="version", version=f"npuemu {_version()}",
                         help="print npuemu's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -219,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="fewer samples, no 256 MiB copies (~20 s)")
     p.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")
     p.add_argument("--only", metavar="KEYS", type=lambda v: v.split(","),
-                   help="run only these figures (comma-separated keys, e.g. ops,models)")
+                   help="run only these figures (comma-separated keys, e.g. ops,models; "
+                        "an unknown key lists them all)")
     p.set_defaults(func=cmd_bench)
     for name, text in _DELEGATED.items():  # parsed by the tool itself (see main)
         p = sub.add_parser(name, help=text, add_help=False)
