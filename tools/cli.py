@@ -98,6 +98,11 @@ def cmd_stop(args: argparse.Namespace) -> int:
     reply = control.call(sock, ["stop", bool(args.force)])
     if reply[0]:
         sock.close()
+        if len(reply) > 2 and reply[2]:  # refused: programs are attached
+            pids = ", ".join(map(str, reply[2]))
+            print(f"npuemu stop: node {name!r} is in use by pid {pids}; `npuemu stop --force` "
+                  "ends their sessions (their calls then fail with 507901)", file=sys.stderr)
+            return 1
         print(f"npuemu stop: {reply[1]}", file=sys.stderr)
         return 1
     sock.settimeout(ATTACH_TIMEOUT_S)
