@@ -41,3 +41,13 @@ def test_a_reader_that_leaves_early_is_no_traceback(spawn_py):
     err = proc.stderr.read()
     assert proc.wait(60) == 141, err
     assert "Traceback" not in err and "Exception ignored" not in err, err
+
+
+def test_tools_on_a_node_that_is_not_running_give_the_code_and_the_fix(npuemu_cli):
+    name = "ux-no-such-node"
+    for args, prog in ((["smi", "info"], "npu-smi"), (["msnpureport", "report"], "msnpureport"),
+                       (["msnpureport", "config", "--get"], "msnpureport")):
+        res = npuemu_cli(*args, "--name", name)
+        assert (res.returncode, res.stdout) == (1, ""), res.stderr
+        assert res.stderr == (f"{prog}: ACL_ERROR_RT_NO_DEVICE (207004): no node named {name!r} "
+                              f"is running (start one with `npuemu start --name {name}`)\n")
