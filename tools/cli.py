@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import os
 import runpy
 import sys
@@ -143,10 +144,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.module is not None and args.script is not None:  # the module's first argument
         args.args = [args.script, *args.args]
     install_acl()
+    if args.module is None and not os.path.isfile(args.script):  # as python says it
+        print(f"npuemu run: can't open file {os.path.abspath(args.script)!r}: no such file",
+              file=sys.stderr)
+        return 2
     try:
         if args.module:
             sys.argv = [args.module, *args.args]
             sys.path.insert(0, os.getcwd())
+            try:
+                found = importlib.util.find_spec(args.module)
+            except (ImportError, ValueError):
+                found = None
+            if found is None:
+                print(f"npuemu run: no module named {args.module}", file=sys.stderr)
+                return 1
             runpy.run_module(args.module, run_name="__main__", alter_sys=True)
         else:
             script = os.path.abspath(args.script)
@@ -154,8 +166,26 @@ def cmd_run(args: argparse.Namespace) -> int:
             sys.path.insert(0, os.path.dirname(script))
             runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)  # sys.exit("message"), as python prints it
+        return 1
+    except Exception as exc:  # the program's own error: its traceback, as python prints it
+        _print_program_traceback(exc)
+        return 1
     return 0
+
+
+def _print_program_traceback(exc: BaseException) -> None:
+    """The traceback of ``exc`` without the frames of ``npuemu run`` and runpy above the
+    program (so it reads as ``python script.py`` would print it)."""
+    import traceback
+
+    tb = exc.__traceback__
+    while tb is not None and (tb.tb_frame.f_code.co_filename in (__file__, "<frozen runpy>")
+                              or tb.tb_frame.f_code.co_filename.endswith("runpy.py")):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

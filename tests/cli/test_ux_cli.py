@@ -51,3 +51,30 @@ def test_tools_on_a_node_that_is_not_running_give_the_code_and_the_fix(npuemu_cl
         assert (res.returncode, res.stdout) == (1, ""), res.stderr
         assert res.stderr == (f"{prog}: ACL_ERROR_RT_NO_DEVICE (207004): no node named {name!r} "
                               f"is running (start one with `npuemu start --name {name}`)\n")
+
+
+def test_run_reports_like_python(npuemu_cli, tmp_path):
+    """A missing script or module is one line (exit 2 / 1, as python's); a program's own
+    error shows the program's traceback without npuemu's frames; sys.exit("text") prints
+    the text and exits 1."""
+    res = npuemu_cli("run", "nosuch.py", cwd=str(tmp_path))
+    assert res.returncode == 2 and res.stderr == (
+        f"npuemu run: can't open file {str(tmp_path / 'nosuch.py')!r}: no such file\n")
+    res = npuemu_cli("run", "-m", "ux_no_such_module", cwd=str(tmp_path))
+    assert (res.returncode, res.stderr) == (1, "npuemu run: no module named ux_no_such_module\n")
+    (tmp_path / "boom.py").write_text("def f():\n    raise ValueError('boom')\nf()\n")
+    res = npuemu_cli("run", "boom.py", cwd=str(tmp_path))
+    assert res.returncode == 1
+    lines = res.stderr.splitlines()
+    assert lines[0] == "Traceback (most recent call last):" and lines[-1] == "ValueError: boom"
+    assert "boom.py" in lines[1] and "cli.py" not in res.stderr and "runpy" not in res.stderr
+    (tmp_path / "bye.py").write_text("import sys\nsys.exit('bye')\n")
+    res = npuemu_cli("run", "bye.py", cwd=str(tmp_path))
+    assert (res.returncode, res.stderr) == (1, "bye\n")
+
+
+def test_demo_with_a_bad_setting_says_so_in_a_line(npuemu_cli):
+    res = npuemu_cli("demo", env={"NPUEMU_DEVICES": "abc"})
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert ("npuemu demo: ACL_ERROR_RT_NO_DEVICE (207004): invalid configuration: "
+            "NPUEMU_DEVICES='abc'") in res.stderr
