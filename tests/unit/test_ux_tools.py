@@ -54,3 +54,14 @@ def test_stop_refused_says_how_to_force(monkeypatch, capsys):
     assert code == 1
     assert err == ("npuemu stop: node 'n' is in use by pid 4242; `npuemu stop --force` ends "
                    "their sessions (their calls then fail with 507901)\n")
+
+
+def test_msprof_without_a_mode_says_what_to_give(tmp_path, monkeypatch, capsys):
+    """`npuemu msprof` alone is a usage error (2) naming the modes, whatever directory it
+    runs in, not a search for PROF_* directories."""
+    from npuemu.tools import msprof
+
+    monkeypatch.chdir(tmp_path)
+    assert msprof.main([]) == 2
+    assert capsys.readouterr().err == (
+        "[ERROR] give --application, --export=on, --analyze or --plot\n")
