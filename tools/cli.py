@@ -276,7 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         code = _dispatch(argv)
-        sys.stdout.flush()  # a closed pipe shows here, not as "Exception ignored" at exit
+        if sys.stdout is not None:  # a closed pipe shows here, not as "Exception ignored"
+            with contextlib.suppress(ValueError):  # (a program may have closed stdout)
+                sys.stdout.flush()
         return code
     except BrokenPipeError:  # `npuemu status --json | head`: the reader left; not an error
         with contextlib.suppress(OSError):  # no second traceback when stdout is flushed
