@@ -5,12 +5,19 @@
     npuemu status [--name NAME] [--json] [--clean]   # --clean: remove dead nodes' names
     npuemu stop [--name NAME] [--force]  # refused while programs are attached, unless --force
     npuemu run script.py [args...]      # `import acl` resolves to npuemu's pyACL module
+    npuemu run -m module [args...]      # as python -m; errors reported as python reports them
     npuemu demo                          # a short tour on an embedded node
     npuemu bench [--quick] [--json PATH] [--only KEYS]
     npuemu inject [--name NAME] -d DEV KIND [key=value ...]   # a hardware fault
     npuemu smi info|set ...              # npu-smi: health, ECC, memory, processes
     npuemu msnpureport [report|config ...]   # device logs and log levels
     npuemu msprof --application="python app.py" --output=DIR   # profile (see -h)
+    npuemu atc --model=M.onnx --framework=5 --output=M --soc_version=SOC | --singleop=J --output=D
+    npuemu hccl-test OP [-b -e -f -d -o ...]   # hccl_test's collective benchmarks
+    npuemu memory snapshot|pools [--name NAME]   # device memory of a running node
+
+The tools after ``bench`` parse their own options (``npuemu TOOL -h``). A command whose
+reader stops early (``npuemu status --json | head``) ends quietly with status 141.
 """
 
 from __future__ import annotations
