@@ -7,7 +7,10 @@
 * :func:`parse_size`, :func:`parse_visible_devices` (``ASCEND_RT_VISIBLE_DEVICES``).
 * Timeouts of the host <-> device-worker protocol.
 
-Every environment variable npuemu reads is listed in :data:`VARIABLES` and read here:
+Every environment variable npuemu reads is listed in :data:`VARIABLES` (a few are read where
+they are used: ``HCCL_*`` by ``host/hccl/types.py`` and ``tools/hccl_test.py``,
+``NPUEMU_HCCL_ALGO``, ``NPUEMU_CACHING_ALLOCATOR``, ``NPUEMU_TRACE_RECORDS``); the node's
+settings are read and checked here:
 
 * ``NPUEMU_*`` values are validated by :meth:`NodeConfig.from_env` / :func:`check_env`; a bad
   one raises ValueError naming the variable, in one line. The host turns that into a return
@@ -97,13 +100,17 @@ VARIABLES: dict[str, str] = {
     "ASCEND_MODULE_LOG_LEVEL": "MOD=lvl:MOD=lvl; one bad token voids it",
     "ASCEND_GLOBAL_EVENT_ENABLE": "0/1 (default 1)",
     "ASCEND_LOG_PRINT_TO_STDOUT": "1: device log lines also go to the worker's stdout",
-    "ASCEND_PROCESS_LOG_PATH": "root of the host and device logs (first choice)",
-    "ASCEND_WORK_PATH": "root of the logs when ASCEND_PROCESS_LOG_PATH is unset",
+    "ASCEND_PROCESS_LOG_PATH": "root of the host plog files (first choice; default ~/ascend/log)",
+    "ASCEND_WORK_PATH": "root of the host plog files when ASCEND_PROCESS_LOG_PATH is unset",
     "ASCEND_OP_CACHE_MAX_SIZE": "entries of the in-memory op map per card (default 20000)",
     "ASCEND_CACHE_PATH": "root of the on-disk op compile cache (setting it enables the cache)",
     "ASCEND_MAX_OP_CACHE_SIZE": "on-disk op cache cap in MB, -1 = no aging (default 500)",
     "ASCEND_REMAIN_CACHE_SIZE_RATIO": "% of the cap kept when aging, 1..100 (default 50)",
     "NPUEMU_OP_INCREMENTAL": "0: compile every new op shape instead of re-tiling (default 1)",
+    "HCCL_BUFFSIZE": "MB of each of a rank's two collective buffers on its card (default 200)",
+    "HCCL_EXEC_TIMEOUT": "s a collective may wait for its peers, 0 = never (default 1836)",
+    "HCCL_CONNECT_TIMEOUT": "s a communicator's init waits for its ranks (default 120)",
+    "HCCL_TEST_USE_DEVS": "npuemu hccl-test: the cards of the ranks, e.g. 4,5,6,7 (default all)",
 }
 """Every environment variable npuemu reads, with what it means."""
 

@@ -1,7 +1,8 @@
 """ACL error codes and the exception classes npuemu raises for them.
 
 The numeric values are the public CANN ones: the ACL-layer codes from ``acl_base_rt.h`` and the
-runtime codes (107xxx / 207xxx / 507xxx) from ``error_codes/rt_error_codes.h``. Bands:
+runtime codes (107xxx / 207xxx / 507xxx) from ``error_codes/rt_error_codes.h``, and the graph
+engine's (145xxx / 245xxx / 545xxx, ``ge_error_codes.h``) that the model path passes through. Bands:
 1xxxxx caller or parameter error, 2xxxxx resource or feature, 3xxxxx storage, 5xxxxx internal
 or device error.
 
@@ -58,6 +59,69 @@ ACL_ERROR_GE_FAILURE = 500002
 ACL_ERROR_RT_FAILURE = 500003
 ACL_ERROR_DRV_FAILURE = 500004
 ACL_ERROR_PROFILING_FAILURE = 500005
+
+# --------------------------------------------------------------------------------------------
+# ACL layer, model and single-op codes (acl_base_rt.h; reference CANN_OPS_MODELS §1.5)
+# --------------------------------------------------------------------------------------------
+ACL_ERROR_WRITE_FILE = 100004
+ACL_ERROR_INVALID_FILE_SIZE = 100005
+ACL_ERROR_PARSE_FILE = 100006
+ACL_ERROR_FILE_MISSING_ATTR = 100007
+ACL_ERROR_FILE_ATTR_INVALID = 100008
+ACL_ERROR_INVALID_DUMP_CONFIG = 100009
+ACL_ERROR_INVALID_MODEL_ID = 100011
+ACL_ERROR_DESERIALIZE_MODEL = 100012
+ACL_ERROR_PARSE_MODEL = 100013
+ACL_ERROR_READ_MODEL_FAILURE = 100014
+ACL_ERROR_MODEL_SIZE_INVALID = 100015
+ACL_ERROR_MODEL_MISSING_ATTR = 100016
+ACL_ERROR_MODEL_INPUT_NOT_MATCH = 100017
+ACL_ERROR_MODEL_OUTPUT_NOT_MATCH = 100018
+ACL_ERROR_MODEL_NOT_DYNAMIC = 100019
+ACL_ERROR_OP_TYPE_NOT_MATCH = 100020
+ACL_ERROR_OP_INPUT_NOT_MATCH = 100021
+ACL_ERROR_OP_OUTPUT_NOT_MATCH = 100022
+ACL_ERROR_OP_ATTR_NOT_MATCH = 100023
+ACL_ERROR_OP_NOT_FOUND = 100024
+ACL_ERROR_OP_LOAD_FAILED = 100025
+ACL_ERROR_UNSUPPORTED_DATA_TYPE = 100026
+ACL_ERROR_FORMAT_NOT_MATCH = 100027
+ACL_ERROR_BIN_SELECTOR_NOT_REGISTERED = 100028
+ACL_ERROR_KERNEL_NOT_FOUND = 100029
+ACL_ERROR_BIN_SELECTOR_ALREADY_REGISTERED = 100030
+ACL_ERROR_KERNEL_ALREADY_REGISTERED = 100031
+ACL_ERROR_NOT_STATIC_AIPP = 100038
+ACL_ERROR_INVALID_MAX_OPQUEUE_NUM_CONFIG = 148048
+ACL_ERROR_INVALID_OPP_PATH = 148049
+ACL_ERROR_OP_UNSUPPORTED_DYNAMIC = 148050
+ACL_ERROR_INVALID_BUNDLE_MODEL_ID = 148053
+
+# --------------------------------------------------------------------------------------------
+# Graph engine (ge_error_codes.h): the model path passes them through unchanged
+# --------------------------------------------------------------------------------------------
+ACL_ERROR_GE_PARAM_INVALID = 145000
+ACL_ERROR_GE_EXEC_NOT_INIT = 145001
+ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID = 145002
+ACL_ERROR_GE_EXEC_MODEL_ID_INVALID = 145003
+ACL_ERROR_GE_EXEC_MODEL_DATA_SIZE_INVALID = 145006
+ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID = 145007
+ACL_ERROR_GE_EXEC_LOAD_MODEL_REPEATED = 145009
+ACL_ERROR_GE_DYNAMIC_INPUT_ADDR_INVALID = 145011
+ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID = 145012
+ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID = 145013
+ACL_ERROR_GE_AIPP_NOT_EXIST = 145015
+ACL_ERROR_GE_FORMAT_INVALID = 145020
+ACL_ERROR_GE_SHAPE_INVALID = 145021
+ACL_ERROR_GE_DATATYPE_INVALID = 145022
+ACL_ERROR_GE_MEMORY_ALLOCATION = 245000
+ACL_ERROR_GE_INTERNAL_ERROR = 545000
+ACL_ERROR_GE_LOAD_MODEL = 545001
+ACL_ERROR_GE_EXEC_LOAD_MODEL_PARTITION_FAILED = 545002
+ACL_ERROR_GE_EXEC_LOAD_WEIGHT_PARTITION_FAILED = 545003
+ACL_ERROR_GE_EXEC_LOAD_TASK_PARTITION_FAILED = 545004
+ACL_ERROR_GE_EXEC_LOAD_KERNEL_PARTITION_FAILED = 545005
+ACL_ERROR_GE_UNLOAD_MODEL = 545009
+ACL_ERROR_GE_MODEL_EXECUTE_TIMEOUT = 545601
 
 # --------------------------------------------------------------------------------------------
 # Runtime, parameter band (rt_error_codes.h)
@@ -179,6 +243,61 @@ DESCRIPTIONS: dict[int, str] = {
     ACL_ERROR_RT_FAILURE: "The runtime reported a failure.",
     ACL_ERROR_DRV_FAILURE: "The driver reported a failure.",
     ACL_ERROR_PROFILING_FAILURE: "The profiling subsystem reported a failure.",
+    ACL_ERROR_WRITE_FILE: "Writing a file failed.",
+    ACL_ERROR_INVALID_FILE_SIZE: "A file has an invalid size.",
+    ACL_ERROR_PARSE_FILE: "A file could not be parsed.",
+    ACL_ERROR_FILE_MISSING_ATTR: "A file lacks a required attribute.",
+    ACL_ERROR_FILE_ATTR_INVALID: "A file attribute is invalid.",
+    ACL_ERROR_INVALID_DUMP_CONFIG: "The dump configuration is invalid.",
+    ACL_ERROR_INVALID_MODEL_ID: "The model id is not valid.",
+    ACL_ERROR_DESERIALIZE_MODEL: "The model could not be deserialized.",
+    ACL_ERROR_PARSE_MODEL: "The model could not be parsed.",
+    ACL_ERROR_READ_MODEL_FAILURE: "The model file could not be read.",
+    ACL_ERROR_MODEL_SIZE_INVALID: "The model size is invalid.",
+    ACL_ERROR_MODEL_MISSING_ATTR: "The model lacks a required attribute.",
+    ACL_ERROR_MODEL_INPUT_NOT_MATCH: "The inputs do not match the model.",
+    ACL_ERROR_MODEL_OUTPUT_NOT_MATCH: "The outputs do not match the model.",
+    ACL_ERROR_MODEL_NOT_DYNAMIC: "The model is not a dynamic model.",
+    ACL_ERROR_OP_TYPE_NOT_MATCH: "The op type is unknown or does not match.",
+    ACL_ERROR_OP_INPUT_NOT_MATCH: "The op's inputs do not match its definition.",
+    ACL_ERROR_OP_OUTPUT_NOT_MATCH: "The op's outputs do not match its definition.",
+    ACL_ERROR_OP_ATTR_NOT_MATCH: "The op's attributes do not match its definition.",
+    ACL_ERROR_OP_NOT_FOUND: "No compiled or loaded op matches this signature.",
+    ACL_ERROR_OP_LOAD_FAILED: "Loading the op failed.",
+    ACL_ERROR_UNSUPPORTED_DATA_TYPE: "The data type is not supported.",
+    ACL_ERROR_FORMAT_NOT_MATCH: "The tensor format does not match.",
+    ACL_ERROR_BIN_SELECTOR_NOT_REGISTERED: "No binary selector is registered for the op.",
+    ACL_ERROR_KERNEL_NOT_FOUND: "The op kernel was not found.",
+    ACL_ERROR_BIN_SELECTOR_ALREADY_REGISTERED: "A binary selector is already registered.",
+    ACL_ERROR_KERNEL_ALREADY_REGISTERED: "The op kernel is already registered.",
+    ACL_ERROR_NOT_STATIC_AIPP: "The AIPP configuration is not static.",
+    ACL_ERROR_INVALID_MAX_OPQUEUE_NUM_CONFIG: "The max_opqueue_num setting is invalid.",
+    ACL_ERROR_INVALID_OPP_PATH: "The op package path is invalid.",
+    ACL_ERROR_OP_UNSUPPORTED_DYNAMIC: "The op does not support dynamic shapes.",
+    ACL_ERROR_INVALID_BUNDLE_MODEL_ID: "The bundle model id is not valid.",
+    ACL_ERROR_GE_PARAM_INVALID: "The graph engine refused a parameter or the model content.",
+    ACL_ERROR_GE_EXEC_NOT_INIT: "The graph engine executor is not initialized.",
+    ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID: "The model path is invalid or the file unreadable.",
+    ACL_ERROR_GE_EXEC_MODEL_ID_INVALID: "The model id is not valid.",
+    ACL_ERROR_GE_EXEC_MODEL_DATA_SIZE_INVALID: "The model data size is invalid.",
+    ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID: "The model memory address is invalid.",
+    ACL_ERROR_GE_EXEC_LOAD_MODEL_REPEATED: "The model is already loaded.",
+    ACL_ERROR_GE_DYNAMIC_INPUT_ADDR_INVALID: "The dynamic input address is invalid.",
+    ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID: "The dynamic input length is invalid.",
+    ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID: "The dynamic batch size is invalid.",
+    ACL_ERROR_GE_AIPP_NOT_EXIST: "The model has no AIPP configuration.",
+    ACL_ERROR_GE_FORMAT_INVALID: "The tensor format is invalid.",
+    ACL_ERROR_GE_SHAPE_INVALID: "The tensor shape is invalid.",
+    ACL_ERROR_GE_DATATYPE_INVALID: "The data type is invalid.",
+    ACL_ERROR_GE_MEMORY_ALLOCATION: "The graph engine could not allocate memory.",
+    ACL_ERROR_GE_INTERNAL_ERROR: "The graph engine hit an internal error.",
+    ACL_ERROR_GE_LOAD_MODEL: "Loading the model failed.",
+    ACL_ERROR_GE_EXEC_LOAD_MODEL_PARTITION_FAILED: "Loading the model partition failed.",
+    ACL_ERROR_GE_EXEC_LOAD_WEIGHT_PARTITION_FAILED: "Loading the weight partition failed.",
+    ACL_ERROR_GE_EXEC_LOAD_TASK_PARTITION_FAILED: "Loading the task partition failed.",
+    ACL_ERROR_GE_EXEC_LOAD_KERNEL_PARTITION_FAILED: "Loading the kernel partition failed.",
+    ACL_ERROR_GE_UNLOAD_MODEL: "Unloading the model failed.",
+    ACL_ERROR_GE_MODEL_EXECUTE_TIMEOUT: "The model execution timed out.",
     ACL_ERROR_RT_PARAM_INVALID: "A parameter failed the runtime-layer checks.",
     ACL_ERROR_RT_INVALID_DEVICEID: "The device id is out of range or cannot be mapped.",
     ACL_ERROR_RT_CONTEXT_NULL: "The calling thread has no current context.",

@@ -15,7 +15,8 @@ nodes are neither reported nor touched):
   and inherited by every child);
 - /dev/shm names: every new name except those of a node that evidently belongs to someone
   else (one of its processes, or the live owner ``<pid>`` of an embedded node
-  ``e<pid>-*``, is neither ours by the rule above nor started by ``run_py``/``spawn_py``).
+  ``e<pid>-*`` or of a bench's bare-primitive names ``bench-raw<pid>.*``, is neither ours by
+  the rule above nor started by ``run_py``/``spawn_py``).
 
 Shared nodes started by the module-scoped ``module_node`` factory live across tests: their
 boot-time names and processes are excluded from the per-test check, and the factory's own
@@ -149,11 +150,12 @@ def _foreign_node(node: str, procs: dict[tuple[int, float], Proc]) -> bool:
         return False
     if any(p.node == node and not (p.descendant or p.tagged) for p in procs.values()):
         return True
-    m = re.fullmatch(r"e(\d+)-[0-9a-f]+", node)
-    if not m or int(m.group(1)) in _OUR_PIDS:
+    # an embedded node's owner, or the bench process whose bare-primitive names these are
+    m = re.fullmatch(r"e(\d+)-[0-9a-f]+|bench-raw(\d+)", node)
+    if not m or int(m.group(1) or m.group(2)) in _OUR_PIDS:
         return False
     try:
-        owner = psutil.Process(int(m.group(1)))
+        owner = psutil.Process(int(m.group(1) or m.group(2)))
         if owner.status() == psutil.STATUS_ZOMBIE:
             return False
         return owner.environ().get(TAG_VAR) != SESSION and owner.pid not in _descendants()

@@ -108,18 +108,26 @@ def compile_one(seq: int, op: dict, out_dir: str) -> str:
     return name
 
 
+def single_op_parser() -> argparse.ArgumentParser:
+    """The options of single-op mode (``--singleop``)."""
+    p = argparse.ArgumentParser(
+        prog="npuemu atc", description="ATC single-op mode: compile single-op descriptions "
+        "(a JSON list) into single-op model files (.om) for acl.op.set_model_dir",
+        epilog="model mode (ONNX -> OM): npuemu atc --model=M.onnx ... (see `npuemu atc -h`)")
+    p.add_argument("--singleop", required=True, help="single-op description JSON")
+    p.add_argument("--output", required=True, help="output directory")
+    p.add_argument("--soc_version", default=None, help="accepted (the ops do not depend on it)")
+    p.add_argument("--mode", default="0", help="0, the only mode emulated here")
+    p.add_argument("--log", default="null", help="accepted")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not any(a.startswith("--singleop") for a in argv):  # model mode (helper "models")
         from npuemu.host.models import atc as model_atc
         return model_atc.run(argv)
-    p = argparse.ArgumentParser(prog="npuemu atc", description=__doc__.split("\n")[0])
-    p.add_argument("--singleop", required=True, help="single-op description JSON")
-    p.add_argument("--output", required=True, help="output directory")
-    p.add_argument("--soc_version", default=None)
-    p.add_argument("--mode", default="0")
-    p.add_argument("--log", default="null")
-    args = p.parse_args(argv)
+    args = single_op_parser().parse_args(argv)
     if args.mode != "0":
         print(f"npuemu atc: --mode={args.mode} is not emulated", file=sys.stderr)
         return 2

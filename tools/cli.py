@@ -5,18 +5,26 @@
     npuemu status [--name NAME] [--json] [--clean]   # --clean: remove dead nodes' names
     npuemu stop [--name NAME] [--force]  # refused while programs are attached, unless --force
     npuemu run script.py [args...]      # `import acl` resolves to npuemu's pyACL module
+    npuemu run -m module [args...]      # as python -m; errors reported as python reports them
     npuemu demo                          # a short tour on an embedded node
     npuemu bench [--quick] [--json PATH] [--only KEYS]
     npuemu inject [--name NAME] -d DEV KIND [key=value ...]   # a hardware fault
     npuemu smi info|set ...              # npu-smi: health, ECC, memory, processes
     npuemu msnpureport [report|config ...]   # device logs and log levels
     npuemu msprof --application="python app.py" --output=DIR   # profile (see -h)
+    npuemu atc --model=M.onnx --framework=5 --output=M --soc_version=SOC | --singleop=J --output=D
+    npuemu hccl-test OP [-b -e -f -d -o ...]   # hccl_test's collective benchmarks
+    npuemu memory snapshot|pools [--name NAME]   # device memory of a running node
+
+The tools after ``bench`` parse their own options (``npuemu TOOL -h``). A command whose
+reader stops early (``npuemu status --json | head``) ends quietly with status 141.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import os
 import runpy
 import sys
@@ -98,6 +106,11 @@ def cmd_stop(args: argparse.Namespace) -> int:
     reply = control.call(sock, ["stop", bool(args.force)])
     if reply[0]:
         sock.close()
+        if len(reply) > 2 and reply[2]:  # refused: programs are attached
+            pids = ", ".join(map(str, reply[2]))
+            print(f"npuemu stop: node {name!r} is in use by pid {pids}; `npuemu stop --force` "
+                  "ends their sessions (their calls then fail with 507901)", file=sys.stderr)
+            return 1
         print(f"npuemu stop: {reply[1]}", file=sys.stderr)
         return 1
     sock.settimeout(ATTACH_TIMEOUT_S)
@@ -138,10 +151,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.module is not None and args.script is not None:  # the module's first argument
         args.args = [args.script, *args.args]
     install_acl()
+    if args.module is None and not os.path.isfile(args.script):  # as python says it
+        print(f"npuemu run: can't open file {os.path.abspath(args.script)!r}: no such file",
+              file=sys.stderr)
+        return 2
     try:
         if args.module:
             sys.argv = [args.module, *args.args]
             sys.path.insert(0, os.getcwd())
+            try:
+                found = importlib.util.find_spec(args.module)
+            except (ImportError, ValueError):
+                found = None
+            if found is None:
+                print(f"npuemu run: no module named {args.module}", file=sys.stderr)
+                return 1
             runpy.run_module(args.module, run_name="__main__", alter_sys=True)
         else:
             script = os.path.abspath(args.script)
@@ -149,8 +173,26 @@ def cmd_run(args: argparse.Namespace) -> int:
             sys.path.insert(0, os.path.dirname(script))
             runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)  # sys.exit("message"), as python prints it
+        return 1
+    except Exception as exc:  # the program's own error: its traceback, as python prints it
+        _print_program_traceback(exc)
+        return 1
     return 0
+
+
+def _print_program_traceback(exc: BaseException) -> None:
+    """The traceback of ``exc`` without the frames of ``npuemu run`` and runpy above the
+    program (so it reads as ``python script.py`` would print it)."""
+    import traceback
+
+    tb = exc.__traceback__
+    while tb is not None and (tb.tb_frame.f_code.co_filename in (__file__, "<frozen runpy>")
+                              or tb.tb_frame.f_code.co_filename.endswith("runpy.py")):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -183,7 +225,8 @@ def _delegate(name: str, argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="npuemu", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="npuemu",
+                                     description=__doc__.split("\n")[0].replace("``", ""))
     parser.add_argument("--version", action="version", version=f"npuemu {_version()}",
                         help="print npuemu's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -219,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="fewer samples, no 256 MiB copies (~20 s)")
     p.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")
     p.add_argument("--only", metavar="KEYS", type=lambda v: v.split(","),
-                   help="run only these figures (comma-separated keys, e.g. ops,models)")
+                   help="run only these figures (comma-separated keys, e.g. ops,models; "
+                        "an unknown key lists them all)")
     p.set_defaults(func=cmd_bench)
     for name, text in _DELEGATED.items():  # parsed by the tool itself (see main)
         p = sub.add_parser(name, help=text, add_help=False)
@@ -237,8 +281,24 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        code = _dispatch(argv)
+        if sys.stdout is not None:  # a closed pipe shows here, not as "Exception ignored"
+            with contextlib.suppress(ValueError):  # (a program may have closed stdout)
+                sys.stdout.flush()
+        return code
+    except BrokenPipeError:  # `npuemu status --json | head`: the reader left; not an error
+        with contextlib.suppress(OSError):  # no second traceback when stdout is flushed
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] in _DELEGATED:  # options like -d go to the tool, not to argparse here
         return _delegate(argv[0], argv[1:])
+    if argv[:2] == ["run", "-m"] and len(argv) > 2:  # as `python -m MODULE ARGS`: every
+        # argument after the module is the module's own, even `--flag` (argparse would take it)
+        return cmd_run(argparse.Namespace(module=argv[2], script=None, args=argv[3:]))
     args = build_parser().parse_args(argv)
     return args.func(args)
 

@@ -12,11 +12,12 @@ faster (and says so). ``NPUEMU_HBM``, ``NPUEMU_DDR`` and ``NPUEMU_SOC`` are hono
 from __future__ import annotations
 
 import os
+import sys
 import traceback
 
 import numpy as np
 
-from npuemu.shared.errors import name_of
+from npuemu.shared.errors import AclError, name_of
 
 MiB = 1 << 20
 
@@ -49,7 +50,10 @@ def main() -> int:
     check = _Checks()
     try:
         _tour(check)
-    except Exception:  # the demo reports any failure and exits non-zero
+    except AclError as err:  # e.g. a bad NPUEMU_* value: one line naming it, with the code
+        print(f"npuemu demo: {err}", file=sys.stderr)
+        check.failed += 1
+    except Exception:  # the demo reports any other failure and exits non-zero
         traceback.print_exc()
         check.failed += 1
     total = check.passed + check.failed

@@ -306,19 +306,27 @@ ROW = "%-17d | %-14.2f | %-20.5f | %-13s | %.5f"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="npuemu hccl-test", description=__doc__.split("\n")[0])
-    p.add_argument("op", choices=OPS)
-    p.add_argument("-b", "--minbytes", default="64M")
-    p.add_argument("-e", "--maxbytes", default="64M")
-    p.add_argument("-i", "--stepbytes", default=None)
-    p.add_argument("-f", "--stepfactor", type=float, default=None)
-    p.add_argument("-o", "--op", dest="reduce_op", choices=tuple(REDUCE), default="sum")
-    p.add_argument("-r", "--root", type=int, default=0)
-    p.add_argument("-d", "--datatype", choices=tuple(DTYPES), default="fp32")
-    p.add_argument("-n", "--iters", type=int, default=20)
-    p.add_argument("-w", "--warmup_iters", type=int, default=10)
-    p.add_argument("-c", "--check", type=int, choices=(0, 1, 2), default=1)
-    p.add_argument("-p", "--npus", type=int, default=None)
+    p = argparse.ArgumentParser(
+        prog="npuemu hccl-test", description="hccl_test's collective benchmarks on emulated "
+        "cards: one rank per process under mpiexec, else every rank of one node")
+    p.add_argument("op", choices=OPS, help="the collective")
+    p.add_argument("-b", "--minbytes", default="64M", help="first data size per card (64M)")
+    p.add_argument("-e", "--maxbytes", default="64M", help="last data size per card (64M)")
+    p.add_argument("-i", "--stepbytes", default=None,
+                   help="size step (default (e-b)/10; 0: one size)")
+    p.add_argument("-f", "--stepfactor", type=float, default=None,
+                   help="size factor; > 1 wins over -i")
+    p.add_argument("-o", "--op", dest="reduce_op", choices=tuple(REDUCE), default="sum",
+                   help="reduce operation (sum)")
+    p.add_argument("-r", "--root", type=int, default=0, help="root rank of broadcast, reduce")
+    p.add_argument("-d", "--datatype", choices=tuple(DTYPES), default="fp32",
+                   help="data type (fp32; bf16 and bfp16 name bfloat16)")
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations (20)")
+    p.add_argument("-w", "--warmup_iters", type=int, default=10, help="warm-up iterations (10)")
+    p.add_argument("-c", "--check", type=int, choices=(0, 1, 2), default=1,
+                   help="check the results: 0 off, 1 on (default), 2 a line per rank")
+    p.add_argument("-p", "--npus", type=int, default=None,
+                   help="ranks (default: every card, or $HCCL_TEST_USE_DEVS)")
     p.add_argument("-t", "--onlydevicetime", type=int, choices=(0, 1), default=0,
                    help="accepted; the time is always the device's (event-timed)")
     for short, long in (("-z", "--zero_copy"), ("-m", "--symmetric_memory"), ("-s", "--nslb")):

@@ -3,7 +3,8 @@
 Attaches to the node as a host client (``NPUEMU_NODE``), calls
 ``npuemu.host.core.faults.inject(dev, kind, **params)`` and detaches. ``DEV`` is the card's id in
 the node (``ASCEND_RT_VISIBLE_DEVICES`` is ignored here). Values are ints (``0x..``
-allowed), ``true``/``false``, or strings. Kinds and their parameters (``device/faults.py``):
+allowed), ``true``/``false`` (or ``1``/``0`` for a flag), or strings. Kinds and their
+parameters (``device/faults.py``):
 
     ecc_single ptr=P | ecc_multi ptr=P | aicore/aivector/aicpu [kernel=NAME] [nth=N]
     hang [count=N] | dma [code=507013|507053] | link peer=D [clear=true] | lost | clear_ecc
@@ -84,6 +85,8 @@ def check(kind: str, params: dict[str, Any]) -> None:
             continue
         value = params[key]
         wanted = _TYPES[what]
+        if wanted is bool and type(value) is int and value in (0, 1):  # clear=1, as documented
+            value = params[key] = bool(value)
         if type(value) is not wanted and not (wanted is str and isinstance(value, int)):
             raise ValueError(f"{kind} {key}={value!r}: must be {what}")
     if params.get("nth", 1) < 1 or params.get("count", 1) < 1:
@@ -226,7 +229,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--file", help="JSON list of {device, kind, params} to inject in order")
     parser.add_argument("kind", nargs="?", help="the fault: " + ", ".join(PARAMS))
     parser.add_argument("params", nargs="*", metavar="key=value",
-                        help="the fault's parameters (ints may be 0x..; true/false)")
+                        help="the fault's parameters (ints may be 0x..; flags true/false or 1/0)")
     return parser
 
 

@@ -31,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
                                      description="device memory of a running node")
     sub = parser.add_subparsers(dest="verb", required=True)
     p = sub.add_parser("snapshot", help="write every live block as a torch memory snapshot")
-    p.add_argument("-o", dest="out", default="memory_snapshot.pickle", help="output pickle")
+    p.add_argument("-o", dest="out", default="memory_snapshot.pickle",
+                   help="output pickle (default memory_snapshot.pickle)")
     p.add_argument("--name", help=f"node name (default $NPUEMU_NODE or {DEFAULT_NODE!r})")
     p = sub.add_parser("pools", help="page pools and fragmentation of every card")
     p.add_argument("--name", help=f"node name (default $NPUEMU_NODE or {DEFAULT_NODE!r})")

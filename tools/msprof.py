@@ -173,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
 def _offline(args: argparse.Namespace) -> int:
     from npuemu.host.prof import export, model, plot, waits
 
+    if args.export != "on" and args.analyze != "on" and not args.plot:
+        print("[ERROR] give --application, --export=on, --analyze or --plot", file=sys.stderr)
+        return 2
     dirs = export.find_prof_dirs(args.output or ".")
     if not dirs:
         print(f"[ERROR] no PROF_* directory at {args.output or '.'}", file=sys.stderr)
@@ -189,9 +192,6 @@ def _offline(args: argparse.Namespace) -> int:
     if args.plot:
         newest = max(dirs, key=os.path.getmtime)
         print(f"[INFO] Timeline picture: {plot.plot(model.load(newest), args.plot)}")
-    if args.export != "on" and args.analyze != "on" and not args.plot:
-        print("[ERROR] give --application, --export=on, --analyze or --plot", file=sys.stderr)
-        return 2
     return 0
 
 

@@ -193,7 +193,9 @@ def open_node(name: str | None, prog: str) -> NodeView | None:
     try:
         return read_node(name)
     except FileNotFoundError:
-        print(f"{prog}: no node named {name!r} is running", file=sys.stderr)
+        err = errors.error_for(errors.ACL_ERROR_RT_NO_DEVICE, f"no node named {name!r} is "
+                               f"running (start one with `npuemu start --name {name}`)")
+        print(f"{prog}: {err}", file=sys.stderr)
         return None
     except PermissionError as err:  # another user's node
         print(f"{prog}: node {name!r}: {err}", file=sys.stderr)

@@ -201,18 +201,23 @@ def dump(om_path: str | os.PathLike, json_path: str | os.PathLike) -> dict[str, 
 
 def parser() -> argparse.ArgumentParser:
     """The ATC flags of model mode (reference §3.10), for ``tools/atc.py`` to wire in."""
-    p = argparse.ArgumentParser(prog="npuemu atc", description="ONNX -> OM offline model")
-    p.add_argument("--mode", type=int, default=0, choices=(0, 1))
-    p.add_argument("--model")
-    p.add_argument("--framework", type=int, default=5)
-    p.add_argument("--output")
-    p.add_argument("--soc_version")
-    p.add_argument("--input_shape")
-    p.add_argument("--input_format", default="NCHW")
-    p.add_argument("--dynamic_batch_size")
-    p.add_argument("--log", default="null", choices=("debug", "info", "warning", "error", "null"))
-    p.add_argument("--om")
-    p.add_argument("--json")
+    p = argparse.ArgumentParser(
+        prog="npuemu atc", description="ONNX -> OM offline model",
+        epilog="single-op mode: npuemu atc --singleop=ops.json --output=DIR (see "
+               "`npuemu atc --singleop=- -h`)")
+    p.add_argument("--mode", type=int, default=0, choices=(0, 1),
+                   help="0: convert --model into --output.om (default); 1: dump --om to --json")
+    p.add_argument("--model", help="the ONNX model to convert (mode 0)")
+    p.add_argument("--framework", type=int, default=5, help="5 (ONNX), the only one")
+    p.add_argument("--output", help="the OM file to write, without .om (mode 0)")
+    p.add_argument("--soc_version", help="required in mode 0: Ascend910B1..Ascend910B4")
+    p.add_argument("--input_shape", help='e.g. "x:-1,3,224,224" (-1: the dynamic batch dim)')
+    p.add_argument("--input_format", default="NCHW", help="NCHW (default), NHWC, ND or NCDHW")
+    p.add_argument("--dynamic_batch_size", help='batch gears with a -1 input dim, e.g. "1,2,4"')
+    p.add_argument("--log", default="null", choices=("debug", "info", "warning", "error", "null"),
+                   help="info or debug: print the memory plan's report (JSON, on stderr)")
+    p.add_argument("--om", help="the OM file to dump (mode 1)")
+    p.add_argument("--json", help="where the dump goes (mode 1)")
     return p
 
 

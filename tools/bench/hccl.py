@@ -35,6 +35,7 @@ import time
 
 from npuemu.tools.bench.records import Record, Target
 from npuemu.tools.bench.registry import Context, figure
+from npuemu.tools.bench.runner import child_command
 from npuemu.tools.bench.sampling import sample_rates
 from npuemu.tools.sizes import MiB
 
@@ -104,8 +105,8 @@ def _mpi_records(ctx: Context, size: int, label: str) -> list[Record]:
     env = {k: v for k, v in os.environ.items() if k not in ("NPUEMU_NODE",)}
     env.update({"NPUEMU_DEVICES": "1", "HCCL_BUFFSIZE": "64"})
     rounds = "9" if ctx.quick else "15"
-    proc = subprocess.Popen([exe, "-n", "2", sys.executable, "-m", "npuemu.tools.bench.hccl",
-                             "mpi-child", str(size), rounds], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([exe, "-n", "2", *child_command(__name__, "mpi-child", str(size),
+                                                            rounds)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env,
                             stdin=subprocess.DEVNULL)
     ctx.track.proc(proc.pid)
@@ -190,5 +191,10 @@ def mpi_child(size: int, rounds: int) -> None:
             "mpi_8b_us": small["same_us"]}), flush=True)
 
 
-if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "mpi-child":
-    mpi_child(int(sys.argv[2]), int(sys.argv[3]))
+def child_main(argv: list[str]) -> int:
+    """``mpi-child SIZE ROUNDS`` (one rank under ``mpiexec``, via ``runner.child_command``)."""
+    if len(argv) != 3 or argv[0] != "mpi-child":
+        print("usage: mpi-child SIZE ROUNDS", file=sys.stderr)
+        return 2
+    mpi_child(int(argv[1]), int(argv[2]))
+    return 0

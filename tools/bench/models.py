@@ -2,8 +2,9 @@
 in the same run.
 
 The figure ``models`` converts models with ``npuemu.host.models.atc`` in the bench process
-(host work only) and runs the device measurements in a child (``python -m
-npuemu.tools.bench.models --child IN OUT``) with a fresh one-card embedded node. Records:
+(host work only) and runs the device measurements in a child (``python -m npuemu.tools.bench
+--child-of npuemu.tools.bench.models --child IN OUT``, i.e. ``child_main``) with a fresh
+one-card embedded node. Records:
 
 * ``plan <model>``: the MemoryPlanner's workspace, bytes [the lower bound: the largest total
   of bytes live at one step of the task order]; target ≤ 1.05x. The saving against the
@@ -20,6 +21,9 @@ npuemu.tools.bench.models --child IN OUT``) with a fresh one-card embedded node.
   execute is one ``MODEL_EXECUTE`` task, so this is the card's per-op cost (the kernel's
   own Python, views reused across executes); it is wall time, so a loaded host inflates it
   along with the numpy limit.
+
+Without onnxruntime (it comes with the ``test`` extra, not with a plain install) the figure
+is skipped with a note: its limits are onnxruntime timings.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 
@@ -91,7 +94,13 @@ def _ort_session(path: str):
 @figure("models", timeout=1800.0)
 def fig_models(ctx: Context) -> list[Record]:
     """Offline-model figures (see the module docstring)."""
+    import importlib.util
+
     from npuemu.host.models import atc
+    if importlib.util.find_spec("onnxruntime") is None:  # the limits need it (the test extra)
+        ctx.note("models skipped: onnxruntime, whose timings are this figure's limits, is not "
+                 "installed (pip install 'npuemu[test]')")
+        return []
     records: list[Record] = []
     with tempfile.TemporaryDirectory(prefix="npuemu-bench-models-") as tmp:
         jobs = {}
@@ -209,5 +218,6 @@ def _spawn(ctx: Context, env: dict, *args: str) -> None:
     run_module(ctx, "npuemu.tools.bench.models", env, list(args), 1500)
 
 
-if __name__ == "__main__":
-    sys.exit(_child(sys.argv[2], sys.argv[3]))
+def child_main(argv: list[str]) -> int:
+    """The figure's child (``runner.run_module``): ``--child IN OUT``."""
+    return _child(argv[1], argv[2])

@@ -1,9 +1,9 @@
 """``npuemu bench`` figures of the single-op runtime (``host/ops``), each beside a limit
 measured in the same run.
 
-The figure ``ops`` runs its measurements in a child (``python -m npuemu.tools.bench.ops
---child OUT``) with a fresh one-card embedded node, and a second child for the disk-cache
-scenario. Records:
+The figure ``ops`` runs its measurements in a child (``python -m npuemu.tools.bench
+--child-of npuemu.tools.bench.ops --child OUT``, i.e. ``child_main``) with a fresh one-card
+embedded node, and a second child for the disk-cache scenario. Records:
 
 * ``op hit: execute_v2 Add 1 KiB (async)``: cache-hit ``acl.op.execute_v2`` calls per second
   from one thread, queued on one stream [the project's own async ``launch_kernel`` of an
@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 
@@ -299,7 +298,9 @@ def _spawn(ctx: Context, env: dict, *args: str) -> None:
     run_module(ctx, "npuemu.tools.bench.ops", env, list(args), 300)
 
 
-if __name__ == "__main__":
-    if sys.argv[1] == "--child":
-        sys.exit(_child("--quick" in sys.argv, sys.argv[2]))
-    sys.exit(_disk_child(sys.argv[2]))
+def child_main(argv: list[str]) -> int:
+    """The figure's children (``runner.run_module``): ``--child OUT [--quick]``,
+    ``--disk-child OUT``."""
+    if argv[0] == "--child":
+        return _child("--quick" in argv, argv[1])
+    return _disk_child(argv[1])

@@ -21,16 +21,26 @@ from npuemu.tools.bench.ring import ring_pong, sem_pong
 from npuemu.tools.bench.track import SCRUBBED, Tracker, cleanup, left_behind
 
 NODE_ENV = {"NPUEMU_HBM": "4G", "NPUEMU_DDR": "1G"}
+CHILD_OF = "--child-of"
+"""``python -m npuemu.tools.bench --child-of MODULE ARGS``: a figure module's own child."""
 """Arena sizes of the benchmark's embedded nodes (sparse; only what is copied is touched)."""
 
 
 # ---------------------------------------------------------------------------- the runner
+def child_command(module: str, *args: str) -> list[str]:
+    """The command that runs ``module.child_main(args)`` (a module of this package) in a
+    fresh interpreter, through the package's own entry point: ``python -m
+    npuemu.tools.bench --child-of MODULE ARGS`` (``python -m MODULE`` would run the module a
+    second time beside the copy the package imported, and runpy warns about it)."""
+    return [sys.executable, "-m", "npuemu.tools.bench", CHILD_OF, module, *args]
+
+
 def run_module(ctx: Context, module: str, env: dict[str, str], args: list[str],
                timeout: float) -> None:
-    """Run ``python -m module *args`` as one of the figure's helper processes (tracked, so the
-    bench cleans up after it); RuntimeError if it fails or outlives ``timeout``."""
-    proc = subprocess.Popen([sys.executable, "-m", module, *args], env=env,
-                            stdin=subprocess.DEVNULL)
+    """Run ``module.child_main(args)`` in a child (``child_command``) as one of the figure's
+    helper processes (tracked, so the bench cleans up after it); RuntimeError if it fails or
+    outlives ``timeout``."""
+    proc = subprocess.Popen(child_command(module, *args), env=env, stdin=subprocess.DEVNULL)
     ctx.track.proc(proc.pid)
     try:
         rc = proc.wait(timeout)
@@ -192,6 +202,16 @@ def _main(quick: bool, json_path: str | None, only: list[str] | None = None) -> 
     return 1 if failed else 0
 
 
+def _module_child(argv: list[str]) -> int:
+    """``--child-of MODULE ARGS``: ``MODULE.child_main(ARGS)``, MODULE in this package."""
+    if not argv or not argv[0].startswith(f"{__package__}."):
+        print(f"{CHILD_OF} needs a module of {__package__}", file=sys.stderr)
+        return 2
+    import importlib
+
+    return importlib.import_module(argv[0]).child_main(argv[1:])
+
+
 def _parser() -> argparse.ArgumentParser:
     """The options of ``python -m npuemu.tools.bench``."""
     p = argparse.ArgumentParser(prog="python -m npuemu.tools.bench")
@@ -211,6 +231,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def entry(argv: list[str]) -> int:
     """``python -m npuemu.tools.bench``: the bench's own helper processes (and the bench)."""
+    if argv[:1] == [CHILD_OF]:
+        return _module_child(argv[1:])
     args = _parser().parse_args(argv)
     if args.ring_pong:
         return ring_pong(*args.ring_pong)
