@@ -58,6 +58,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
+from npuemu.device.exec import collective
 from npuemu.device.exec.kernels import launch as run_kernel
 from npuemu.device.exec.kernels import lookup as lookup_kernel
 from npuemu.shared import errors, layout, protocol
@@ -413,6 +414,8 @@ class Scheduler:
             return (engines.DMA if count > INLINE_BYTES else None), _run_memset
         if task.op == Op.LAUNCH:
             return run_kernel(self.worker, client, task)
+        if task.op == Op.COLLECTIVE:
+            return collective.prepare(self.worker, client, task)
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"unknown task op {task.op}")
 
 
@@ -563,7 +566,7 @@ _TASK_ARGS = {
     Op.COPY_ASYNC: (u64, u64, _count), Op.MEMSET_ASYNC: (u64, u64, _count),
     Op.RECORD: (_event_slot, u64), Op.RESET_EVENT: (_event_slot,),
     Op.WAIT_EVENT: (_event_slot, u64, u64), Op.LAUNCH: (u64, _name, _blocks, _kernel_args),
-    Op.CALLBACK: (u64, _flag),
+    Op.CALLBACK: (u64, _flag), Op.COLLECTIVE: collective.TASK_ARGS,
 }
 
 

@@ -35,6 +35,7 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | IPC_SET_PID | share key, host pid           |                         | exporter only     |
 | IPC_IMPORT  | share key                     | ptr, span               | pid must be allowed |
 | IPC_CLOSE   | ptr                           |                         | importer done     |
+| COMM_ATTACH | segment name, rank (attach); "", comm id (detach) | comm id (attach) | communicator segment (``device/exec/collective.py``) |
 
 Stream tasks are fire-and-forget frames ``[op, submit, stream slot, task seq, args...]``;
 ``submit`` is 0, or the host's submit time (``time.monotonic_ns()``) when the host profiles:
@@ -50,6 +51,7 @@ completion is published in the client's stream/event tables (``layout.py``):
 | WAIT_EVENT   | event slot, generation, timeout ms (0 = none) |
 | LAUNCH       | bin id, kernel name, blocks, [args]    |
 | CALLBACK     | callback id, block (0/1)               |
+| COLLECTIVE   | comm id, kind, algo, dtype, op, root, count, send, recv, timeout ms |
 
 Reports (device -> host, report ring): ``[EXCEPTION, stream slot, task seq, code, stream
 id, device]`` and ``[CALLBACK, stream slot, task seq, callback id, block]``.
@@ -98,6 +100,8 @@ class Op(enum.IntEnum):
     IPC_SET_PID = 23
     IPC_IMPORT = 24
     IPC_CLOSE = 25
+    # collectives (device/exec/collective.py)
+    COMM_ATTACH = 28
     # stream tasks
     COPY_ASYNC = 32
     MEMSET_ASYNC = 33
@@ -106,6 +110,7 @@ class Op(enum.IntEnum):
     WAIT_EVENT = 36
     LAUNCH = 37
     CALLBACK = 38
+    COLLECTIVE = 40  # a collective step (device/exec/collective.py)
 
 
 TASK_OPS = frozenset(op for op in Op if op >= Op.COPY_ASYNC)

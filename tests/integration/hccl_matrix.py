@@ -88,9 +88,9 @@ for dtype in DTYPES:
                 comms[r].send(xs[r] if r == 0 else outs[r], r + 1, stream=streams[r])
         finish(outs, [None] + [host[0]] * (P - 1), f"send/recv {dtype} {n}")
 
-# larger than HCCL_BUFFSIZE (the test sets 1 MB): every operation runs in chunks
+# larger than HCCL_BUFFSIZE (the test sets 1 MB): the host-staged path runs in chunks
 n = 150001
-for algo in ("mesh", "ring"):
+for algo in ("mesh", "ring", "staged-mesh", "staged-ring"):
     host, xs = arrays(n, "float32")
     outs = [c.all_reduce(x, stream=s, algo=algo) for c, x, s in zip(comms, xs, streams,
                                                                      strict=True)]
