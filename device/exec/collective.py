@@ -26,12 +26,15 @@ in cache. No staging buffer, no host thread.
 |                        |       | copies slice j from rank j's output                  |
 | all_reduce ring        | 2(p-1)+2 | p-1 reduce-scatter + p-1 all-gather steps reading |
 |                        |       | the left neighbour, synced with both neighbours only |
+| all_reduce hier        | 5     | mesh reduce of slice i within the group; reduce of   |
+|                        |       | sub-slice k with the same-place ranks of the other   |
+|                        |       | groups; gather those; gather the group's slices      |
 | all_gather, reduce_scatter, all_to_all, broadcast, reduce | 2 | copy/reduce from peers' inputs |
 | barrier                | 1     | nothing                                              |
 
-The host chooses ``algo`` (mesh within one HCCS group, ring when the ranks span groups;
-``NPUEMU_HCCL_ALGO`` overrides); ring applies to all_reduce only, the other kinds are
-always mesh here.
+The host chooses ``algo`` (mesh within one HCCS group, hier when the ranks span groups;
+``NPUEMU_HCCL_ALGO`` overrides); hier needs groups of equal size (else ring); ring and hier
+apply to all_reduce only, the other kinds are always mesh here.
 
 Failure (the task's code; the rank's ``error`` entry gets the HCCL code, which
 ``HcclGetCommAsyncError`` reads): past the task's timeout (HCCL_EXEC_TIMEOUT), or a peer
@@ -75,7 +78,7 @@ CHUNK_BYTES = 256 * 1024
 _SLICE_S = 0.05
 _KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
           "barrier")
-_ALGOS = ("mesh", "ring")
+_ALGOS = ("mesh", "ring", "hier")
 _DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
            "float16", "float32", "float64")
 _UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -103,6 +106,7 @@ class Comm:
             n = self.n = self.field(rank, _R.N_RANKS)
             self.devs = [self.field(j, _R.DEV) for j in range(n)]
             self.pids = [self.field(j, _R.PID) for j in range(n)]
+            self.groups = _hccs_groups([self.field(j, _R.GROUP) for j in range(n)])
             self.peers = {d: worker.peer(d) for d in set(self.devs) if d != worker.dev}
             self.sems = [shm.semaphore(f"{name}.r{j}") for j in range(n)]
         except BaseException:
@@ -241,6 +245,18 @@ def _fence() -> None:
     that arrives last never both miss each other (and ``_SLICE_S`` bounds it anyway)."""
     with _fence_lock:
         pass
+
+
+def _hccs_groups(group_of: list[int]) -> list[list[int]] | None:
+    """The ranks of each HCCS group (in rank order), or None unless there are several
+    groups of equal size (what the hierarchical algorithm needs)."""
+    groups: dict[int, list[int]] = {}
+    for rank, g in enumerate(group_of):
+        groups.setdefault(g, []).append(rank)
+    members = list(groups.values())
+    if len(members) < 2 or len({len(m) for m in members}) != 1:
+        return None
+    return members
 
 
 def _card_alive(peer: object) -> bool:
@@ -459,7 +475,9 @@ def _all_reduce(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
     r, p, n = run.r, run.p, run.count
     if n * run.dt.itemsize <= layout.COMM_SMALL_BYTES:
         _all_reduce_small(run, send, recv)
-    elif algo == "ring" and p > 2:
+    elif algo == "hier" and run.c.groups is not None:
+        _all_reduce_hier(run, run.c.groups)
+    elif algo in ("ring", "hier") and p > 2:
         _all_reduce_ring(run)
     else:
         run.arrive()
@@ -506,6 +524,38 @@ def _all_reduce_ring(run: _Run) -> None:
         lo, ln = blocks[(r - k) % p]
         np.copyto(run.view(recv, lo, ln), run.view(lrecv, lo, ln))
         run.sync(near)
+    run.sync()
+
+
+def _all_reduce_hier(run: _Run, groups: list[list[int]]) -> None:
+    """Mesh within each HCCS group, then across groups only between the ranks of the same
+    place in their groups (``counterparts``), then mesh again within the group: 5 syncs;
+    only 1/L of the message crosses between groups per rank (L ranks per group)."""
+    r, n = run.r, run.count
+    group = next(g for g in groups if r in g)
+    i = group.index(r)
+    mates = [g[i] for g in groups]  # this rank's counterparts, one per group
+    gi = mates.index(r)
+    recv = run.ptr(r, _R.RECV)
+    run.arrive()
+    lo, ln = _blocks(n, len(group))[i]
+    ins = [run.view(run.ptr(m, _R.SEND), lo, ln) for m in group[i:] + group[:i]]
+    run.reduce_into(run.view(recv, lo, ln), ins)  # the group's partial of slice i
+    run.sync()
+    subs = _blocks(ln, len(mates))
+    slo, sln = subs[gi]
+    ins = [run.view(run.ptr(m, _R.RECV), lo + slo, sln) for m in mates[gi:] + mates[:gi]]
+    run.reduce_into(run.view(recv, lo + slo, sln), ins)  # final sub-slice gi of slice i
+    run.sync()
+    for k, m in enumerate(mates):
+        if m != r:
+            klo, kln = subs[k]
+            np.copyto(run.view(recv, lo + klo, kln), run.view(run.ptr(m, _R.RECV), lo + klo, kln))
+    run.sync()
+    for k, m in enumerate(group):
+        if m != r:
+            klo, kln = _blocks(n, len(group))[k]
+            np.copyto(run.view(recv, klo, kln), run.view(run.ptr(m, _R.RECV), klo, kln))
     run.sync()
 
 

@@ -68,8 +68,9 @@ class CommSegment:
     def _base(self, rank: int) -> int:
         return COMM_RANKS + rank * _R.words
 
-    def join(self, rank: int, n_ranks: int, dev: int) -> bool:
-        """Write this rank's entry and create its semaphore; False if the rank is taken."""
+    def join(self, rank: int, n_ranks: int, dev: int, group: int = 0) -> bool:
+        """Write this rank's entry (its card and the card's HCCS group) and create its
+        semaphore; False if the rank is taken."""
         base = self._base(rank)
         w = self.words
         if w[base + _R.STATE] != CommRankState.FREE:
@@ -80,6 +81,7 @@ class CommSegment:
             return False
         w[base + _R.N_RANKS] = n_ranks
         w[base + _R.DEV] = dev
+        w[base + _R.GROUP] = group
         w[base + _R.PID] = os.getpid()
         w[base + _R.ERROR] = 0
         w[base + _R.STATE] = CommRankState.JOINED

@@ -11,9 +11,12 @@ barrier): one ``COLLECTIVE`` task per call. The card reads its peers' buffers di
 their arenas, reduces with numpy ufuncs into its own output and synchronises with its peers
 through the communicator segment, without the host (``device/exec/collective.py`` has the
 phases of each kind). Algorithm of all_reduce: the one-shot path for messages of at most
-4 KiB; else mesh (reduce-scatter + all-gather) when every rank's card is in one HCCS group,
-ring across groups; ``NPUEMU_HCCL_ALGO=mesh|ring`` or ``algo=`` of the Pythonic face
-overrides. The other kinds are mesh (every rank reads from all) whatever the choice.
+4 KiB; else mesh (reduce-scatter + all-gather) when every rank's card is in one HCCS group;
+across groups ``hier`` (mesh within each group, then only the ranks at the same place in
+their groups exchange, then mesh again: 1/L of the data crosses groups), or ring when the
+groups differ in size; ``NPUEMU_HCCL_ALGO=mesh|ring|hier`` or ``algo=`` of the Pythonic face
+overrides (ring is slower here: 2(p-1) steps, each a hand-off between processes). The other
+kinds are mesh (every rank reads from all) whatever the choice.
 
 **Host-staged** (send/recv, all_to_allv; every rank must be in this process, else
 E_NOT_SUPPORT): DMA copies into the CCL buffers, P2P pulls, AI Vector ``reduce`` tasks and
@@ -23,8 +26,9 @@ path (``_all_reduce`` and friends below) are kept as ``algo="staged-mesh"|"stage
 of the Pythonic face, for comparison in the benchmarks.
 
 Missing (stated, not emulated): chunks of one collective are not pipelined across phases
-(a phase runs over the whole message, in cache-sized pieces, then the ranks sync); ring is
-used for all_reduce only; no hierarchical mesh-in-group + ring-across-groups; all_to_allv
+(a phase runs over the whole message, in cache-sized pieces, then the ranks sync); ring and
+hier are used for all_reduce only; the algorithm does not depend on the size beyond the
+one-shot path (mesh measured fastest at every size here); all_to_allv
 data per peer must fit in ``HCCL_BUFFSIZE / rank_size`` (E_NOT_SUPPORT beyond); bfloat16.
 """
 
@@ -48,7 +52,7 @@ from npuemu.host.hccl.types import (
 from npuemu.shared import errors
 from npuemu.shared.protocol import Op
 
-ALGOS = ("mesh", "ring", "staged-mesh", "staged-ring")
+ALGOS = ("mesh", "ring", "hier", "staged-mesh", "staged-ring")
 _H2D, _D2H = 1, 2
 
 
@@ -85,7 +89,7 @@ def _stream(handle: object, comm: Communicator) -> object:
 
 
 def _algo(comm: Communicator, algo: str | None) -> str:
-    choice = algo or comm.algo or ("mesh" if comm.mesh_ok else "ring")
+    choice = algo or comm.algo or ("mesh" if comm.mesh_ok else "hier")
     if choice not in ALGOS:
         raise HcclError(HcclResult.HCCL_E_PARA, f"algorithm {choice!r} not in {ALGOS}")
     if choice.startswith("staged-") and not comm.local:

@@ -371,6 +371,11 @@ def _close_segments() -> None:
             seg.close()
 
 
+def _hccs_group(dev: int) -> int:
+    groups = runtime.get().ensure_node().groups
+    return groups[dev] if 0 <= dev < len(groups) else 0
+
+
 def _attach(comm: Communicator, seg: CommSegment) -> None:
     """Attach the rank's card to the segment (its peers have all joined)."""
     devs = [seg.rank_info(j)[0] for j in range(comm.size)]
@@ -409,7 +414,7 @@ def comm_init_all(devices: list[int]) -> list[Communicator]:
             group.ranks[rank] = made[-1]
             made[-1].seg = seg
             entry[1] += 1
-            seg.join(rank, len(devs), made[-1].link.dev)
+            seg.join(rank, len(devs), made[-1].link.dev, _hccs_group(made[-1].link.dev))
         for comm in made:
             _attach(comm, seg)
         _connect(group)
@@ -474,7 +479,7 @@ def _join(name: str, n_ranks: object, rank: object, dev: int,
     with group.cond:
         group.ranks[rank] = comm
     try:
-        if not seg.join(rank, n_ranks, comm.link.dev):
+        if not seg.join(rank, n_ranks, comm.link.dev, _hccs_group(comm.link.dev)):
             raise HcclError(HcclResult.HCCL_E_PARA, f"rank {rank} joined twice")
         _wait_joined(seg, n_ranks, deadline)
         _attach(comm, seg)
