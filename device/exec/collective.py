@@ -46,13 +46,16 @@ agree): every later collective on it fails at once with the same code, as HCCL a
 a new communicator after an error. A cancelled task (stream destroyed or aborted, client
 gone, communicator detached) stops at its next wake.
 
-Threading model: ``attach``/``detach``/``prepare``/``release`` run in the worker's loop
-thread and own ``Client.comms``; each ``Comm`` has one engine thread (``engines.Engine``,
-registered in the scheduler's engine table under ``Comm.engine.name`` and reused by later
-communicators of this worker) that runs ``_run`` and touches ``Comm.step``/``calls``/
-``broken`` only there. ``Comm.closed`` is set by the loop and read by the engine thread.
+Threading model: ``attach`` (and detach), ``prepare`` and ``release`` run in the worker's
+loop thread and own ``Client.comms``. Each ``Comm`` has one engine thread (an
+``engines.Engine`` of the DMA class, registered in the scheduler's engine table under the
+key ``Comm.engine``, reused by later communicators of this worker) that runs ``_run`` and
+alone touches ``Comm.step`` and ``calls``; ``broken`` is set once, by that thread or by
+``prepare`` when a peer is already gone (a single assignment; the engine only reads it at
+the start of a task). ``Comm.closed`` is set by the loop and read by the engine thread.
 The segment's words are shared with other processes: each field has one writer (see the
-layout table); the step counter is written before the semaphore posts.
+layout table); ``step`` and ``waiting`` are each written before a full fence (``_fence``)
+and the reads of the peers' words that follow it.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ _UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.mini
 _OPS = tuple(_UFUNCS)
 _E_PARA, _E_TIMEOUT, _E_REMOTE = 1, 9, 21  # HcclResult values (the host's types.py)
 _R = COMM_RANK
-_free_engines: list[engines.Engine] = []  # engines of detached communicators, for reuse
+_free_engines: list[str] = []  # scheduler keys of engines of detached communicators
 
 
 class CollectiveError(Exception):
@@ -116,7 +119,7 @@ class Comm:
         self.calls = 0
         self.broken: CollectiveError | None = None
         self.closed = False
-        self.engine = _free_engines.pop() if _free_engines else None
+        self.engine = _free_engines.pop() if _free_engines else ""  # scheduler key
 
     def _check(self) -> None:
         w, rank = self.words, self.rank
@@ -297,10 +300,10 @@ def attach(worker: Worker, client: Client, name: str, rank: int) -> tuple:
     if not name.startswith(shm.name(worker.node, "hccl") + "."):
         raise BadFrame(f"{name!r:.80} is not a communicator segment of this node")
     comm = Comm(worker, name, rank)
-    if comm.engine is None:
-        comm.engine = engines.Engine(f"hccl{len(worker.scheduler.engines)}",
-                                     worker.scheduler.done, worker.wake)
-        worker.scheduler.engines[comm.engine.name] = comm.engine
+    if not comm.engine:  # a DMA-class engine (its failure code) under a key of its own
+        comm.engine = f"hccl{len(worker.scheduler.engines)}"
+        worker.scheduler.engines[comm.engine] = engines.Engine(
+            engines.DMA, worker.scheduler.done, worker.wake)
     cid = 1 + max(client.comms, default=0)
     client.comms[cid] = comm
     return (cid,)
@@ -312,9 +315,9 @@ def _close(comm: Comm) -> None:
     comm.closed = True
     for sem in comm.sems:
         sem.release()  # wake a waiter of this rank so it sees ``closed``
-    if comm.engine is not None:
+    if comm.engine:
         _free_engines.append(comm.engine)
-        comm.engine = None
+        comm.engine = ""
 
 
 def release(client: Client) -> None:
@@ -375,7 +378,7 @@ def prepare(worker: Worker, client: Client, task: object) -> tuple[str, object]:
         _fail(comm, CollectiveError(err.code, _E_REMOTE, str(err)))
         raise
     task.args = (comm, kind, algo, dt, op, root, count, send, recv, timeout_ms / 1000)
-    return comm.engine.name, _run
+    return comm.engine, _run
 
 
 def _run(task: object) -> int:
