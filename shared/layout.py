@@ -336,6 +336,7 @@ class CommRankState(enum.IntEnum):
     FREE = 0
     JOINED = 1  # the rank's host wrote its entry and created its semaphore
     LEFT = 2  # comm_destroy, or the join gave up
+    ATTACHED = 3  # and its card attached the segment (init returns once all are)
 
 
 def comm_small_offset(rank: int, parity: int) -> int:

@@ -88,6 +88,7 @@ _UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.mini
 _OPS = tuple(_UFUNCS)
 _E_PARA, _E_TIMEOUT, _E_REMOTE = 1, 9, 21  # HcclResult values (the host's types.py)
 _R = COMM_RANK
+_PRESENT = (CommRankState.JOINED, CommRankState.ATTACHED)
 _free_engines: list[str] = []  # scheduler keys of engines of detached communicators
 
 
@@ -132,8 +133,7 @@ class Comm:
         if self.field(rank, _R.DEV) != self.worker.dev or not 0 < n <= layout.COMM_MAX_RANKS:
             raise _invalid(f"rank {rank} of {self.name} is not on device {self.worker.dev}")
         for j in range(n):
-            if self.field(j, _R.STATE) != CommRankState.JOINED or \
-                    self.field(j, _R.N_RANKS) != n:
+            if self.field(j, _R.STATE) not in _PRESENT or self.field(j, _R.N_RANKS) != n:
                 raise _invalid(f"rank {j} of {self.name} has not joined")
 
     # segment fields ----------------------------------------------------------------------
@@ -190,7 +190,7 @@ class Comm:
         for j in ranks:
             if j == self.rank:
                 continue
-            if self.field(j, _R.STATE) != CommRankState.JOINED:
+            if self.field(j, _R.STATE) not in _PRESENT:
                 raise CollectiveError(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, _E_REMOTE,
                                       f"rank {j} left the communicator")
             failed = self.field(j, _R.ERROR)

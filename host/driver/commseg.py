@@ -22,6 +22,8 @@ from npuemu.shared.layout import COMM_HEADER, COMM_RANK, COMM_RANKS, CommRankSta
 
 MAX_RANKS = layout.COMM_MAX_RANKS
 _R = COMM_RANK
+PRESENT = (CommRankState.JOINED, CommRankState.ATTACHED)
+ATTACHED = (CommRankState.ATTACHED,)
 
 
 class CommSegment:
@@ -87,13 +89,13 @@ class CommSegment:
         w[base + _R.STATE] = CommRankState.JOINED
         return True
 
-    def joined(self, n_ranks: int) -> int:
-        """How many of ranks ``0..n_ranks-1`` have joined with this rank count; -1 if one
-        joined with another count."""
+    def joined(self, n_ranks: int, states: tuple[int, ...] = PRESENT) -> int:
+        """How many of ranks ``0..n_ranks-1`` have joined (or are in one of ``states``)
+        with this rank count; -1 if one joined with another count."""
         count = 0
         for rank in range(n_ranks):
             base = self._base(rank)
-            if self.words[base + _R.STATE] == CommRankState.JOINED:
+            if self.words[base + _R.STATE] in states:
                 if self.words[base + _R.N_RANKS] != n_ranks:
                     return -1
                 count += 1
@@ -103,6 +105,10 @@ class CommSegment:
         """(device, host pid) of a joined rank."""
         base = self._base(rank)
         return self.words[base + _R.DEV], self.words[base + _R.PID]
+
+    def attached(self, rank: int) -> None:
+        """This rank's card has attached the segment."""
+        self.words[self._base(rank) + _R.STATE] = CommRankState.ATTACHED
 
     def error(self, rank: int) -> int:
         return self.words[self._base(rank) + _R.ERROR]

@@ -51,7 +51,7 @@ import numpy as np
 
 from npuemu.host.core import callbacks, kernel, memory, p2p, runtime
 from npuemu.host.core import stream as streams
-from npuemu.host.driver.commseg import CommSegment
+from npuemu.host.driver.commseg import ATTACHED, MAX_RANKS, PRESENT, CommSegment
 from npuemu.host.hccl.types import (
     HCCL_ROOT_INFO_BYTES,
     HcclError,
@@ -417,6 +417,7 @@ def comm_init_all(devices: list[int]) -> list[Communicator]:
             seg.join(rank, len(devs), made[-1].link.dev, _hccs_group(made[-1].link.dev))
         for comm in made:
             _attach(comm, seg)
+            seg.attached(comm.rank)
         _connect(group)
     except BaseException:
         for comm in made:
@@ -456,7 +457,7 @@ def _root_key(root_info: object) -> str:
 def _join(name: str, n_ranks: object, rank: object, dev: int,
           create: bool = False) -> Communicator:
     """Join the communicator of segment ``name`` as ``rank`` on card ``dev``."""
-    if type(n_ranks) is not int or not 1 <= n_ranks <= commseg_max_ranks():
+    if type(n_ranks) is not int or not 1 <= n_ranks <= MAX_RANKS:
         raise HcclError(HcclResult.HCCL_E_PARA, f"rank count {n_ranks!r}")
     if type(rank) is not int or not 0 <= rank < n_ranks:
         raise HcclError(HcclResult.HCCL_E_PARA, f"rank {rank!r} not in [0, {n_ranks})")
@@ -483,6 +484,8 @@ def _join(name: str, n_ranks: object, rank: object, dev: int,
             raise HcclError(HcclResult.HCCL_E_PARA, f"rank {rank} joined twice")
         _wait_joined(seg, n_ranks, deadline)
         _attach(comm, seg)
+        seg.attached(rank)
+        _wait_joined(seg, n_ranks, deadline, attached=True)  # nobody may leave before
     except BaseException:
         with group.cond:
             group.ranks.pop(rank, None)
@@ -499,17 +502,15 @@ def _join(name: str, n_ranks: object, rank: object, dev: int,
     return comm
 
 
-def commseg_max_ranks() -> int:
-    from npuemu.host.driver.commseg import MAX_RANKS
-
-    return MAX_RANKS
-
-
-def _wait_joined(seg: CommSegment, n_ranks: int, deadline: float) -> None:
-    """Block until every rank joined the segment; E_TIMEOUT past ``deadline`` (init's
-    HCCL_CONNECT_TIMEOUT), E_PARA if a rank joined with another rank count."""
+def _wait_joined(seg: CommSegment, n_ranks: int, deadline: float,
+                 attached: bool = False) -> None:
+    """Block until every rank joined the segment (``attached``: and its card attached it,
+    so no rank can destroy the communicator, and its creator remove the name, before every
+    card has it mapped); E_TIMEOUT past ``deadline`` (init's HCCL_CONNECT_TIMEOUT), E_PARA
+    if a rank joined with another rank count."""
+    states = ATTACHED if attached else PRESENT
     delay = 0.0005
-    while (count := seg.joined(n_ranks)) != n_ranks:
+    while (count := seg.joined(n_ranks, states)) != n_ranks:
         if count < 0:
             raise HcclError(HcclResult.HCCL_E_PARA, "ranks joined with different rank counts")
         if time.monotonic() > deadline:
