@@ -341,7 +341,8 @@ def _use_segment(name: str, deadline: float, create: bool = False) -> CommSegmen
         entry = _segs.setdefault(name, [seg, 0])
         entry[1] += 1
     if entry[0] is not seg:  # another thread of this process opened it meanwhile
-        seg.owner = False
+        if seg.owner:  # we created it: the mapping kept removes the name at the end
+            entry[0].owner, seg.owner = True, False
         seg.close()
     return entry[0]
 
