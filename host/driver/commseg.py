@@ -114,10 +114,11 @@ class CommSegment:
         return self.words[self._base(rank) + _R.ERROR]
 
     def leave(self, rank: int) -> None:
-        """This rank is done: mark it and remove its semaphore's name."""
-        self.words[self._base(rank) + _R.STATE] = CommRankState.LEFT
+        """This rank (if this process joined it) is done: mark it and remove its
+        semaphore's name."""
         sem = self.sems.pop(rank, None)
         if sem is not None:
+            self.words[self._base(rank) + _R.STATE] = CommRankState.LEFT
             shm.unlink_semaphore(f"{self.name}.r{rank}")
             with contextlib.suppress(Exception):
                 sem.close()

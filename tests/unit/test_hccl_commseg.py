@@ -32,6 +32,8 @@ def test_join_leave_and_cleanup() -> None:
         other = CommSegment.open(seg.name, time.monotonic() + 5)
         assert seg.join(0, 2, dev=3, group=1)
         assert not other.join(0, 2, dev=4)  # rank 0 is taken
+        other.leave(0)  # not joined by ``other``: rank 0 stays
+        assert seg.joined(2) == 1
         assert seg.joined(2) == 1
         assert other.join(1, 2, dev=4, group=1)
         assert seg.joined(2) == 2
