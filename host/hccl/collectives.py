@@ -182,9 +182,12 @@ def _over_mpi(c: Communicator, stream_handle: object, dtype: object, fn_name: st
 
 
 def _local(comm: Communicator, what: str) -> None:
+    """The host-staged path: every rank must be in this process; its resources are made on
+    first use."""
     if not comm.local:
         raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT,
                         f"{what} runs host-staged: it needs every rank in this process")
+    comms.staged(comm)
 
 
 def _call(comm_handle: object, stream_handle: object, dtype: object, desc: tuple,

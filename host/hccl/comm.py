@@ -16,7 +16,8 @@ others). ``get_comm_async_error`` reads the rank's error word, written by its ca
 collective failed.
 
 **The host-staged path** (send/recv, all_to_allv; kept from before): each rank owns an input
-and an output buffer of ``HCCL_BUFFSIZE`` MB on its card (HCCL's "CCL buffers"); a rank
+and an output buffer of ``HCCL_BUFFSIZE`` MB on its card (HCCL's "CCL buffers", made with
+the rest of this path's resources on the group's first staged call, ``staged``); a rank
 stages its data there and pulls its peers' with its own DMA engine (peer access enabled at
 init within an HCCS group; across groups via pinned host mirrors), and the ranks meet at
 host rendezvous points: the rank's stream records event A, a helper stream waits A and runs
@@ -91,6 +92,7 @@ class Group:
     meetings: dict[tuple, _Meeting] = field(default_factory=dict)
     cond: threading.Condition = field(default_factory=threading.Condition)
     ready: bool = False
+    staged: bool = False  # the host-staged path's resources exist (``staged``)
 
     def comm(self, rank: int) -> Communicator:
         return self.ranks[rank]
@@ -275,15 +277,31 @@ def _new_rank(group: Group, rank: int, dev: int) -> Communicator:
     ctx, link = _open(dev)
     comm = Communicator(next(_handles), group, rank, dev, ctx, link, buffer_bytes())
     comm.algo = os.environ.get("NPUEMU_HCCL_ALGO") or None
-    with on_device(comm):
-        comm.in_ptr = memory.malloc(comm.cap, 0)
-        comm.out_ptr = memory.malloc(comm.cap, 0)
-        comm.binary = kernel.binary_load_from_file(_KERNELS)
-        comm.func = kernel.binary_get_function(comm.binary.handle, "reduce")
-        comm.helper = streams.create_stream()
-        comm.ev_a, comm.ev_g = streams.create_event(0), streams.create_event(0)
     _comms[comm.handle] = comm
     return comm
+
+
+def staged(comm: Communicator) -> None:
+    """Make the host-staged path's resources of every rank of ``comm``'s group (all in this
+    process), once, on its first staged call: each rank's two ``HCCL_BUFFSIZE`` buffers,
+    reduce kernel, helper stream and events, and the peer access / host mirrors between
+    them (``_connect``). Blocks for the round trips (one thread does it for every rank)."""
+    group = comm.group
+    with group.cond:
+        if group.staged:
+            return
+        for c in group.ranks.values():
+            if c.in_ptr:
+                continue
+            with on_device(c):
+                c.in_ptr = memory.malloc(c.cap, 0)
+                c.out_ptr = memory.malloc(c.cap, 0)
+                c.binary = kernel.binary_load_from_file(_KERNELS)
+                c.func = kernel.binary_get_function(c.binary.handle, "reduce")
+                c.helper = streams.create_stream()
+                c.ev_a, c.ev_g = streams.create_event(0), streams.create_event(0)
+        _connect(group)
+        group.staged = True
 
 
 def _connect(group: Group) -> None:
@@ -419,7 +437,6 @@ def comm_init_all(devices: list[int]) -> list[Communicator]:
         for comm in made:
             _attach(comm, seg)
             seg.attached(comm.rank)
-        _connect(group)
     except BaseException:
         for comm in made:
             comm_destroy(comm.handle)
@@ -494,9 +511,8 @@ def _join(name: str, n_ranks: object, rank: object, dev: int,
         raise
     local = all(seg.rank_info(j)[1] == os.getpid() for j in range(n_ranks))
     with group.cond:
-        if local and len(group.ranks) == n_ranks and not group.ready:
-            _connect(group)  # the host-staged path (send/recv, all_to_allv)
-            group.ready = True
+        if local and len(group.ranks) == n_ranks:
+            group.ready = True  # the host-staged path may be used (send/recv, all_to_allv)
     with _groups_lock:
         if _groups.get(name) is group:
             del _groups[name]
