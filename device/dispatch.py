@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from npuemu.device.exec import kernels, model, opbin
+from npuemu.device.exec import collective, kernels, model, opbin
 from npuemu.shared import errors, protocol, shm
 from npuemu.shared.layout import DEVICE_CTL
 from npuemu.shared.protocol import TASK_OPS, BadFrame, Op, u64
@@ -234,6 +234,7 @@ HANDLERS: dict[int, Callable[..., tuple]] = {
     **opbin.HANDLERS, **model.HANDLERS,
     Op.MEM_POOLS: _mem_pools, Op.IPC_EXPORT: _ipc_export, Op.IPC_SET_PID: _ipc_set_pid,
     Op.IPC_IMPORT: _ipc_import, Op.IPC_CLOSE: _ipc_close, Op.MEM_MERGE: _mem_merge,
+    Op.COMM_ATTACH: collective.attach,
 }
 _ARITY = {op: len(inspect.signature(fn).parameters) - 2 for op, fn in HANDLERS.items()}
 

@@ -49,6 +49,7 @@ import traceback
 import psutil
 
 from npuemu.device import dispatch, engines
+from npuemu.device.exec import collective
 from npuemu.device.faults import Faults
 from npuemu.device.memory.arenas import Arena, DeviceMemory, Tag
 from npuemu.device.scheduler import Scheduler
@@ -108,6 +109,7 @@ class Client:
         self.departed = False  # detached: nothing may be written into its tables any more
         self.peers_ok: set[int] = set()  # peer cards this client's process has open
         self.op_timeout_s = 0.0  # aclrtSetOpExecuteTimeOut of this process; 0 = defaults
+        self.comms: dict[int, object] = {}  # attached communicators (device/exec/collective)
 
     def reply(self, frame: tuple | list) -> None:
         try:
@@ -323,6 +325,7 @@ class Worker:
     def _release(self, slot: int, client: Client | None) -> None:
         self.memory.reclaim(slot)
         if client is not None:
+            collective.release(client)
             client.close()
         shm.unlink_all(self.node, f"d{self.dev}.c{slot}.")
         shm.unlink_segment(shm.name(self.node, f"d{self.dev}", f"c{slot}"))

@@ -25,6 +25,17 @@ Client segment ``/npuemu.<node>.d<id>.c<slot>`` (created by the host):
   ``client_regions``. Each ring region starts with RING_HEADER followed by its data bytes.
   The tables are written by the worker only and read by the host without a round trip.
 
+Communicator segment ``/npuemu.<node>.hccl.<token>`` (created ``O_EXCL`` 0600 by the host
+  process that makes the communicator: ``comm_init_all``, or ``get_root_info`` on the root;
+  opened by the other ranks' host processes and attached by their workers, ``COMM_ATTACH``):
+  COMM_HEADER, then ``COMM_MAX_RANKS`` entries of COMM_RANK at word ``COMM_RANKS``, then one
+  ``COMM_SMALL_BYTES`` slot pair per rank at byte ``comm_small_offset(rank, parity)`` (small
+  all_reduce inputs, double-buffered by the parity of the collective's number). A rank's
+  first line is written by its host at join; its second line only by its card's worker
+  while it runs collectives (``device/exec/collective.py``); each rank has a semaphore
+  ``<segment>.r<rank>`` (created and unlinked by its host) that peers post after they
+  advance ``step``.
+
 Segment and semaphore names: see ``npuemu.shared.shm``.
 """
 
@@ -291,8 +302,55 @@ def decode_exit(value: int) -> int | None:
     return None if value == 0 else value - 1024
 
 
+MAGIC_COMM = 0x4E50_5545_4343_4C31  # "NPUECCL1"
+COMM_MAX_RANKS = 64
+"""Ranks of one node in one communicator (a node has at most 64 cards)."""
+COMM_SMALL_BYTES = 4096
+"""An all_reduce of at most this many bytes runs one-shot through the segment's slots."""
+
+COMM_HEADER = Layout("COMM_HEADER", [
+    Field("magic", 1, "MAGIC_COMM (written last by the creator)"),
+    Field("version", 1, "PROTOCOL_VERSION of the creator"),
+    Field("max_ranks", 1, "COMM_MAX_RANKS"),
+], stride=8)
+COMM_RANKS = COMM_HEADER.words
+
+COMM_RANK = Layout("COMM_RANK", [
+    Field("state", 1, "CommRankState, written by the rank's host"),
+    Field("n_ranks", 1, "rank count this rank was initialised with (all must agree)"),
+    Field("dev", 1, "the rank's card (node device id)"),
+    Field("pid", 1, "host pid of the rank"),
+    Field("error", 1, "HcclResult of the rank's first failed collective (its worker)"),
+    Field("group", 1, "HCCS group of the rank's card (the hierarchical algorithm)"),
+    _pad("_pad0", 2),
+    Field("step", 1, "phases of collectives this rank's card has completed (monotonic)"),
+    Field("send", 1, "device pointer of the rank's input of the running collective"),
+    Field("recv", 1, "device pointer of the rank's output of the running collective"),
+    Field("desc", 1, "kind | dtype << 8 | op << 16 | algo << 24 | root << 32 (running collective)"),
+    Field("count", 1, "element count of the running collective"),
+    Field("waiting", 1, "2 * step it sleeps for (+1: on its ring neighbours only); 0 awake"),
+    _pad("_pad1", 2),
+])
+
+
+class CommRankState(enum.IntEnum):
+    FREE = 0
+    JOINED = 1  # the rank's host wrote its entry and created its semaphore
+    LEFT = 2  # comm_destroy, or the join gave up
+    ATTACHED = 3  # and its card attached the segment (init returns once all are)
+
+
+def comm_small_offset(rank: int, parity: int) -> int:
+    """Byte offset of rank's small-message slot ``parity`` (0/1) in a communicator segment."""
+    return (COMM_RANKS + COMM_MAX_RANKS * COMM_RANK.words) * 8 + \
+        (2 * rank + parity) * COMM_SMALL_BYTES
+
+
+COMM_SIZE = comm_small_offset(COMM_MAX_RANKS, 0)
+
+
 ALL = (REGISTRY, DEVICE_ENTRY, DEVICE_CTL, CLIENT_ENTRY, LINK_ENTRY, POISON_ENTRY,
-       CLIENT_HEADER, RING_HEADER, STREAM_ENTRY, EVENT_ENTRY)
+       CLIENT_HEADER, RING_HEADER, STREAM_ENTRY, EVENT_ENTRY, COMM_HEADER, COMM_RANK)
 
 if __name__ == "__main__":
     print("\n\n".join(layout.table() for layout in ALL))

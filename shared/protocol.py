@@ -38,6 +38,7 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | MEM_MERGE   |                               | bytes given back        | seed §3.3 level 2: idle normal-page chunks back to the huge-page pool (``DeviceMemory.merge_free``) |
 | MODEL_LOAD  | model id (0 = new), n inputs, n outputs, [step, ...] | model id | a model's task list (``device/exec/model.py``) |
 | MODEL_UNLOAD| model id                      |                         | queued executes of it fail |
+| COMM_ATTACH | segment name, rank (attach); "", comm id (detach) | comm id (attach) | communicator segment (``device/exec/collective.py``) |
 
 Stream tasks are fire-and-forget frames ``[op, submit, stream slot, task seq, args...]``
 (never answered, whatever ``submit`` holds: a refused task fails in its stream's turn);
@@ -55,6 +56,7 @@ completion is published in the client's stream/event tables (``layout.py``):
 | LAUNCH       | bin id, kernel name, blocks, [args]    |
 | CALLBACK     | callback id, block (0/1)               |
 | MODEL_EXECUTE| model id, [input addresses], [output addresses] |
+| COLLECTIVE   | comm id, kind, algo, dtype, op, root, count, send, recv, timeout ms |
 
 A model step (``MODEL_LOAD``) is ``[stream, bin id, kernel name, blocks, [args], [[arg index,
 0 input / 1 output, user index], ...], [waited event ids], [recorded event ids]]``, in the
@@ -112,6 +114,8 @@ class Op(enum.IntEnum):
     # offline models (device/exec/model.py)
     MODEL_LOAD = 26
     MODEL_UNLOAD = 27
+    # collectives (device/exec/collective.py)
+    COMM_ATTACH = 28
     MEM_MERGE = 29
     # stream tasks
     COPY_ASYNC = 32
@@ -122,6 +126,7 @@ class Op(enum.IntEnum):
     LAUNCH = 37
     CALLBACK = 38
     MODEL_EXECUTE = 39
+    COLLECTIVE = 40  # a collective step (device/exec/collective.py)
 
 
 TASK_OPS = frozenset(op for op in Op if op >= Op.COPY_ASYNC)

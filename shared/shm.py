@@ -18,6 +18,8 @@ the test suite's leak check) can find and unlink everything a node ever made, ev
 | ``/npuemu.<node>.d<id>.c<slot>.sync`` | semaphore | host       | tasks completed          |
 | ``/npuemu.<node>.d<id>.c<slot>.report``| semaphore| host       | exception/callback report|
 | ``/npuemu.<node>.p<pid>.<token>``     | segment   | host       | pinned host memory       |
+| ``/npuemu.<node>.hccl.<token>``       | segment   | host       | communicator (collectives)|
+| ``/npuemu.<node>.hccl.<token>.r<rank>``| semaphore| host (rank)| wakes a waiting rank     |
 
 Ownership and safety (a node belongs to the user who started it):
 

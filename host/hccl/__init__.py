@@ -2,11 +2,13 @@
 
 - ``types``: HCCL's result codes, data types, reduce ops, ``HcclError``, environment.
 - ``comm``: communicators (``comm_init_all``, ``get_root_info``/``comm_init_root_info``,
-  ``comm_init_cluster_info``), their buffers and the rendezvous mechanism.
+  ``comm_init_cluster_info``): the communicator segment the cards attach, and the
+  host-staged path's buffers and rendezvous.
 - ``ranktable``: the rank-table JSON.
 - ``collectives``: all_reduce, all_gather, reduce_scatter, broadcast, reduce,
-  all_to_all(v), send/recv, barrier, queued on streams (ring and mesh algorithms).
-- ``kernels``: the AI Vector reduce kernel (a kernel binary).
+  all_to_all(v), send/recv, barrier, queued on streams: most as one task the cards execute
+  (``device/exec/collective.py``: mesh, hier, ring), send/recv and all_to_allv host-staged.
+- ``kernels``: the AI Vector reduce kernel of the host-staged path (a kernel binary).
 
 Faces: ``npuemu.host.acl.hccl`` (pyhccl-style C names, ``(ret, value)`` tuples) and
 ``npuemu.host.api.hccl`` (Pythonic, raising ``HcclError``).

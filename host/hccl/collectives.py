@@ -2,28 +2,34 @@
 
 Every call is **asynchronous**: it checks its arguments (HCCL's codes: E_PTR for a null
 buffer, E_PARA for a bad count, dtype, op, root, stream or a call that differs from a
-peer's), then queues this rank's whole part on the stream and returns. The steps are DMA
-copies (staging into the rank's own input buffer, P2P pulls from peers' buffers), AI Vector
-``reduce`` tasks and rendezvous points (``comm.py``); they run in stream order with the
-user's other work, so events before and after a collective order it like any task.
+peer's), then queues this rank's whole part on the stream and returns; it runs in stream
+order with the user's other work, so events before and after a collective order it like
+any task.
 
-Algorithms (``NPUEMU_HCCL_ALGO=mesh|ring`` or ``algo=`` of the Pythonic face overrides the
-choice; the default is mesh, as HCCL uses fullmesh within an HCCS group):
+**Card-executed** (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all,
+barrier): one ``COLLECTIVE`` task per call. The card reads its peers' buffers directly from
+their arenas, reduces with numpy ufuncs into its own output and synchronises with its peers
+through the communicator segment, without the host (``device/exec/collective.py`` has the
+phases of each kind). Algorithm of all_reduce: the one-shot path for messages of at most
+4 KiB; else mesh (reduce-scatter + all-gather) when every rank's card is in one HCCS group;
+across groups ``hier`` (mesh within each group, then only the ranks at the same place in
+their groups exchange, then mesh again: 1/L of the data crosses groups), or ring when the
+groups differ in size; ``NPUEMU_HCCL_ALGO=mesh|ring|hier`` or ``algo=`` of the Pythonic face
+overrides (ring is slower here: 2(p-1) steps, each a hand-off between processes). The other
+kinds are mesh (every rank reads from all) whatever the choice.
 
-- **mesh**: every rank pulls from all peers at once per phase (all_reduce: a reduce-scatter
-  phase in which rank r reduces block r, then an all-gather phase): 2-3 rendezvous per chunk.
-- **ring**: p-1 steps per phase, each rank pulling one block from its left neighbour
-  (all_reduce, all_gather, reduce_scatter, broadcast as a chain); a rendezvous per step.
-- reduce, all_to_all(v), send/recv, barrier have one algorithm (mesh / pairwise).
+**Host-staged** (send/recv, all_to_allv; every rank must be in this process, else
+E_NOT_SUPPORT): DMA copies into the CCL buffers, P2P pulls, AI Vector ``reduce`` tasks and
+host rendezvous points (``comm.py``); across HCCS groups a pull reads the peer's pinned
+host mirror (``_Run.pull``/``publish``). The mesh/ring bodies of the other kinds on this
+path (``_all_reduce`` and friends below) are kept as ``algo="staged-mesh"|"staged-ring"``
+of the Pythonic face, for comparison in the benchmarks.
 
-Across HCCS groups (no P2P path) a pull reads the peer's pinned host mirror instead of its
-card (``Communicator.hin``/``hout``): the owner publishes each region it writes by a D2H DMA
-task before the rendezvous, the puller copies H2D (``_Run.pull``/``publish``).
-
-Missing (stated, not emulated): chunks are not pipelined (a rank's pulls run one after the
-other on its DMA engine); the algorithm is not chosen by size or topology (mesh unless
-overridden; no hierarchical mesh-in-group + ring-across-groups); all_to_allv data per peer
-must fit in ``HCCL_BUFFSIZE / rank_size`` (E_NOT_SUPPORT beyond).
+Missing (stated, not emulated): chunks of one collective are not pipelined across phases
+(a phase runs over the whole message, in cache-sized pieces, then the ranks sync); ring and
+hier are used for all_reduce only; the algorithm does not depend on the size beyond the
+one-shot path (mesh measured fastest at every size here); all_to_allv
+data per peer must fit in ``HCCL_BUFFSIZE / rank_size`` (E_NOT_SUPPORT beyond).
 """
 
 from __future__ import annotations
@@ -32,19 +38,22 @@ from collections.abc import Callable
 
 import numpy as np
 
+from npuemu.host.core import memory
 from npuemu.host.core import stream as streams
 from npuemu.host.hccl import comm as comms
 from npuemu.host.hccl.comm import Communicator
 from npuemu.host.hccl.types import (
     HcclError,
     HcclResult,
+    exec_timeout_s,
     kernel_dtype,
     numpy_dtype,
     reduce_name,
 )
 from npuemu.shared import errors
+from npuemu.shared.protocol import Op
 
-ALGOS = ("mesh", "ring")
+ALGOS = ("mesh", "ring", "hier", "staged-mesh", "staged-ring")
 _H2D, _D2H = 1, 2
 
 
@@ -81,10 +90,35 @@ def _stream(handle: object, comm: Communicator) -> object:
 
 
 def _algo(comm: Communicator, algo: str | None) -> str:
-    choice = algo or comm.algo or "mesh"
+    choice = algo or comm.algo or ("mesh" if comm.mesh_ok else "hier")
     if choice not in ALGOS:
         raise HcclError(HcclResult.HCCL_E_PARA, f"algorithm {choice!r} not in {ALGOS}")
+    if choice.startswith("staged-") and not comm.local:
+        raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT,
+                        "the host-staged path needs every rank in this process")
     return choice
+
+
+def _card(comm_handle: object, stream_handle: object, dtype: object, desc: tuple,
+          kind: str, algo: str, op: str, root: int, count: int, send: int,
+          recv: int) -> None:
+    """Queue one ``COLLECTIVE`` task (the card-executed path)."""
+    comm = comms.get(comm_handle)
+    dt = numpy_dtype(dtype)
+    stream = _stream(stream_handle, comm)
+    if comm.local:  # peers in this process: a differing call is E_PARA now, not on the card
+        comm.group.post(comm.seq, comm.rank, desc)
+    comm.seq += 1
+    timeout_ms = max(1, int(exec_timeout_s() * 1000))
+    with comms.on_device(comm):
+        memory.flush_frees(stream.link, only_if_waiting=True)
+        streams.submit(stream, Op.COLLECTIVE, comm.cid, kind, algo, kernel_dtype(dt), op, root,
+                       count, send or 0, recv or 0, timeout_ms)
+
+
+def _staged(how: str) -> str | None:
+    """The host-staged algorithm behind ``how``, or None for the card-executed path."""
+    return how[len("staged-"):] if how.startswith("staged-") else None
 
 
 class _Run:
@@ -148,9 +182,19 @@ def _over_mpi(c: Communicator, stream_handle: object, dtype: object, fn_name: st
     return True
 
 
+def _local(comm: Communicator, what: str) -> None:
+    """The host-staged path: every rank must be in this process; its resources are made on
+    first use."""
+    if not comm.local:
+        raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT,
+                        f"{what} runs host-staged: it needs every rank in this process")
+    comms.staged(comm)
+
+
 def _call(comm_handle: object, stream_handle: object, dtype: object, desc: tuple,
           body: Callable[[_Run], None]) -> None:
     comm = comms.get(comm_handle)
+    _local(comm, desc[0])
     dt = numpy_dtype(dtype)
     stream = _stream(stream_handle, comm)
     comm.group.post(comm.seq, comm.rank, desc)
@@ -171,8 +215,12 @@ def all_reduce(send: int, recv: int, count: int, dtype: int, op: int, comm: obje
     how = _algo(c, algo)
     if _over_mpi(c, stream, dtype, "all_reduce", send, recv, count, opname):
         return
-    _call(comm, stream, dtype, ("all_reduce", count, int(dtype), opname, how),
-          lambda run: _all_reduce(run, send, recv, count, opname, how))
+    desc = ("all_reduce", count, int(dtype), opname, how)
+    if (staged := _staged(how)) is None:
+        _card(comm, stream, dtype, desc, "all_reduce", how, opname, 0, count, send, recv)
+        return
+    _call(comm, stream, dtype, desc,
+          lambda run: _all_reduce(run, send, recv, count, opname, staged))
 
 
 def _all_reduce(run: _Run, send: int, recv: int, count: int, op: str, how: str) -> None:
@@ -245,8 +293,12 @@ def all_gather(send: int, recv: int, send_count: int, dtype: int, comm: object,
     how = _algo(c, algo)
     if _over_mpi(c, stream, dtype, "all_gather", send, recv, count):
         return
-    _call(comm, stream, dtype, ("all_gather", count, int(dtype), how),
-          lambda run: _all_gather(run, send, recv, count, how))
+    desc = ("all_gather", count, int(dtype), how)
+    if (staged := _staged(how)) is None:
+        _card(comm, stream, dtype, desc, "all_gather", how, "sum", 0, count, send, recv)
+        return
+    _call(comm, stream, dtype, desc,
+          lambda run: _all_gather(run, send, recv, count, staged))
 
 
 def _all_gather(run: _Run, send: int, recv: int, count: int, how: str) -> None:
@@ -284,8 +336,12 @@ def reduce_scatter(send: int, recv: int, recv_count: int, dtype: int, op: int, c
     how = _algo(c, algo)
     if _over_mpi(c, stream, dtype, "reduce_scatter", send, recv, count, opname):
         return
-    _call(comm, stream, dtype, ("reduce_scatter", count, int(dtype), opname, how),
-          lambda run: _reduce_scatter(run, send, recv, count, opname, how))
+    desc = ("reduce_scatter", count, int(dtype), opname, how)
+    if (staged := _staged(how)) is None:
+        _card(comm, stream, dtype, desc, "reduce_scatter", how, opname, 0, count, send, recv)
+        return
+    _call(comm, stream, dtype, desc,
+          lambda run: _reduce_scatter(run, send, recv, count, opname, staged))
 
 
 def _reduce_scatter(run: _Run, send: int, recv: int, count: int, op: str, how: str) -> None:
@@ -323,8 +379,12 @@ def broadcast(buf: int, count: int, dtype: int, root: int, comm: object, stream:
     how = _algo(c, algo)
     if _over_mpi(c, stream, dtype, "broadcast", buf, count, root):
         return
-    _call(comm, stream, dtype, ("broadcast", count, int(dtype), root, how),
-          lambda run: _broadcast(run, buf, count, root, how))
+    desc = ("broadcast", count, int(dtype), root, how)
+    if (staged := _staged(how)) is None:
+        _card(comm, stream, dtype, desc, "broadcast", how, "sum", root, count, buf, buf)
+        return
+    _call(comm, stream, dtype, desc,
+          lambda run: _broadcast(run, buf, count, root, staged))
 
 
 def _broadcast(run: _Run, buf: int, count: int, root: int, how: str) -> None:
@@ -363,28 +423,9 @@ def reduce(send: int, recv: int, count: int, dtype: int, op: int, root: int, com
         comms.element_pointer(recv, count, dt, c, "recv")
     if _over_mpi(c, stream, dtype, "reduce", send, recv, count, opname, root):
         return
-    _call(comm, stream, dtype, ("reduce", count, int(dtype), opname, root),
-          lambda run: _reduce(run, send, recv, count, opname, root))
-
-
-def _reduce(run: _Run, send: int, recv: int, count: int, op: str, root: int) -> None:
-    c, e, r, p = run.c, run.e, run.r, run.p
-    m = run.chunk(1)
-    for c0 in range(0, count, m):
-        n = min(m, count - c0)
-        run.copy(c.in_ptr, send + c0 * e, n)
-        run.publish("in", 0, n)
-        if p > 1:
-            run.meet()
-        if r == root:
-            acc, scratch = c.out_ptr, c.out_ptr + c.cap // 2
-            run.copy(acc, c.in_ptr, n)
-            for j in range(1, p):
-                run.pull(scratch, run.peer(r + j), "in", 0, n)
-                run.reduce(acc, scratch, n, op)
-            run.copy(recv + c0 * e, acc, n)
-        if p > 1:
-            run.meet()
+    desc = ("reduce", count, int(dtype), opname, root)
+    _card(comm, stream, dtype, desc, "reduce", "mesh", opname, root, count, send,
+          recv if c.rank == root else 0)
 
 
 # all_to_all(v) ---------------------------------------------------------------------------
@@ -404,23 +445,8 @@ def all_to_all(send: int, send_count: int, send_type: int, recv: int, recv_count
     comms.element_pointer(recv, count * c.size, dt, c, "recv")
     if _over_mpi(c, stream, send_type, "all_to_all", send, recv, count):
         return
-    _call(comm, stream, send_type, ("all_to_all", count, int(send_type)),
-          lambda run: _all_to_all(run, send, recv, count))
-
-
-def _all_to_all(run: _Run, send: int, recv: int, count: int) -> None:
-    c, e, r, p = run.c, run.e, run.r, run.p
-    m = run.chunk(p)
-    for c0 in range(0, count, m):
-        n = min(m, count - c0)
-        for j in range(p):
-            run.copy(c.in_ptr + j * n * e, send + (j * count + c0) * e, n)
-        run.publish("in", 0, n * p)
-        run.meet()
-        for j in range(p):
-            src = run.peer(r + j)
-            run.pull(recv + (src.rank * count + c0) * e, src, "in", r * n, n)
-        run.meet()
+    _card(comm, stream, send_type, ("all_to_all", count, int(send_type)), "all_to_all",
+          "mesh", "sum", 0, count, send, recv)
 
 
 def _counts(values: object, p: int, what: str) -> list[int]:
@@ -488,6 +514,7 @@ def send(buf: int, count: int, dtype: int, dest: int, comm: object, stream: obje
     comms.element_pointer(buf, count, dt, c, "send")
     if _over_mpi(c, stream, dtype, "send", buf, count, dest):
         return
+    _local(c, "send")
     s = _stream(stream, c)
     n = _pair_seq(c, c.rank, dest)
     run = _Run(c, s, dt, -1)
@@ -510,6 +537,7 @@ def recv(buf: int, count: int, dtype: int, src: int, comm: object, stream: objec
     comms.element_pointer(buf, count, dt, c, "recv")
     if _over_mpi(c, stream, dtype, "recv", buf, count, src):
         return
+    _local(c, "recv")
     s = _stream(stream, c)
     n = _pair_seq(c, src, c.rank)
     run = _Run(c, s, dt, -1)
@@ -527,4 +555,4 @@ def barrier(comm: object, stream: object) -> None:
     """Mirrors ``HcclBarrier``: the stream goes on once every rank's stream reached it."""
     if _over_mpi(comms.get(comm), stream, 4, "barrier"):
         return
-    _call(comm, stream, 4, ("barrier",), lambda run: run.meet() if run.p > 1 else None)
+    _card(comm, stream, 4, ("barrier",), "barrier", "mesh", "sum", 0, 0, 0, 0)

@@ -1,42 +1,44 @@
 """Communicators (``HcclCommInitAll``, ``HcclCommInitRootInfo``, ``HcclCommInitClusterInfo``)
-and the two mechanisms every collective is built from: stream steps and rendezvous points.
+and what their collectives are built from.
 
-**Where ranks live.** All ranks of a communicator live in **one host process** (several
-cards driven by one program with ``comm_init_all``, or one thread per card with
-``comm_init_root_info`` / ``comm_init_cluster_info``, as HCCL allows). Ranks in different
-host processes are **not implemented**: the emulated runtime refuses a device pointer of
-another process, and there are no IPC memory handles yet, so a root info used by another
-process never sees its peers and init fails with ``HCCL_E_TIMEOUT`` after
-``HCCL_CONNECT_TIMEOUT``. Across hosts (MPI) is not implemented either.
+**The card-executed path** (all_reduce, all_gather, reduce_scatter, broadcast, reduce,
+all_to_all, barrier): a communicator is a shared-memory segment (``host/driver/commseg.py``;
+layout in ``shared/layout.py``) created by the host that makes it (``comm_init_all``), or by
+the first rank to join (its name comes from the root info's token, or from a rank table's
+digest); the last local rank of the creating process removes its name. Every rank's host
+writes its entry (card, pid) and creates its semaphore, waits until all ranks joined
+(``HCCL_CONNECT_TIMEOUT``, then E_TIMEOUT), and attaches its card's worker
+(``COMM_ATTACH``). A collective is then one ``COLLECTIVE`` task on the caller's stream: the
+cards exchange buffer addresses and wait for each other through the segment and read each
+other's arenas directly (``device/exec/collective.py``). So **ranks may live in different
+host processes of one node** (``get_root_info`` in one, ``comm_init_root_info`` in the
+others). ``get_comm_async_error`` reads the rank's error word, written by its card when a
+collective failed.
 
-**Buffers.** Each rank owns an input and an output buffer of ``HCCL_BUFFSIZE`` MB on its
-card (HCCL's "CCL buffers"), allocated at init. Their addresses are known to every rank, so
-a rank can queue its whole part of a collective on its stream at call time: it stages its
-data into its own input buffer, and pulls peers' data from their buffers with its own DMA
-engine (P2P copies, peer access enabled at init between the ranks' cards of one HCCS group;
-from a peer in another group it reads that peer's pinned host mirror) into its output
-buffer or the user's buffer; reductions run as the ``reduce`` kernel (``kernels.py``) on its
-AI Vector engine. Messages larger than the buffers are processed in chunks.
-
-**Rendezvous.** A card cannot wait on another card's event, so ranks meet on the host: at a
-meeting point the rank's stream records event A; the communicator's helper stream waits A,
-runs a host function that waits until every party has arrived (``Group.meet``), then
-records event G; the user stream waits G **with a timeout of HCCL_EXEC_TIMEOUT**. If the
-meeting fails (a party's card died, or it never arrived before the timeout) the host
-function holds the helper stream past that timeout, so the user stream's wait fails with
-``ACL_ERROR_RT_WAIT_TIMEOUT`` (107019) at its next synchronize and the communicator's async
-error (``get_comm_async_error``) becomes ``HCCL_E_REMOTE`` or ``HCCL_E_TIMEOUT``. A P2P
-pull from a dead card fails sooner with the DMA's own code (507057).
+**The host-staged path** (send/recv, all_to_allv; kept from before): each rank owns an input
+and an output buffer of ``HCCL_BUFFSIZE`` MB on its card (HCCL's "CCL buffers", made with
+the rest of this path's resources on the group's first staged call, ``staged``); a rank
+stages its data there and pulls its peers' with its own DMA engine (peer access enabled at
+init within an HCCS group; across groups via pinned host mirrors), and the ranks meet at
+host rendezvous points: the rank's stream records event A, a helper stream waits A and runs
+a host function that waits until every party arrived (``Group.meet``), then records event
+G, which the user stream waits with a timeout of HCCL_EXEC_TIMEOUT (a failed meeting holds
+the helper stream past it: 107019 at the next synchronize, async error E_REMOTE or
+E_TIMEOUT). This path needs every rank in this process: with ranks in other processes
+those calls give E_NOT_SUPPORT.
 
 Threading model: a ``Group`` is shared by the threads that call collectives and by the
 runtime's host-function threads (one per helper stream); ``Group.cond`` (its lock) guards
-``joined``, ``posted`` and ``meetings``. A ``Communicator`` is used by one thread at a time
-(HCCL's rule: one thread per card); its ``seq``/``p2p`` counters are touched only by that
-thread; ``async_error`` is written by host-function threads (a single int assignment).
+``joined``, ``posted`` and ``meetings``. ``_segs_lock`` guards ``_segs`` (the segments this
+process has open, with their count of local ranks). A ``Communicator`` is used by one
+thread at a time (HCCL's rule: one thread per card); its ``seq``/``p2p`` counters are
+touched only by that thread; ``host_error`` is written by host-function threads (a single
+int assignment).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
@@ -50,6 +52,7 @@ import numpy as np
 
 from npuemu.host.core import callbacks, kernel, memory, p2p, runtime
 from npuemu.host.core import stream as streams
+from npuemu.host.driver.commseg import ATTACHED, MAX_RANKS, PRESENT, CommSegment
 from npuemu.host.hccl.types import (
     HCCL_ROOT_INFO_BYTES,
     HcclError,
@@ -58,7 +61,8 @@ from npuemu.host.hccl.types import (
     connect_timeout_s,
     exec_timeout_s,
 )
-from npuemu.shared import errors
+from npuemu.shared import errors, topology
+from npuemu.shared.protocol import Op
 
 _D2D = 3  # ACL_MEMCPY_DEVICE_TO_DEVICE
 _KERNELS = os.path.join(os.path.dirname(__file__), "kernels.py")
@@ -88,6 +92,7 @@ class Group:
     meetings: dict[tuple, _Meeting] = field(default_factory=dict)
     cond: threading.Condition = field(default_factory=threading.Condition)
     ready: bool = False
+    staged: bool = False  # the host-staged path's resources exist (``staged``)
 
     def comm(self, rank: int) -> Communicator:
         return self.ranks[rank]
@@ -158,17 +163,37 @@ class Communicator:
     ev_g: object = None
     seq: int = 0
     p2p: dict[tuple[int, int], int] = field(default_factory=dict)
-    async_error: int = 0
+    host_error: int = 0  # set by the host-staged path (and mpi.py) through async_error
     destroyed: bool = False
     algo: str | None = None
     mpi: object = None  # an mpi.MpiLink when the peers are other processes (mpi.py)
     hin: int = 0  # pinned host mirrors of in/out, when a peer is in another HCCS group
     hout: int = 0
     far: frozenset[int] = frozenset()  # ranks this rank's card cannot reach by P2P
+    seg: CommSegment | None = None  # the communicator segment (card-executed path)
+    cid: int = 0  # the communicator's id in the card's worker (COMM_ATTACH)
+    mesh_ok: bool = True  # every rank's card is in one HCCS group
 
     @property
     def size(self) -> int:
         return self.group.size
+
+    @property
+    def local(self) -> bool:
+        """Every rank lives in this process (the host-staged path needs it)."""
+        return len(self.group.ranks) == self.group.size and self.group.ready
+
+    @property
+    def async_error(self) -> int:
+        """``HcclGetCommAsyncError``: the host-staged path's error, else the one the card
+        wrote in the communicator segment."""
+        if self.host_error or self.seg is None or self.destroyed:
+            return self.host_error
+        return self.seg.error(self.rank)
+
+    @async_error.setter
+    def async_error(self, value: int) -> None:
+        self.host_error = value
 
     # the steps a collective is made of (queued on a user stream; caller holds the ctx) ---
     def copy(self, stream: object, dst: int, src: int, nbytes: int, kind: int = _D2D) -> None:
@@ -199,7 +224,7 @@ def _meet_host(args: tuple) -> None:
     started = time.monotonic()
     code = comm.group.meet(key, parties, comm.rank, timeout)
     if code:
-        comm.async_error = code
+        comm.host_error = code
         runtime_plog(f"HCCL rank {comm.rank}: meeting {key} failed with {code}")
         hold = started + timeout + _STALL_MARGIN_S
         while time.monotonic() < hold and not comm.destroyed:
@@ -252,15 +277,31 @@ def _new_rank(group: Group, rank: int, dev: int) -> Communicator:
     ctx, link = _open(dev)
     comm = Communicator(next(_handles), group, rank, dev, ctx, link, buffer_bytes())
     comm.algo = os.environ.get("NPUEMU_HCCL_ALGO") or None
-    with on_device(comm):
-        comm.in_ptr = memory.malloc(comm.cap, 0)
-        comm.out_ptr = memory.malloc(comm.cap, 0)
-        comm.binary = kernel.binary_load_from_file(_KERNELS)
-        comm.func = kernel.binary_get_function(comm.binary.handle, "reduce")
-        comm.helper = streams.create_stream()
-        comm.ev_a, comm.ev_g = streams.create_event(0), streams.create_event(0)
     _comms[comm.handle] = comm
     return comm
+
+
+def staged(comm: Communicator) -> None:
+    """Make the host-staged path's resources of every rank of ``comm``'s group (all in this
+    process), once, on its first staged call: each rank's two ``HCCL_BUFFSIZE`` buffers,
+    reduce kernel, helper stream and events, and the peer access / host mirrors between
+    them (``_connect``). Blocks for the round trips (one thread does it for every rank)."""
+    group = comm.group
+    with group.cond:
+        if group.staged:
+            return
+        for c in group.ranks.values():
+            if c.in_ptr:
+                continue
+            with on_device(c):
+                c.in_ptr = memory.malloc(c.cap, 0)
+                c.out_ptr = memory.malloc(c.cap, 0)
+                c.binary = kernel.binary_load_from_file(_KERNELS)
+                c.func = kernel.binary_get_function(c.binary.handle, "reduce")
+                c.helper = streams.create_stream()
+                c.ev_a, c.ev_g = streams.create_event(0), streams.create_event(0)
+        _connect(group)
+        group.staged = True
 
 
 def _connect(group: Group) -> None:
@@ -285,10 +326,96 @@ def _connect(group: Group) -> None:
             c.hin, c.hout = memory.malloc_host(c.cap), memory.malloc_host(c.cap)
 
 
+# the communicator segment ------------------------------------------------------------------
+_segs: dict[str, list] = {}  # name -> [CommSegment, local ranks using it]
+_segs_lock = threading.Lock()
+
+
+def _node_name() -> str:
+    return runtime.get().ensure_node().name
+
+
+def _use_segment(name: str, deadline: float, create: bool = False) -> CommSegment:
+    """The segment ``name`` for one more local rank: this process's mapping if it has one,
+    else created (``create``: if nobody made it yet) or opened (waiting for it to appear
+    until ``deadline``; E_TIMEOUT after)."""
+    with _segs_lock:
+        entry = _segs.get(name)
+        if entry is not None:
+            entry[1] += 1
+            return entry[0]
+    seg = None
+    if create:
+        with contextlib.suppress(FileExistsError):
+            seg = CommSegment(name, create=True)
+    if seg is None:
+        try:
+            seg = CommSegment.open(name, deadline)
+        except FileNotFoundError as err:
+            raise HcclError(HcclResult.HCCL_E_TIMEOUT, str(err)) from None
+        except PermissionError as err:
+            raise HcclError(HcclResult.HCCL_E_PARA, str(err)) from None
+    with _segs_lock:
+        entry = _segs.setdefault(name, [seg, 0])
+        entry[1] += 1
+    if entry[0] is not seg:  # another thread of this process opened it meanwhile
+        if seg.owner:  # we created it: the mapping kept removes the name at the end
+            entry[0].owner, seg.owner = True, False
+        seg.close()
+    return entry[0]
+
+
+def _drop_segment(seg: CommSegment, rank: int) -> None:
+    """One local rank is done with ``seg`` (the last one closes it; its creator unlinks)."""
+    seg.leave(rank)
+    with _segs_lock:
+        entry = _segs.get(seg.name)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] > 0:
+            return
+        del _segs[seg.name]
+    seg.close()
+
+
+@atexit.register
+def _close_segments() -> None:
+    """Segments of communicators not destroyed at exit."""
+    with _segs_lock:
+        entries = list(_segs.values())
+        _segs.clear()
+    for seg, _users in entries:
+        with contextlib.suppress(Exception):
+            seg.close()
+
+
+def _hccs_group(dev: int) -> int:
+    groups = runtime.get().ensure_node().groups
+    return groups[dev] if 0 <= dev < len(groups) else 0
+
+
+def _attach(comm: Communicator, seg: CommSegment) -> None:
+    """Attach the rank's card to the segment (its peers have all joined)."""
+    devs = [seg.rank_info(j)[0] for j in range(comm.size)]
+    groups = runtime.get().ensure_node().groups
+    comm.mesh_ok = all(topology.can_access(groups, devs[0], d) for d in devs[1:])
+    with on_device(comm):
+        comm.cid = comm.link.call(Op.COMM_ATTACH, seg.name, comm.rank)[0]
+
+
+def _detach(comm: Communicator) -> None:
+    if comm.cid and comm.link.alive():
+        with contextlib.suppress(errors.AclError):
+            comm.link.call(Op.COMM_ATTACH, "", comm.cid)
+    comm.cid = 0
+
+
+# init ------------------------------------------------------------------------------------------
 def comm_init_all(devices: list[int]) -> list[Communicator]:
     """Mirrors ``HcclCommInitAll``: one communicator per card of ``devices`` (rank i on
     ``devices[i]``), all in this process; the caller has set each device. Blocks while the
-    buffers are allocated (one round trip per card)."""
+    buffers are allocated and the cards attached (round trips per card)."""
     devs = list(devices) if isinstance(devices, list | tuple) else None
     if not devs or not all(type(d) is int for d in devs):
         raise HcclError(HcclResult.HCCL_E_PARA, f"devices {devices!r} must be a list of ints")
@@ -296,14 +423,27 @@ def comm_init_all(devices: list[int]) -> list[Communicator]:
         raise HcclError(HcclResult.HCCL_E_PARA, f"duplicate device ids in {devs}")
     group = Group(f"all-{uuid.uuid4().hex}", len(devs))
     made: list[Communicator] = []
+    seg = CommSegment.create(_node_name())
+    entry = [seg, 0]
+    with _segs_lock:
+        _segs[seg.name] = entry
     try:
         for rank, dev in enumerate(devs):
             made.append(_new_rank(group, rank, dev))
             group.ranks[rank] = made[-1]
-        _connect(group)
+            made[-1].seg = seg
+            entry[1] += 1
+            seg.join(rank, len(devs), made[-1].link.dev, _hccs_group(made[-1].link.dev))
+        for comm in made:
+            _attach(comm, seg)
+            seg.attached(comm.rank)
     except BaseException:
         for comm in made:
             comm_destroy(comm.handle)
+        if not made:
+            with _segs_lock:
+                _segs.pop(seg.name, None)
+            seg.close()
         raise
     group.ready = True
     return made
@@ -311,63 +451,98 @@ def comm_init_all(devices: list[int]) -> list[Communicator]:
 
 def get_root_info() -> bytes:
     """Mirrors ``HcclGetRootInfo`` (on the root rank): ``HCCL_ROOT_INFO_BYTES`` bytes naming
-    a fresh rendezvous. The application hands them to every rank."""
-    ident = f"{os.getpid()}-{uuid.uuid4().hex}".encode()
+    a fresh communicator (a random token; the segment ``/npuemu.<node>.hccl.r<token>`` is
+    created by the first rank that joins). Does not block. The application hands them to
+    every rank."""
+    ident = uuid.uuid4().hex.encode()
     body = _ROOT_MAGIC + len(ident).to_bytes(2, "little") + ident
     return body.ljust(HCCL_ROOT_INFO_BYTES, b"\0")
 
 
 def _root_key(root_info: object) -> str:
+    """The token carried by a root info (E_PARA if it is not one)."""
     data = bytes(root_info) if isinstance(root_info, bytes | bytearray | memoryview) else b""
     n = len(_ROOT_MAGIC)
     if len(data) != HCCL_ROOT_INFO_BYTES or data[:n] != _ROOT_MAGIC:
         raise HcclError(HcclResult.HCCL_E_PARA, "root info is not from get_root_info")
     size = int.from_bytes(data[n:n + 2], "little")
-    return "root-" + data[n + 2:n + 2 + size].decode(errors="replace")
+    token = data[n + 2:n + 2 + size].decode(errors="replace")
+    if not token.isalnum():
+        raise HcclError(HcclResult.HCCL_E_PARA, "root info names no communicator")
+    return token
 
 
-def _join(key: str, n_ranks: object, rank: object, dev: int) -> Communicator:
-    if type(n_ranks) is not int or n_ranks < 1:
+def _join(name: str, n_ranks: object, rank: object, dev: int,
+          create: bool = False) -> Communicator:
+    """Join the communicator of segment ``name`` as ``rank`` on card ``dev``."""
+    if type(n_ranks) is not int or not 1 <= n_ranks <= MAX_RANKS:
         raise HcclError(HcclResult.HCCL_E_PARA, f"rank count {n_ranks!r}")
     if type(rank) is not int or not 0 <= rank < n_ranks:
         raise HcclError(HcclResult.HCCL_E_PARA, f"rank {rank!r} not in [0, {n_ranks})")
+    deadline = time.monotonic() + connect_timeout_s()
     with _groups_lock:
-        group = _groups.setdefault(key, Group(key, n_ranks))
+        group = _groups.setdefault(name, Group(name, n_ranks))
     if group.size != n_ranks:
         raise HcclError(HcclResult.HCCL_E_PARA,
                         f"rank count {n_ranks} differs from the other ranks' {group.size}")
     with group.cond:
         if rank in group.ranks or any(c.device == dev for c in group.ranks.values()):
             raise HcclError(HcclResult.HCCL_E_PARA, f"rank {rank} or device {dev} joined twice")
-    comm = _new_rank(group, rank, dev)
-    deadline = time.monotonic() + connect_timeout_s()
+    seg = _use_segment(name, deadline, create)
+    try:
+        comm = _new_rank(group, rank, dev)
+    except BaseException:
+        _drop_segment(seg, rank)
+        raise
+    comm.seg = seg
     with group.cond:
         group.ranks[rank] = comm
-        if len(group.ranks) == n_ranks:
-            try:
-                _connect(group)
-            finally:
-                group.ready = True
-                group.cond.notify_all()
-        while not group.ready and time.monotonic() < deadline:
-            group.cond.wait(_POLL_S)
-        if not group.ready:
+    try:
+        if not seg.join(rank, n_ranks, comm.link.dev, _hccs_group(comm.link.dev)):
+            raise HcclError(HcclResult.HCCL_E_PARA, f"rank {rank} joined twice")
+        _wait_joined(seg, n_ranks, deadline)
+        _attach(comm, seg)
+        seg.attached(rank)
+        _wait_joined(seg, n_ranks, deadline, attached=True)  # nobody may leave before
+    except BaseException:
+        with group.cond:
             group.ranks.pop(rank, None)
-    if not group.ready:
         comm_destroy(comm.handle)
-        raise HcclError(HcclResult.HCCL_E_TIMEOUT,
-                        f"only {len(group.ranks) + 1} of {n_ranks} ranks joined within "
-                        "HCCL_CONNECT_TIMEOUT (ranks in other processes are not supported)")
+        raise
+    local = all(seg.rank_info(j)[1] == os.getpid() for j in range(n_ranks))
+    with group.cond:
+        if local and len(group.ranks) == n_ranks:
+            group.ready = True  # the host-staged path may be used (send/recv, all_to_allv)
     with _groups_lock:
-        if len(group.ranks) == n_ranks and _groups.get(key) is group:
-            del _groups[key]
+        if _groups.get(name) is group:
+            del _groups[name]
     return comm
 
 
+def _wait_joined(seg: CommSegment, n_ranks: int, deadline: float,
+                 attached: bool = False) -> None:
+    """Block until every rank joined the segment (``attached``: and its card attached it,
+    so no rank can destroy the communicator, and its creator remove the name, before every
+    card has it mapped); E_TIMEOUT past ``deadline`` (init's HCCL_CONNECT_TIMEOUT), E_PARA
+    if a rank joined with another rank count."""
+    states = ATTACHED if attached else PRESENT
+    delay = 0.0005
+    while (count := seg.joined(n_ranks, states)) != n_ranks:
+        if count < 0:
+            raise HcclError(HcclResult.HCCL_E_PARA, "ranks joined with different rank counts")
+        if time.monotonic() > deadline:
+            raise HcclError(HcclResult.HCCL_E_TIMEOUT,
+                            f"only {count} of {n_ranks} ranks joined within "
+                            "HCCL_CONNECT_TIMEOUT")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
 def comm_init_root_info(n_ranks: int, root_info: bytes, rank: int) -> Communicator:
-    """Mirrors ``HcclCommInitRootInfo``: join the rendezvous as ``rank`` on the calling
-    thread's current device; blocks until all ``n_ranks`` joined (HCCL_CONNECT_TIMEOUT,
-    then E_TIMEOUT). Ranks must be threads of this process (see the module docstring)."""
+    """Mirrors ``HcclCommInitRootInfo``: join the communicator named by ``root_info`` as
+    ``rank`` on the calling thread's current device; blocks until all ``n_ranks`` joined
+    (HCCL_CONNECT_TIMEOUT, then E_TIMEOUT). Ranks may be threads of one process or
+    processes of one node (or, under MPI, of several nodes: ``mpi.py``)."""
     key = _root_key(root_info)
     try:
         dev = runtime.get().current().device
@@ -377,7 +552,9 @@ def comm_init_root_info(n_ranks: int, root_info: bytes, rank: int) -> Communicat
 
     if type(n_ranks) is int and mpi.active(n_ranks):
         return _join_mpi(key, n_ranks, rank, dev)
-    return _join(key, n_ranks, rank, dev)
+    from npuemu.shared import shm
+
+    return _join(shm.name(_node_name(), "hccl", "r" + key), n_ranks, rank, dev, create=True)
 
 
 def _join_mpi(key: str, n_ranks: int, rank: object, dev: int) -> Communicator:
@@ -400,7 +577,8 @@ def comm_init_cluster_info(rank_table_file: str, rank: int) -> Communicator:
     """Mirrors ``HcclCommInitClusterInfo``: the rank's card comes from the rank table's
     ``device_id``; blocks like ``comm_init_root_info``. Under MPI with one process per rank
     (``mpi.active``) the ranks join over MPI, whatever the servers; otherwise a table of
-    several servers is E_NOT_SUPPORT (ranks of other servers live in other processes)."""
+    several servers is E_NOT_SUPPORT (ranks of other servers live in other processes), and
+    the first rank to arrive creates the segment (named after the table's digest)."""
     from npuemu.host.hccl import mpi, ranktable
 
     table = ranktable.load(rank_table_file)
@@ -412,17 +590,21 @@ def comm_init_cluster_info(rank_table_file: str, rank: int) -> Communicator:
         raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT,
                         f"{table.servers} servers: run one process per rank under mpiexec "
                         f"(-n {table.size})")
-    return _join(key, table.size, rank, entry.device_id)
+    from npuemu.shared import shm
+
+    return _join(shm.name(_node_name(), "hccl", "t" + table.digest), table.size, rank,
+                 entry.device_id, create=True)
 
 
 def comm_destroy(handle: object) -> None:
-    """Mirrors ``HcclCommDestroy``: frees the rank's buffers and helper stream (a rank
-    whose meeting failed is released at once). Blocks for its card's round trips."""
+    """Mirrors ``HcclCommDestroy``: detaches the rank's card from the communicator and
+    frees its buffers and helper stream (a rank whose meeting failed is released at once).
+    Blocks for its card's round trips."""
     comm = get(handle)
     comm.destroyed = True
     _comms.pop(comm.handle, None)
     with comm.group.cond:
-        if comm.group.ranks.get(comm.rank) is comm and comm.group.ready:
+        if comm.group.ranks.get(comm.rank) is comm:
             comm.group.ranks.pop(comm.rank)
     rt = runtime.get()
     prev = getattr(rt.local, "ctx", None)
@@ -432,6 +614,9 @@ def comm_destroy(handle: object) -> None:
             from npuemu.host.hccl import mpi
 
             mpi.close(comm.mpi)
+        if comm.seg is not None:
+            _detach(comm)
+            _drop_segment(comm.seg, comm.rank)
         alive = comm.link.alive()
         if comm.helper is not None and not comm.helper.destroyed:
             with contextlib.suppress(errors.AclError):

@@ -1,5 +1,7 @@
-"""The reduce kernel of the collectives: a kernel binary (see ``npuemu.shared.kernel``)
-loaded into each card a communicator uses, run on the AI Vector engine.
+"""The reduce kernel of the host-staged collectives (send/recv, all_to_allv, and the
+``staged-*`` algorithms): a kernel binary (see ``npuemu.shared.kernel``) loaded into each
+card of a communicator on its first host-staged call, run on the AI Vector engine. The
+card-executed collectives reduce in ``device/exec/collective.py`` instead.
 
 | kernel | engine   | arguments              | computes                       |
 |--------|----------|------------------------|--------------------------------|

@@ -45,9 +45,10 @@ def reduce_all(host, op):
     return acc
 
 
+ALGOS = ("mesh", "ring", "hier") if P == 8 else ("mesh", "ring")  # hier: two HCCS groups
 for dtype in DTYPES:
     for n in ([5, 3001] if not QUICK else [3001]):
-        for algo in ("mesh", "ring"):
+        for algo in ALGOS:
             for op in OPS:
                 host, xs = arrays(n, dtype)
                 outs = [c.all_reduce(x, op=op, stream=s, algo=algo)
@@ -88,9 +89,9 @@ for dtype in DTYPES:
                 comms[r].send(xs[r] if r == 0 else outs[r], r + 1, stream=streams[r])
         finish(outs, [None] + [host[0]] * (P - 1), f"send/recv {dtype} {n}")
 
-# larger than HCCL_BUFFSIZE (the test sets 1 MB): every operation runs in chunks
+# larger than HCCL_BUFFSIZE (the test sets 1 MB): the host-staged path runs in chunks
 n = 150001
-for algo in ("mesh", "ring"):
+for algo in (*ALGOS, "staged-mesh", "staged-ring"):
     host, xs = arrays(n, "float32")
     outs = [c.all_reduce(x, stream=s, algo=algo) for c, x, s in zip(comms, xs, streams,
                                                                      strict=True)]

@@ -1,9 +1,10 @@
 """Collectives (host/hccl) against real device workers.
 
-- The matrix: every operation x dtype x reduce op x algorithm (mesh, ring) for 2, 3, 4 and 8
-  ranks, against numpy, with HCCL_BUFFSIZE=1 MB so large messages run in chunks
+- The matrix: every operation x dtype x reduce op x algorithm (mesh, ring: card-executed)
+  for 2, 3, 4 and 8 ranks, against numpy, plus large messages on the host-staged path
+  (``staged-mesh``/``staged-ring``, HCCL_BUFFSIZE=1 MB so they run in chunks)
   (``hccl_matrix.py``, one child per rank count). 8 cards keep the default topology (two
-  HCCS groups of 4), so pulls across groups go through the pinned host mirrors.
+  HCCS groups of 4), so staged pulls across groups go through the pinned host mirrors.
 - The pyhccl face (``import pyhccl`` under ``npuemu run``): root info with one thread per
   card, a rank table, ordering with other stream work by events, bad input with HCCL's codes.
 - Failures: a rank that never joins a collective, a card that dies, a rank that never joins

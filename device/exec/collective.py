@@ -1,0 +1,623 @@
+"""Collectives executed by the card: the ``COLLECTIVE`` task op and the communicator
+segments the cards synchronise through (``COMM_ATTACH``).
+
+A communicator lives in a shared-memory segment (``shared/layout.py``: COMM_HEADER,
+COMM_RANK) created by the host that makes it; every rank's host writes its entry (card, pid)
+and creates its semaphore, then attaches its card's worker (``attach``). The worker maps the
+segment, maps every peer card's arenas (as for P2P copies) and opens every rank's semaphore.
+
+One collective call is **one stream task** on the rank's stream. Its engine thread (one per
+attached communicator, so a waiting collective never holds up the card's DMA engine, the
+worker loop or other streams) publishes the rank's buffer addresses in the rank's entry,
+then runs phases; between phases a rank bumps its ``step`` counter, posts the semaphore of
+each peer that sleeps for a step all its awaited ranks have now reached (its ``waiting``
+word), and blocks on its own semaphore until those it needs have reached the same step
+(``Comm.sync``: no polling; every wake, and at least every ``_SLICE_S``, it checks the
+deadline, peers' liveness and errors). Data moves straight
+between arenas: peers' inputs are read where they lie and reduced with numpy ufuncs
+(``out=``) into the rank's own output, in ``CHUNK_BYTES`` pieces so the accumulator stays
+in cache. No staging buffer, no host thread.
+
+| kind                   | syncs | what a rank does between them                        |
+|------------------------|-------|------------------------------------------------------|
+| all_reduce, ≤ 4 KiB    | 1     | copies its input into its segment slot (parity of the |
+|                        |       | call), then reduces every rank's slot in rank order  |
+| all_reduce mesh        | 3     | reduces slice r of every input into its output; then |
+|                        |       | copies slice j from rank j's output                  |
+| all_reduce ring        | 2(p-1)+2 | p-1 reduce-scatter + p-1 all-gather steps reading |
+|                        |       | the left neighbour, synced with both neighbours only |
+| all_reduce hier        | 5     | mesh reduce of slice i within the group; reduce of   |
+|                        |       | sub-slice k with the same-place ranks of the other   |
+|                        |       | groups; gather those; gather the group's slices      |
+| all_gather, reduce_scatter, all_to_all, broadcast, reduce | 2 | copy/reduce from peers' inputs |
+| barrier                | 1     | nothing                                              |
+
+The host chooses ``algo`` (mesh within one HCCS group, hier when the ranks span groups;
+``NPUEMU_HCCL_ALGO`` overrides); hier needs groups of equal size (else ring); ring and hier
+apply to all_reduce only, the other kinds are always mesh here.
+
+Failure (the task's code; the rank's ``error`` entry gets the HCCL code, which
+``HcclGetCommAsyncError`` reads): past the task's timeout (HCCL_EXEC_TIMEOUT), or a peer
+that timed out, 107019 and HCCL_E_TIMEOUT; a peer card not running, a peer host gone or
+left, or a peer that failed otherwise, 507057 and HCCL_E_REMOTE; ranks whose calls differ
+(kind, dtype, op, algorithm, root, count) 107000 and
+HCCL_E_PARA. A failed communicator stays failed (its ranks' step counters no longer
+agree): every later collective on it fails at once with the same code, as HCCL asks for
+a new communicator after an error. A cancelled task (stream destroyed or aborted, client
+gone, communicator detached) stops at its next wake.
+
+Threading model: ``attach`` (and detach), ``prepare`` and ``release`` run in the worker's
+loop thread and own ``Client.comms``. Each ``Comm`` has one engine thread (an
+``engines.Engine`` of the DMA class, registered in the scheduler's engine table under the
+key ``Comm.engine``, reused by later communicators of this worker) that runs ``_run`` and
+alone touches ``Comm.step`` and ``calls``; ``broken`` is set once, by that thread or by
+``prepare`` when a peer is already gone (a single assignment; the engine only reads it at
+the start of a task). ``Comm.closed`` is set by the loop and read by the engine thread.
+The segment's words are shared with other processes: each field has one writer (see the
+layout table); ``step`` and ``waiting`` are each written before a full fence (``_fence``)
+and the reads of the peers' words that follow it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from npuemu.device import engines
+from npuemu.shared import address, bf16, errors, layout, protocol, shm
+from npuemu.shared.layout import COMM_HEADER, COMM_RANK, COMM_RANKS, CommRankState
+from npuemu.shared.protocol import BadFrame, u64
+
+if TYPE_CHECKING:
+    from npuemu.device.worker import Client, Worker
+
+CHUNK_BYTES = 256 * 1024
+"""Piece of a reduction: the accumulator and one input stay in L2."""
+_SLICE_S = 0.05
+_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
+          "barrier")
+_ALGOS = ("mesh", "ring", "hier")
+_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+           "float16", "float32", "float64", "bfloat16")
+"""``bfloat16`` travels as uint16 bits and is reduced through float32 (``shared/bf16.py``)."""
+_UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+_OPS = tuple(_UFUNCS)
+_E_PARA, _E_TIMEOUT, _E_REMOTE = 1, 9, 21  # HcclResult values (the host's types.py)
+_R = COMM_RANK
+_PRESENT = (CommRankState.JOINED, CommRankState.ATTACHED)
+_free_engines: list[str] = []  # scheduler keys of engines of detached communicators
+
+
+class CollectiveError(Exception):
+    def __init__(self, code: int, hccl: int, detail: str) -> None:
+        super().__init__(detail)
+        self.code, self.hccl = code, hccl
+
+
+class Comm:
+    """One rank of a communicator, attached to this card."""
+
+    def __init__(self, worker: Worker, name: str, rank: int) -> None:
+        self.worker, self.name, self.rank = worker, name, rank
+        self.seg = shm.Segment(name)  # refuses a segment of another user
+        try:
+            self.words = self.seg.buf.cast("Q")
+            self._check()
+            n = self.n = self.field(rank, _R.N_RANKS)
+            self.devs = [self.field(j, _R.DEV) for j in range(n)]
+            self.pids = [self.field(j, _R.PID) for j in range(n)]
+            self.groups = _hccs_groups([self.field(j, _R.GROUP) for j in range(n)])
+            self.peers = {d: worker.peer(d) for d in set(self.devs) if d != worker.dev}
+            self.sems = [shm.semaphore(f"{name}.r{j}") for j in range(n)]
+        except BaseException:
+            self.seg.close()
+            raise
+        self.step = self.field(rank, _R.STEP)
+        self.calls = 0
+        self.broken: CollectiveError | None = None
+        self.closed = False
+        self.engine = _free_engines.pop() if _free_engines else ""  # scheduler key
+
+    def _check(self) -> None:
+        w, rank = self.words, self.rank
+        if w[COMM_HEADER.MAGIC] != layout.MAGIC_COMM or \
+                w[COMM_HEADER.VERSION] != protocol.PROTOCOL_VERSION:
+            raise _invalid(f"{self.name} is not a communicator segment of this version")
+        if not 0 <= rank < layout.COMM_MAX_RANKS:
+            raise _invalid(f"rank {rank} out of range")
+        n = self.field(rank, _R.N_RANKS)
+        if self.field(rank, _R.DEV) != self.worker.dev or not 0 < n <= layout.COMM_MAX_RANKS:
+            raise _invalid(f"rank {rank} of {self.name} is not on device {self.worker.dev}")
+        for j in range(n):
+            if self.field(j, _R.STATE) not in _PRESENT or self.field(j, _R.N_RANKS) != n:
+                raise _invalid(f"rank {j} of {self.name} has not joined")
+
+    # segment fields ----------------------------------------------------------------------
+    def field(self, rank: int, name: int) -> int:
+        return self.words[COMM_RANKS + rank * _R.words + name]
+
+    def put(self, name: int, value: int) -> None:
+        self.words[COMM_RANKS + self.rank * _R.words + name] = value
+
+    # synchronisation (engine thread) -------------------------------------------------------
+    def sync(self, task: object, ranks: range | tuple[int, ...], deadline: float) -> None:
+        """Advance this rank's step, wake the peers that sleep for it and block until each
+        of ``ranks`` (all, or the two ring neighbours) reached the same step. Raises
+        CollectiveError (timeout, peer lost or failed, cancelled)."""
+        self.step += 1
+        target, me = self.step, self.rank
+        self.put(_R.STEP, target)
+        _fence()
+        self._wake_peers(target, ranks)
+        mode = 0 if len(ranks) == self.n else 1
+        while True:
+            if self._reached(ranks, target):
+                return
+            self._check_waiting(task, ranks, deadline)
+            self.put(_R.WAITING, 2 * target + mode)
+            _fence()
+            if not self._reached(ranks, target):  # a peer that came meanwhile saw WAITING
+                shm.wait(self.sems[me], max(0.0, min(_SLICE_S, deadline - time.monotonic())))
+            self.put(_R.WAITING, 0)
+
+    def _reached(self, ranks: range | tuple[int, ...], target: int) -> bool:
+        words, base, stride = self.words, COMM_RANKS + _R.STEP, _R.words
+        return all(words[base + j * stride] >= target for j in ranks)
+
+    def _wake_peers(self, step: int, ranks: range | tuple[int, ...]) -> None:
+        """Post the semaphore of each peer of ``ranks`` that sleeps for a step every rank
+        it waits for has now reached (normally only the last rank to arrive posts)."""
+        words, base, stride, n = self.words, COMM_RANKS + _R.WAITING, _R.words, self.n
+        for j in ranks:
+            if j == self.rank:
+                continue
+            waiting = words[base + j * stride]
+            if not waiting or waiting // 2 > step:
+                continue
+            theirs = ((j - 1) % n, j, (j + 1) % n) if waiting & 1 else range(n)
+            if self._reached(theirs, waiting // 2):
+                self.sems[j].release()
+
+    def _check_waiting(self, task: object, ranks: range | tuple[int, ...],
+                       deadline: float) -> None:
+        if self.closed or task.cancelled:
+            raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
+                                  "collective cancelled")
+        for j in ranks:
+            if j == self.rank:
+                continue
+            if self.field(j, _R.STATE) not in _PRESENT:
+                raise CollectiveError(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, _E_REMOTE,
+                                      f"rank {j} left the communicator")
+            failed = self.field(j, _R.ERROR)
+            if failed == _E_TIMEOUT:  # the collective timed out: say so on every rank
+                raise CollectiveError(errors.ACL_ERROR_RT_WAIT_TIMEOUT, _E_TIMEOUT,
+                                      f"rank {j} timed out waiting for its peers")
+            if failed:
+                raise CollectiveError(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, _E_REMOTE,
+                                      f"rank {j} failed ({failed})")
+            peer = self.peers.get(self.devs[j])
+            if peer is not None and not _card_alive(peer):
+                raise CollectiveError(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, _E_REMOTE,
+                                      f"rank {j}: device {self.devs[j]} is not running")
+            if not _pid_alive(self.pids[j]):
+                raise CollectiveError(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, _E_REMOTE,
+                                      f"rank {j}: host process {self.pids[j]} is gone")
+        if time.monotonic() >= deadline:
+            raise CollectiveError(errors.ACL_ERROR_RT_WAIT_TIMEOUT, _E_TIMEOUT,
+                                  "peers did not arrive within HCCL_EXEC_TIMEOUT")
+
+    # memory ------------------------------------------------------------------------------
+    def view(self, ptr: int, count: int, dt: np.dtype) -> np.ndarray:
+        """``count`` elements at device pointer ``ptr`` of this card or a peer card of the
+        communicator, as an array over the arena (no copy)."""
+        nbytes = count * dt.itemsize
+        if not nbytes:
+            return np.empty(0, dt)
+        dev, kind, offset = address.decode(ptr)
+        if dev == self.worker.dev:
+            seg = self.worker.memory.arenas[kind].seg
+        else:
+            peer = self.peers.get(dev)
+            if peer is None:
+                raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
+                                      f"0x{ptr:x} is on no card of the communicator")
+            seg = peer.arenas[kind]
+        if offset + nbytes > seg.size:
+            raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
+                                  f"0x{ptr:x}+{nbytes} is outside device {dev}'s memory")
+        raw = (ctypes.c_char * nbytes).from_address(seg.address + offset)
+        return np.frombuffer(raw, dt)
+
+    def small(self, rank: int, parity: int, count: int, dt: np.dtype) -> np.ndarray:
+        """Rank's small-message slot of the segment."""
+        off = layout.comm_small_offset(rank, parity)
+        return np.frombuffer(self.seg.buf, dt, count, off)
+
+
+_fence_lock = threading.Lock()
+
+
+def _fence() -> None:
+    """A full memory barrier (a locked instruction): a rank's store of ``step`` or
+    ``waiting`` is visible before its next load of a peer's, so a sleeper and the peer
+    that arrives last never both miss each other (and ``_SLICE_S`` bounds it anyway)."""
+    with _fence_lock:
+        pass
+
+
+def _hccs_groups(group_of: list[int]) -> list[list[int]] | None:
+    """The ranks of each HCCS group (in rank order), or None unless there are several
+    groups of equal size (what the hierarchical algorithm needs)."""
+    groups: dict[int, list[int]] = {}
+    for rank, g in enumerate(group_of):
+        groups.setdefault(g, []).append(rank)
+    members = list(groups.values())
+    if len(members) < 2 or len({len(m) for m in members}) != 1:
+        return None
+    return members
+
+
+def _card_alive(peer: object) -> bool:
+    if not peer.alive():
+        return False
+    return _pid_alive(peer.ctl[layout.DEVICE_CTL.PID])
+
+
+def _pid_alive(pid: int) -> bool:
+    if not pid:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _invalid(detail: str) -> errors.AclError:
+    return errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, detail)
+
+
+# control requests (loop thread) --------------------------------------------------------------
+def attach(worker: Worker, client: Client, name: str, rank: int) -> tuple:
+    """``COMM_ATTACH``: ``(segment name, rank)`` maps a communicator for this client and
+    returns its id; ``("", id)`` detaches it (a running collective of it stops)."""
+    if not isinstance(name, str):
+        raise BadFrame("COMM_ATTACH takes a segment name")
+    rank = u64(rank)
+    if not name:
+        comm = client.comms.pop(rank, None)
+        if comm is None:
+            raise _invalid(f"no communicator {rank}")
+        _close(comm)
+        return ()
+    if not name.startswith(shm.name(worker.node, "hccl") + "."):
+        raise BadFrame(f"{name!r:.80} is not a communicator segment of this node")
+    comm = Comm(worker, name, rank)
+    if not comm.engine:  # a DMA-class engine (its failure code) under a key of its own
+        comm.engine = f"hccl{len(worker.scheduler.engines)}"
+        worker.scheduler.engines[comm.engine] = engines.Engine(
+            engines.DMA, worker.scheduler.done, worker.wake)
+    cid = 1 + max(client.comms, default=0)
+    client.comms[cid] = comm
+    return (cid,)
+
+
+def _close(comm: Comm) -> None:
+    """Forget a communicator: a running task sees ``closed``; the engine goes back to the
+    pool; the mappings are dropped with the last reference (a running task holds one)."""
+    comm.closed = True
+    for sem in comm.sems:
+        sem.release()  # wake a waiter of this rank so it sees ``closed``
+    if comm.engine:
+        _free_engines.append(comm.engine)
+        comm.engine = ""
+
+
+def release(client: Client) -> None:
+    """The client detached: close its communicators."""
+    for comm in client.comms.values():
+        _close(comm)
+    client.comms.clear()
+
+
+# the task ----------------------------------------------------------------------------------
+def _string(choices: tuple[str, ...]) -> object:
+    def check(value: object) -> None:
+        if value not in choices or type(value) is not str:
+            raise BadFrame(f"{value!r:.40} not in {choices}")
+    return check
+
+
+TASK_ARGS = (u64, _string(_KINDS), _string(_ALGOS), _string(_DTYPES), _string(_OPS), u64,
+             u64, u64, u64, u64)
+"""COLLECTIVE: comm id, kind, algo, dtype, op, root, count, send, recv, timeout ms."""
+
+
+def _extents(kind: str, count: int, p: int, rank: int, root: int) -> tuple[int, int]:
+    """Elements of (send, recv) this rank's buffers must hold."""
+    if kind == "all_gather":
+        return count, count * p
+    if kind == "reduce_scatter":
+        return count * p, count
+    if kind == "all_to_all":
+        return count * p, count * p
+    if kind == "barrier":
+        return 0, 0
+    if kind == "reduce" and rank != root:
+        return count, 0
+    return count, count
+
+
+def prepare(worker: Worker, client: Client, task: object) -> tuple[str, object]:
+    """Check the task's buffers (this rank's own, on this card) in the loop thread; returns
+    the communicator's engine and the body."""
+    cid, kind, algo, dtype, op, root, count, send, recv, timeout_ms = task.args
+    comm = client.comms.get(cid)
+    if comm is None:
+        raise _invalid(f"no communicator {cid}")
+    if not 0 <= root < comm.n:
+        raise _invalid(f"root {root} not in [0, {comm.n})")
+    dt = np.dtype(np.uint16 if dtype == "bfloat16" else dtype)
+    n_send, n_recv = _extents(kind, count, comm.n, comm.rank, root)
+    for ptr, n in ((send, n_send), (recv, n_recv)):
+        if n:
+            if not address.is_device_ptr(ptr) or address.decode(ptr)[0] != worker.dev:
+                raise _invalid(f"0x{ptr:x} is not memory of device {worker.dev}")
+            worker.resolve(client, ptr, n * dt.itemsize)
+            worker.faults.check_ranges((ptr, n * dt.itemsize))
+    try:
+        worker.faults.check_copy(tuple(comm.peers))  # a dead peer or a faulty link
+    except errors.AclError as err:
+        _fail(comm, CollectiveError(err.code, _E_REMOTE, str(err)))
+        raise
+    task.args = (comm, kind, algo, dtype, op, root, count, send, recv, timeout_ms / 1000)
+    return comm.engine, _run
+
+
+def _run(task: object) -> int:
+    comm, kind, algo, dtype, op, root, count, send, recv, timeout_s = task.args
+    try:
+        if comm.broken is not None:
+            raise comm.broken
+        deadline = time.monotonic() + timeout_s
+        desc = (_KINDS.index(kind) | _DTYPES.index(dtype) << 8 | _OPS.index(op) << 16
+                | _ALGOS.index(algo) << 24 | root << 32)
+        if dtype == "bfloat16":
+            run = _Run(comm, task, deadline, np.dtype(np.uint16), _bf16_ufunc(op), count)
+        else:
+            run = _Run(comm, task, deadline, np.dtype(dtype), _UFUNCS[op], count)
+        run.publish(send, recv, desc)
+        comm.calls += 1
+        _BODIES[kind](run, algo, send, recv, root)
+        return 0
+    except CollectiveError as err:
+        return _fail(comm, err)
+    except errors.AclError as err:
+        return _fail(comm, CollectiveError(err.code, _E_REMOTE, str(err)))
+    except Exception:
+        comm.worker.internal_error(f"collective {kind}")
+        return _fail(comm, CollectiveError(errors.ACL_ERROR_RT_INTERNAL_ERROR, 4, "internal"))
+
+
+def _fail(comm: Comm, err: CollectiveError) -> int:
+    if comm.broken is None:
+        comm.broken = err
+        if not comm.closed:
+            comm.put(_R.ERROR, err.hccl)
+            for sem in comm.sems:  # wake every waiting peer: it fails at once
+                sem.release()
+        comm.worker.log("ERROR", f"collective of rank {comm.rank} failed, ret={err.code}: "
+                                 f"{err}", module="HCCL")
+    return err.code
+
+
+def _bf16_ufunc(op: str) -> Callable[..., object]:
+    """A ufunc-shaped reduction of bfloat16 bits (``uf(a, b, out=o)``)."""
+    return lambda a, b, out: bf16.bf16_reduce(op, a, b, out=out)
+
+
+class _Run:
+    """One rank's part of one collective, on the engine thread."""
+
+    def __init__(self, comm: Comm, task: object, deadline: float, dt: np.dtype,
+                 ufunc: Callable[..., object], count: int) -> None:
+        self.c, self.task, self.deadline, self.dt = comm, task, deadline, dt
+        self.uf, self.count = ufunc, count
+        self.r, self.p = comm.rank, comm.n
+        self.all = range(comm.n)
+
+    def publish(self, send: int, recv: int, desc: int) -> None:
+        c = self.c
+        c.put(_R.SEND, send)
+        c.put(_R.RECV, recv)
+        c.put(_R.DESC, desc)
+        c.put(_R.COUNT, self.count)
+
+    def sync(self, ranks: range | tuple[int, ...] | None = None) -> None:
+        self.c.sync(self.task, self.all if ranks is None else ranks, self.deadline)
+
+    def arrive(self) -> None:
+        """The first phase: every rank published; their calls must agree."""
+        self.sync()
+        c = self.c
+        mine = (c.field(self.r, _R.DESC), self.count)
+        for j in self.all:
+            if (c.field(j, _R.DESC), c.field(j, _R.COUNT)) != mine:
+                raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
+                                      f"rank {j} called another collective than rank {self.r}")
+
+    def ptr(self, rank: int, which: int) -> int:
+        return self.c.field(rank, which)
+
+    def view(self, ptr: int, elems_off: int, count: int) -> np.ndarray:
+        return self.c.view(ptr + elems_off * self.dt.itemsize, count, self.dt)
+
+    def reduce_into(self, out: np.ndarray, ins: list[np.ndarray]) -> None:
+        """``out = ins[0] op ins[1] op ...`` in cache-sized pieces (``out`` may be one of
+        the inputs only if it is ``ins[0]``)."""
+        if len(ins) == 1:
+            if ins[0].ctypes.data != out.ctypes.data:
+                np.copyto(out, ins[0])
+            return
+        uf = self.uf
+        if len(ins) == 2:  # one pass: nothing to keep in cache between passes
+            uf(ins[0], ins[1], out=out)
+            return
+        step = max(1, CHUNK_BYTES // self.dt.itemsize)
+        for c0 in range(0, out.size, step):
+            o = out[c0:c0 + step]
+            uf(ins[0][c0:c0 + step], ins[1][c0:c0 + step], out=o)
+            for x in ins[2:]:
+                uf(o, x[c0:c0 + step], out=o)
+
+
+def _blocks(m: int, p: int) -> list[tuple[int, int]]:
+    return [(k * m // p, (k + 1) * m // p - k * m // p) for k in range(p)]
+
+
+def _all_reduce(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
+    r, p, n = run.r, run.p, run.count
+    if n * run.dt.itemsize <= layout.COMM_SMALL_BYTES:
+        _all_reduce_small(run, send, recv)
+    elif algo == "hier" and run.c.groups is not None:
+        _all_reduce_hier(run, run.c.groups)
+    elif algo in ("ring", "hier") and p > 2:
+        _all_reduce_ring(run)
+    else:
+        run.arrive()
+        blocks = _blocks(n, p)
+        lo, ln = blocks[r]
+        ins = [run.view(run.ptr((r + k) % p, _R.SEND), lo, ln) for k in range(p)]
+        run.reduce_into(run.view(recv, lo, ln), ins)
+        run.sync()
+        for j in range(1, p):
+            jlo, jln = blocks[(r + j) % p]
+            src = run.view(run.ptr((r + j) % p, _R.RECV), jlo, jln)
+            np.copyto(run.view(recv, jlo, jln), src)
+        run.sync()
+
+
+def _all_reduce_small(run: _Run, send: int, recv: int) -> None:
+    """One phase: inputs go through the segment's slots (double-buffered by the call's
+    parity: a peer still reading slot q of call k-2 has arrived at call k-1 first)."""
+    c, n, dt = run.c, run.count, run.dt
+    parity = c.calls & 1
+    np.copyto(c.small(run.r, parity, n, dt), run.view(send, 0, n))
+    run.arrive()
+    run.reduce_into(run.view(recv, 0, n), [c.small(j, parity, n, dt) for j in run.all])
+
+
+def _all_reduce_ring(run: _Run) -> None:
+    """Reduce-scatter then all-gather around the ring, each step synced with the two
+    neighbours only: at step k rank r writes a block it did not write at step k-1, and its
+    right neighbour (at most one step behind) reads only what r wrote at step k-1."""
+    r, p = run.r, run.p
+    left, right = (r - 1) % p, (r + 1) % p
+    run.arrive()
+    blocks = _blocks(run.count, p)
+    send, recv = run.ptr(r, _R.SEND), run.ptr(r, _R.RECV)
+    near = (left, r, right)
+    for k in range(p - 1):
+        lo, ln = blocks[(r - k - 1) % p]
+        src = run.ptr(left, _R.SEND if k == 0 else _R.RECV)
+        out = run.view(recv, lo, ln)
+        run.reduce_into(out, [run.view(send, lo, ln), run.view(src, lo, ln)])
+        run.sync(near)
+    lrecv = run.ptr(left, _R.RECV)
+    for k in range(p - 1):
+        lo, ln = blocks[(r - k) % p]
+        np.copyto(run.view(recv, lo, ln), run.view(lrecv, lo, ln))
+        run.sync(near)
+    run.sync()
+
+
+def _all_reduce_hier(run: _Run, groups: list[list[int]]) -> None:
+    """Mesh within each HCCS group, then across groups only between the ranks of the same
+    place in their groups (``counterparts``), then mesh again within the group: 5 syncs;
+    only 1/L of the message crosses between groups per rank (L ranks per group)."""
+    r, n = run.r, run.count
+    group = next(g for g in groups if r in g)
+    i = group.index(r)
+    mates = [g[i] for g in groups]  # this rank's counterparts, one per group
+    gi = mates.index(r)
+    recv = run.ptr(r, _R.RECV)
+    run.arrive()
+    lo, ln = _blocks(n, len(group))[i]
+    ins = [run.view(run.ptr(m, _R.SEND), lo, ln) for m in group[i:] + group[:i]]
+    run.reduce_into(run.view(recv, lo, ln), ins)  # the group's partial of slice i
+    run.sync()
+    subs = _blocks(ln, len(mates))
+    slo, sln = subs[gi]
+    ins = [run.view(run.ptr(m, _R.RECV), lo + slo, sln) for m in mates[gi:] + mates[:gi]]
+    run.reduce_into(run.view(recv, lo + slo, sln), ins)  # final sub-slice gi of slice i
+    run.sync()
+    for k, m in enumerate(mates):
+        if m != r:
+            klo, kln = subs[k]
+            np.copyto(run.view(recv, lo + klo, kln), run.view(run.ptr(m, _R.RECV), lo + klo, kln))
+    run.sync()
+    for k, m in enumerate(group):
+        if m != r:
+            klo, kln = _blocks(n, len(group))[k]
+            np.copyto(run.view(recv, klo, kln), run.view(run.ptr(m, _R.RECV), klo, kln))
+    run.sync()
+
+
+def _all_gather(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
+    n = run.count
+    run.arrive()
+    for k in range(run.p):
+        j = (run.r + k) % run.p
+        np.copyto(run.view(recv, j * n, n), run.view(run.ptr(j, _R.SEND), 0, n))
+    run.sync()
+
+
+def _reduce_scatter(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
+    n, r, p = run.count, run.r, run.p
+    run.arrive()
+    ins = [run.view(run.ptr((r + k) % p, _R.SEND), r * n, n) for k in range(p)]
+    run.reduce_into(run.view(recv, 0, n), ins)
+    run.sync()
+
+
+def _broadcast(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
+    run.arrive()
+    if run.r != root:
+        np.copyto(run.view(recv, 0, run.count), run.view(run.ptr(root, _R.SEND), 0, run.count))
+    run.sync()
+
+
+def _reduce(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
+    run.arrive()
+    if run.r == root:
+        ins = [run.view(run.ptr((root + k) % run.p, _R.SEND), 0, run.count)
+               for k in range(run.p)]
+        run.reduce_into(run.view(recv, 0, run.count), ins)
+    run.sync()
+
+
+def _all_to_all(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
+    n, r, p = run.count, run.r, run.p
+    run.arrive()
+    for k in range(p):
+        j = (r + k) % p
+        np.copyto(run.view(recv, j * n, n), run.view(run.ptr(j, _R.SEND), r * n, n))
+    run.sync()
+
+
+def _barrier(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
+    run.arrive()
+
+
+_BODIES = {"all_reduce": _all_reduce, "all_gather": _all_gather,
+           "reduce_scatter": _reduce_scatter, "broadcast": _broadcast, "reduce": _reduce,
+           "all_to_all": _all_to_all, "barrier": _barrier}

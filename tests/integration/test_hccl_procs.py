@@ -1,0 +1,138 @@
+"""Ranks of one node in separate host processes (card-executed collectives): process A calls
+``HcclGetRootInfo`` and joins as rank 0 on card 0, process B joins as rank 1 on card 1 with
+the root info A wrote; their collectives run between the cards without any host thread of
+the other process. Then B's process ends abruptly (``os._exit``, no cleanup) without calling
+the next all_reduce: A's fails with HCCL_E_REMOTE (its peer's host is gone) well before
+HCCL_EXEC_TIMEOUT instead of hanging."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+RANK = """
+import json, os, sys, time
+import numpy as np
+from npuemu.tools.cli import install_acl
+install_acl()
+import acl, pyhccl
+SYNC, RANK = os.environ["SYNC"], int(os.environ["RANK"])
+FP32, SUM, MAX = 4, 0, 2
+R = {}
+
+def ok(ret, what=""):
+    if ret != 0:
+        raise SystemExit(f"{what} failed: {ret}")
+
+def put(name, value):
+    with open(os.path.join(SYNC, name + ".tmp"), "w") as f:
+        json.dump(value, f)
+    os.rename(os.path.join(SYNC, name + ".tmp"), os.path.join(SYNC, name))
+
+def get(name, timeout=120):
+    path = os.path.join(SYNC, name)
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {name}")
+        time.sleep(0.01)
+    with open(path) as f:
+        return json.load(f)
+
+def dev_array(values):
+    data = np.ascontiguousarray(values, dtype=np.float32)
+    ptr, ret = acl.rt.malloc(max(data.nbytes, 4), 0)
+    ok(ret, "malloc")
+    raw = data.tobytes()  # kept alive across the copy
+    ok(acl.rt.memcpy(ptr, data.nbytes, acl.util.bytes_to_ptr(raw), data.nbytes, 1), "H2D")
+    return ptr
+
+def host(ptr, n):
+    out = bytearray(4 * n)
+    ok(acl.rt.memcpy(acl.util.bytes_to_ptr(out), 4 * n, ptr, 4 * n, 2), "D2H")
+    return np.frombuffer(bytes(out), dtype=np.float32)
+
+ok(acl.init())
+ok(acl.rt.set_device(RANK))
+if RANK == 0:
+    ret, root = pyhccl.HcclGetRootInfo()
+    ok(ret, "root info")
+    put("root", root.internal.hex())
+root = pyhccl.HcclRootInfo(bytes.fromhex(get("root")))
+ret, comm = pyhccl.HcclCommInitRootInfo(2, root, RANK)
+ok(ret, "init")
+s, ret = acl.rt.create_stream()
+N = 300001  # ~1.2 MB: the mesh path (not the one-shot small path)
+mine = np.arange(N, dtype=np.float32) * (RANK + 1)
+x, y = dev_array(mine), dev_array(np.zeros(N))
+ok(pyhccl.HcclAllReduce(x, y, N, FP32, SUM, comm, s), "all_reduce")
+small_x, small_y = dev_array([RANK + 1.0] * 2), dev_array([0.0] * 2)
+ok(pyhccl.HcclAllReduce(small_x, small_y, 2, FP32, MAX, comm, s), "small all_reduce")
+g = dev_array(np.zeros(2 * N))
+ok(pyhccl.HcclAllGather(x, g, N, FP32, comm, s), "all_gather")
+b = dev_array(mine)
+ok(pyhccl.HcclBroadcast(b, N, FP32, 1, comm, s), "broadcast")
+ok(pyhccl.HcclBarrier(comm, s), "barrier")
+ok(acl.rt.synchronize_stream(s), "sync")
+R["all_reduce"] = bool(np.array_equal(host(y, N), np.arange(N, dtype=np.float32) * 3))
+R["small"] = host(small_y, 2).tolist()
+R["all_gather"] = bool(np.array_equal(host(g, 2 * N), np.concatenate(
+    [np.arange(N, dtype=np.float32), np.arange(N, dtype=np.float32) * 2])))
+R["broadcast"] = bool(np.array_equal(host(b, N), np.arange(N, dtype=np.float32) * 2))
+R["send"] = pyhccl.HcclSend(x, 4, FP32, 1 - RANK, comm, s)  # host-staged: not across processes
+R["async"] = pyhccl.HcclGetCommAsyncError(comm)[1]
+put(f"done{RANK}", 1)
+if RANK == 0:
+    get("done1")
+    time.sleep(0.5)  # rank 1's process exits meanwhile without joining the next call
+    t0 = time.monotonic()
+    ok(pyhccl.HcclAllReduce(x, y, N, FP32, SUM, comm, s), "queued")
+    R["orphan_sync"] = acl.rt.synchronize_stream(s)
+    R["orphan_s"] = time.monotonic() - t0
+    R["orphan_async"] = pyhccl.HcclGetCommAsyncError(comm)[1]
+    R["destroy"] = pyhccl.HcclCommDestroy(comm)
+print("RESULT " + json.dumps(R), flush=True)
+if RANK == 1:
+    os._exit(0)  # gone without leaving: rank 0 must notice the dead process itself
+"""
+
+
+def _results(procs: list) -> list[dict]:
+    """Wait for every child (if one fails, stop the others and show all outputs)."""
+    deadline = time.monotonic() + 180
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        if any(p.poll() not in (None, 0) for p in procs):
+            break
+        time.sleep(0.05)
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    outs = [p.communicate(timeout=30) for p in procs]
+    for p in procs:
+        assert p.returncode == 0, "\n---\n".join(f"{o}\n{e}" for o, e in outs)
+    return [json.loads([ln for ln in out.splitlines() if ln.startswith("RESULT ")][-1][7:])
+            for out, _err in outs]
+
+
+def test_two_host_processes_one_node(shared_node, spawn_py, tmp_path) -> None:
+    name = shared_node(devices=2, hbm="256M", ddr="16M")
+    env = {"NPUEMU_NODE": name, "SYNC": str(tmp_path), "HCCL_BUFFSIZE": "1",
+           "HCCL_EXEC_TIMEOUT": "20"}
+    a = spawn_py(RANK, env={**env, "RANK": "0"})
+    b = spawn_py(RANK, env={**env, "RANK": "1"})
+    ra, rb = _results([a, b])
+    for r in (ra, rb):
+        assert r["all_reduce"] and r["all_gather"] and r["broadcast"], r
+        assert r["small"] == [2.0, 2.0]
+        assert r["send"] == 5  # HCCL_E_NOT_SUPPORT
+        assert r["async"] == 0
+    assert ra["orphan_sync"] == 507057, ra  # the peer's host is gone: no hang
+    assert ra["orphan_async"] == 21  # HCCL_E_REMOTE
+    assert ra["orphan_s"] < 15  # well before HCCL_EXEC_TIMEOUT (20 s): liveness, not timeout
+    assert ra["destroy"] == 0
+    # what rank 1's process left (its semaphore, maybe the segment it created) goes with the
+    # node: the shared_node fixture fails the test if anything of the node is left
