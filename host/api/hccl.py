@@ -8,7 +8,8 @@ raising ``HcclError`` (with ``.code``, an ``HcclResult``).
     for c in comms: c.destroy()
 
 Every operation is asynchronous on its stream (default: the card's default stream) and
-returns the output array. ``algo="mesh"|"ring"`` overrides the algorithm (for benchmarks).
+returns the output array. ``algo="mesh"|"ring"|"hier"`` overrides the algorithm
+(``"staged-mesh"|"staged-ring"``: the older host-staged path, for comparison).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Figure family: collectives (host/hccl), measured as ``npuemu hccl-test`` measures them.
 
 * "all_reduce 64 MiB busbw, N cards" for N = 2, 4, 8 of one node (8: the default topology, two
-  HCCS groups joined through pinned host mirrors): bus bandwidth as nccl-tests computes it
+  HCCS groups, the ``hier`` algorithm): bus bandwidth as nccl-tests computes it
   (algbw x 2(N-1)/N), event-timed on rank 0's stream [single-thread ``np.copyto`` of 64 MiB,
   same run]; target ≥ 0.5x (issue 14).
 * "all_reduce 8 B, 8 cards": average time of one all_reduce [one ``launch_host_func`` +
-  ``synchronize_stream`` on one card: the host round trip a rendezvous is built on].
+  ``synchronize_stream`` on one card: a host round trip, for scale; the cards meet in their
+  communicator segment, not on the host].
 * "all_reduce 64 MiB busbw, 2 nodes over MPI": ``mpiexec -n 2`` of this module's ``mpi-child``
   mode, each rank a process with its own embedded node [MPI's own ``Allreduce`` between the
   same two processes **on the same buffers** (the cards' arena memory, mapped by
@@ -21,7 +22,7 @@
   the host-function round trip that orders the MPI call on the stream. Both MPI figures are
   skipped (noted) when mpi4py or mpiexec is missing.
 
-HCCL_BUFFSIZE is set to 64 (MB) here to spare /dev/shm (8 cards x 2 buffers). ``--quick``
+HCCL_BUFFSIZE is set to 64 (MB) here to spare /dev/shm (the host-staged path's buffers). ``--quick``
 measures 16 MiB instead of 64 MiB (labelled so), one iteration each within a node.
 """
 
