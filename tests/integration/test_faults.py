@@ -450,7 +450,12 @@ R["elapsed"] = time.monotonic() - t0
 R["status"] = [int(acl.rt.query_device_status(d)[0]) for d in (0, 1)]
 R["malloc"] = acl.rt.malloc(n, 0)[1]
 R["copy"] = h2d(p1, n)
-R["left"] = sorted(e.split(".", 2)[2] for e in shm.leftovers(name) if ".d1." in e)
+def left():
+    return sorted(e.split(".", 2)[2] for e in shm.leftovers(name) if ".d1." in e)
+t_end = time.monotonic() + 20  # the supervisor cleans up on its own thread: bounded wait
+while left() != ["d1.log"] and time.monotonic() < t_end:
+    time.sleep(0.05)
+R["left"] = left()
 R["log"] = log_text(1)
 ok(acl.rt.set_device(0), "set_device(0)")
 R["dev0"] = [h2d(p0, n, 5), d2h(p0, n)]
