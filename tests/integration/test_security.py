@@ -411,6 +411,7 @@ def test_stop_refuses_while_attached_and_force_ends_the_sessions(shared_node, sp
     assert shm.leftovers(name) == []
 
 
+@pytest.mark.alone  # stages a dead node that any start elsewhere would clean
 def test_dead_node_status_clean_and_logs(npuemu_cli, node_name, tmp_path, status):
     env = {"TMPDIR": str(tmp_path)}
     log = tmp_path / f"npuemu-{os.geteuid()}" / f"{node_name}.log"
@@ -436,6 +437,7 @@ def test_dead_node_status_clean_and_logs(npuemu_cli, node_name, tmp_path, status
     assert shm.leftovers(node_name) == [] and not log.exists()  # ... until cleaned
 
 
+@pytest.mark.alone  # stages a dead node that any start elsewhere would clean
 def test_embedded_leftovers_are_cleaned_by_the_next_start_not_while_held(spawn_py, run_py,
                                                                           npuemu_cli,
                                                                           tmp_path):
