@@ -233,21 +233,26 @@ def listening_nodes() -> list[str]:
 def _mapped_names() -> set[str]:
     """Entries of /dev/shm (``npuemu.*``, ``sem.npuemu.*``) that some live process maps or
     holds open. Reads ``/proc/<pid>/maps`` and ``/proc/<pid>/fd`` of every process we may read
-    (a process of another user cannot hold our 0600 names anyway)."""
-    held: set[str] = set()
+    (a process of another user cannot hold our 0600 names anyway). Matched by inode, not by
+    path: glibc's ``sem_open`` creates a semaphore under a temporary name, maps it and then
+    links it, so its creator's maps show ``/dev/shm/sem.XXXXXX (deleted)``."""
+    inodes: set[int] = set()
     marker = SHM_DIR + "/"
     for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps") as f:
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/maps") as f:
             for line in f:
-                at = line.find(marker)
-                if at >= 0:
-                    held.add(line[at + len(marker):].rstrip("\n").removesuffix(" (deleted)"))
+                if marker in line:  # address perms offset dev inode path
+                    inodes.add(int(line.split(maxsplit=5)[4]))
         with contextlib.suppress(OSError):
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 with contextlib.suppress(OSError):
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                    if target.startswith(marker):
-                        held.add(target[len(marker):])
+                    if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(marker):
+                        inodes.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
+    held: set[str] = set()
+    for entry in leftovers():
+        with contextlib.suppress(OSError):
+            if os.stat(f"{SHM_DIR}/{entry}").st_ino in inodes:
+                held.add(entry)
     return held
 
 

@@ -18,6 +18,15 @@ nodes are neither reported nor touched):
   ``e<pid>-*`` or of a bench's bare-primitive names ``bench-raw<pid>.*``, is neither ours by
   the rule above nor started by ``run_py``/``spawn_py``).
 
+Under pytest-xdist (``-n auto`` in pyproject's addopts) every worker is a session of its
+own (tag ``<run><worker>``, e.g. ``1a2b3cgw0``; nodes ``pt<run><worker>-*``) and checks only
+what its own tests made: another worker's processes carry another tag, its shared nodes
+another prefix, and its embedded nodes a live owner that is not ours. The process that
+started the run (the xdist controller, or the only process without xdist) checks once more
+at the end that nothing of any session of the run is left (``pytest_sessionfinish``). Tests
+marked ``alone`` run with no other test of the run beside them (a file lock of the run):
+they stage dead-node names that a node start or stop elsewhere would clean.
+
 Shared nodes started by the module-scoped ``module_node`` factory live across tests: their
 boot-time names and processes are excluded from the per-test check, and the factory's own
 teardown checks that ``npuemu stop`` removed every one of them.
@@ -33,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import re
@@ -52,9 +62,19 @@ from npuemu.shared import shm
 LEAK_GRACE_S = 5.0
 STOP_TIMEOUT_S = 20.0
 TAG_VAR = "NPUEMU_TEST_SESSION"
-SESSION = secrets.token_hex(3)
+RUN_VAR = "NPUEMU_TEST_RUN"
+RUN = os.environ.get(RUN_VAR) or secrets.token_hex(3)
+"""This pytest run: the controller's id, inherited by its xdist workers."""
+os.environ[RUN_VAR] = RUN
+SESSION = RUN + os.environ.get("PYTEST_XDIST_WORKER", "")
+"""This process's session (``<run>`` alone, or ``<run>gw<N>`` in an xdist worker); the same
+whichever way this module is imported (``conftest`` or ``tests.conftest``)."""
 NODE_PREFIX = f"pt{SESSION}-"
 """Names of shared nodes started by this test session begin with this."""
+_SESSION_NODE = re.compile(r"pt([0-9a-f]{6}(?:gw\d+)?)-")
+_OWNER_PID = re.compile(r"(?:e|fake|bench-raw|bench-|pytest-)(\d+)(?:-|$)")
+"""Node names that carry the pid of their owner: embedded (``e<pid>-*``), fake links,
+``npuemu bench`` nodes and rings, the pytest plugin's session node."""
 
 # Variables a developer's shell may have set that would change what a child attaches to.
 _SCRUBBED = ("NPUEMU_NODE", "NPUEMU_DEVICES", "NPUEMU_HBM", "NPUEMU_DDR", "NPUEMU_SOC",
@@ -103,7 +123,13 @@ class Proc:
     tagged: bool  # carries this session's tag in its environment
 
 
-def _npuemu_procs() -> dict[tuple[int, float], Proc]:
+def _ours(tag: str | None, whole_run: bool = False) -> bool:
+    """A session tag (or the session part of a node name) is ours: this session's, or with
+    ``whole_run`` any session of this run (the controller and every xdist worker)."""
+    return tag == SESSION or (whole_run and tag is not None and tag.startswith(RUN))
+
+
+def _npuemu_procs(whole_run: bool = False) -> dict[tuple[int, float], Proc]:
     """Live (not zombie) npuemu worker and supervisor processes, keyed by (pid, ctime)."""
     me = os.getpid()
     candidates: list[int] = []
@@ -131,7 +157,7 @@ def _npuemu_procs() -> dict[tuple[int, float], Proc]:
             continue
         tagged = False
         with contextlib.suppress(psutil.Error):
-            tagged = p.environ().get(TAG_VAR) == SESSION
+            tagged = _ours(p.environ().get(TAG_VAR), whole_run)
         found[(pid, ctime)] = Proc(pid, ctime, _node_arg(cmdline), " ".join(cmdline),
                                    pid in descendants, tagged)
     return found
@@ -142,23 +168,26 @@ def _node_of(entry: str) -> str:
     return rest[len(shm.PREFIX):].split(".", 1)[0]
 
 
-def _foreign_node(node: str, procs: dict[tuple[int, float], Proc]) -> bool:
-    """True if ``node`` evidently belongs to someone else: one of its processes, or the live
-    owner of an embedded node (``e<pid>-*``), is neither in our tree nor tagged as ours. A
+def _foreign_node(node: str, procs: dict[tuple[int, float], Proc],
+                  whole_run: bool = False) -> bool:
+    """True if ``node`` evidently belongs to someone else: a shared node of another session
+    (``pt<session>-*``: another pytest run, or another xdist worker of this one, which checks
+    it itself), or one of its processes, or the live owner whose pid the name carries
+    (``e<pid>-*``, ``bench-raw<pid>``, ...), is neither in our tree nor tagged as ours. A
     node whose processes and owner are all dead counts as ours (its names are a leak)."""
-    if node.startswith(NODE_PREFIX):
-        return False
+    if m := _SESSION_NODE.match(node):
+        return not _ours(m.group(1), whole_run)
     if any(p.node == node and not (p.descendant or p.tagged) for p in procs.values()):
         return True
-    # an embedded node's owner, or the bench process whose bare-primitive names these are
-    m = re.fullmatch(r"e(\d+)-[0-9a-f]+|bench-raw(\d+)", node)
-    if not m or int(m.group(1) or m.group(2)) in _OUR_PIDS:
+    m = _OWNER_PID.match(node)
+    if not m or int(m.group(1)) in _OUR_PIDS:
         return False
     try:
-        owner = psutil.Process(int(m.group(1) or m.group(2)))
+        owner = psutil.Process(int(m.group(1)))
         if owner.status() == psutil.STATUS_ZOMBIE:
             return False
-        return owner.environ().get(TAG_VAR) != SESSION and owner.pid not in _descendants()
+        return (not _ours(owner.environ().get(TAG_VAR), whole_run)
+                and owner.pid not in _descendants())
     except psutil.NoSuchProcess:
         return False
     except psutil.Error:  # alive but unreadable: not ours
@@ -177,16 +206,17 @@ def _persistent_entry(entry: str) -> bool:
     return node in _PERSISTENT and entry in _PERSISTENT[node]
 
 
-def _leaks(before_shm: set[str], before_procs: set[tuple[int, float]]
-           ) -> tuple[list[str], list[Proc]]:
-    """What is there now that the test made: (shm names, processes)."""
-    procs = _npuemu_procs()
+def _leaks(before_shm: set[str], before_procs: set[tuple[int, float]],
+           whole_run: bool = False) -> tuple[list[str], list[Proc]]:
+    """What is there now that the test (or, with ``whole_run``, the run) made: (shm names,
+    processes)."""
+    procs = _npuemu_procs(whole_run)
     leaked_procs = [p for key, p in procs.items()
                     if p.node not in _PERSISTENT
                     and (p.descendant or (p.tagged and key not in before_procs))]
     leaked_shm = [e for e in shm.leftovers()
                   if e not in before_shm and not _persistent_entry(e)
-                  and not _foreign_node(_node_of(e), procs)]
+                  and not _foreign_node(_node_of(e), procs, whole_run)]
     return leaked_shm, leaked_procs
 
 
@@ -211,19 +241,58 @@ def _unlink(entries: list[str]) -> None:
 
 
 def wait_for_no_leaks(before_shm: set[str], before_procs: set[tuple[int, float]],
-                      grace: float = LEAK_GRACE_S) -> tuple[list[str], list[Proc]]:
+                      grace: float = LEAK_GRACE_S, whole_run: bool = False
+                      ) -> tuple[list[str], list[Proc]]:
     """Poll until nothing leaks or ``grace`` passes; returns what is still there."""
     deadline = time.monotonic() + grace
     while True:
         _reap_zombies()
-        leaked_shm, leaked_procs = _leaks(before_shm, before_procs)
+        leaked_shm, leaked_procs = _leaks(before_shm, before_procs, whole_run)
         if not (leaked_shm or leaked_procs) or time.monotonic() > deadline:
             return leaked_shm, leaked_procs
         time.sleep(0.05)
 
 
+# ---------------------------------------------------------------------------- xdist: alone
+ALONE = "alone"
+"""Marker of a test that must not run beside another test of the run (xdist workers): it
+stages dead-node names that any node start or stop elsewhere would clean (``shm.clean_dead``)
+or calls ``clean_dead`` itself and checks what it removed."""
+
+
+@contextlib.contextmanager
+def _turn(factory: pytest.TempPathFactory, alone: bool) -> Iterator[None]:
+    """Under xdist: a shared lock of the run for an ordinary test (or a module's node stop),
+    an exclusive one for a test marked ``alone``. A gate lock taken first makes a waiting
+    ``alone`` test block the next ordinary ones, so it is never starved."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    run_dir = factory.getbasetemp().parent  # the workers' base temp dirs are in the run's
+    with open(run_dir / "alone.gate", "a") as gate, open(run_dir / "alone.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+
+
 @pytest.fixture(autouse=True)
-def no_npuemu_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
+def _xdist_turn(request: pytest.FixtureRequest,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Set up before (and torn down after) the leak check below: see :func:`_turn`."""
+    with _turn(tmp_path_factory, request.node.get_closest_marker(ALONE) is not None):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def no_npuemu_leaks(_xdist_turn: None, request: pytest.FixtureRequest) -> Iterator[None]:
     """Fail the test if it leaves npuemu shared memory or processes behind."""
     before_shm = set(shm.leftovers())
     before_procs = set(_npuemu_procs())
@@ -235,10 +304,44 @@ def no_npuemu_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
         leaked_shm = sorted(set(leaked_shm) | set(_leaks(before_shm, before_procs)[0]))
     _unlink(leaked_shm)
     if leaked_shm or leaked_procs:
-        lines = [f"npuemu leak after {LEAK_GRACE_S:.0f} s grace (now cleaned up):"]
-        lines += [f"  /dev/shm/{e}" for e in leaked_shm]
-        lines += [f"  process {p.pid}: {p.cmd}" for p in leaked_procs]
-        pytest.fail("\n".join(lines), pytrace=False)
+        pytest.fail(_leak_report(leaked_shm, leaked_procs), pytrace=False)
+
+
+def _leak_report(leaked_shm: list[str], leaked_procs: list[Proc]) -> str:
+    lines = [f"npuemu leak after {LEAK_GRACE_S:.0f} s grace (now cleaned up):"]
+    lines += [f"  /dev/shm/{e}" for e in leaked_shm]
+    lines += [f"  process {p.pid}: {p.cmd}" for p in leaked_procs]
+    return "\n".join(lines)
+
+
+# The whole run, checked once by the process that started it (the xdist controller, or the
+# only process without xdist): at its end nothing of any of its sessions is left, whatever
+# the per-test checks of its workers saw.
+_RUN_START = pytest.StashKey[tuple[set[str], set[tuple[int, float]]]]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        session.config.stash[_RUN_START] = (set(shm.leftovers()), set(_npuemu_procs(True)))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    start = session.config.stash.get(_RUN_START, None)
+    if start is None:
+        return
+    leaked_shm, leaked_procs = wait_for_no_leaks(*start, whole_run=True)
+    if leaked_procs:
+        _kill(leaked_procs)
+        leaked_shm = sorted(set(leaked_shm) | set(_leaks(*start, whole_run=True)[0]))
+    _unlink(leaked_shm)
+    if leaked_shm or leaked_procs:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("end of run: " + _leak_report(leaked_shm, leaked_procs),
+                                red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 # ------------------------------------------------------------------------------------ paths
@@ -461,6 +564,7 @@ def module_node(tmp_path_factory) -> Iterator[Callable[..., str]]:
     stop`` must remove every name and process it had."""
     factory = _NodeFactory(persistent=True, log_dir=str(tmp_path_factory.mktemp("nodes")))
     yield factory.start
-    problems = factory.stop_all()
+    with _turn(tmp_path_factory, alone=False):  # a stop cleans dead nodes: not beside `alone`
+        problems = factory.stop_all()
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)

@@ -49,8 +49,9 @@ waits at most ``RESTART_WAIT_S`` for the card to be seen lost.
 Limits: the in-process runtime attaches to one node per process, so ``npu_node`` must be
 set up before the test process first attaches to a card (a test that used a card without
 the fixture or the marker, run earlier, makes it fail with a message saying so; a runtime
-that was made but never attached, e.g. by ``Device(0)`` at import time, is replaced). The
-plugin does not run tests in parallel on several nodes.
+that was made but never attached, e.g. by ``Device(0)`` at import time, is replaced). Under
+pytest-xdist every worker is a session of its own and so starts (and stops) a node of its
+own; an ``NPUEMU_NODE`` given is shared by every worker.
 """
 
 from __future__ import annotations

@@ -105,6 +105,7 @@ def test_pinned_names_are_unguessable():
     assert all(n.startswith("/npuemu.n.p42.") and len(n.rsplit(".", 1)[1]) == 16 for n in names)
 
 
+@pytest.mark.alone  # a clean_dead elsewhere would remove the staged names first
 def test_clean_dead_removes_only_unheld_names_of_dead_nodes():
     dead, live = _node(), _node()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
