@@ -11,7 +11,12 @@ through device memory, a stream, and a NORMAL device status.
 What is not fuzzed, and why: sizes above ``BIG_HOST`` for ``malloc_host`` (they would really
 pin that much host memory, as hardware does); thread ids of live threads (subscribing the
 fuzzing thread itself and then synchronizing a stream with a blocking callback deadlocks on
-hardware too).
+hardware too); writes far past a plain host buffer: a raw host pointer is trusted as on
+hardware (only its mapping is checked), so the pool's host pointer points ``GUARD`` bytes
+into a buffer of four times that, and junk offsets (-64..8192) and counts (up to 64 KiB)
+stay inside memory the child owns. With a 4 KiB buffer they could overrun it into the
+child's own heap (the likely cause of a rare failure in which the child found its stdout
+closed).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from npuemu.host.acl import _wrap
 
 TIME_BUDGET_S = float(os.environ.get("FUZZ_BUDGET_S", "20"))
 BIG_HOST = 256 << 20
+GUARD = 64 << 10
 ALLOWED = (TypeError, ValueError, OverflowError)
 
 def surface():
@@ -74,9 +80,9 @@ def fresh_pool():
         except Exception:
             value = 0
         pool.append(value)
-    buf = bytearray(4096)
+    buf = bytearray(GUARD * 4)
     keep.append(buf)
-    pool.append(acl.util.bytes_to_ptr(buf))
+    pool.append(acl.util.bytes_to_ptr(buf) + GUARD)  # junk offsets and counts stay inside
     return pool
 
 POOL = fresh_pool()
