@@ -560,7 +560,7 @@ for d in range(N):  # A: sources (never written), B and C: destinations
 VICTIM = 2
 victim_pid = status_json()["devices"][VICTIM]["pid"]
 stop, started = threading.Event(), threading.Barrier(6, timeout=20)
-res, killed = {}, [0.0]
+res, killed, progress = {}, [0.0], {}  # progress: a loop's name once it copied
 
 def guarded(loop):
     def run(name, *args):
@@ -580,6 +580,7 @@ def sync_loop(name, cur, dst, src):
         if rets[-1]:
             t_fail = time.monotonic() - killed[0]
             break
+        progress[name] = True
     res[name] = {"ok": rets.count(0), "fail": rets[-1] if rets[-1] else 0, "t": t_fail}
 
 @guarded
@@ -594,6 +595,7 @@ def async_loop(name, cur, dst, src):
         if any(r):
             t_fail = time.monotonic() - killed[0]
             break
+        progress[name] = True
     res[name] = {"ok": rets.count([0, 0]), "fail": rets[-1] if any(rets[-1]) else 0,
                  "t": t_fail}
     res[name]["later"] = [rt.memcpy_async(dst, n, src, n, 3, s), rt.synchronize_stream(s)]
@@ -609,7 +611,10 @@ threads = [  # host links touched: {0, 1}, {2, 3}, {4}, {6}, {5, 7}
 for t in threads:
     t.start()
 started.wait()
-time.sleep(0.4)
+t_end = time.monotonic() + 20  # the kill lands during traffic: every loop has copied (bounded)
+while len(progress) < len(threads) and time.monotonic() < t_end:
+    time.sleep(0.01)
+time.sleep(0.2)
 killed[0] = time.monotonic()
 os.kill(victim_pid, signal.SIGKILL)
 time.sleep(1.0)  # the pairs without card 2 keep copying meanwhile
