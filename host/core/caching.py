@@ -166,26 +166,7 @@ class CachingAllocator:
                 else:
                     blocks.pop()
                 if block is not None:
-                    c = block.counters
-                    c.alloc_count += 1
-                    block.requested = size
-                    if rt.config.track_alloc:
-                        block.stack = traceback.extract_stack(limit=16)[:-1]
-                        self._trace(link, "alloc", block.ptr, rounded, block.stack)
-                    self._lent[block.alloc.ptr] = block
-                    allocated = c.allocated + rounded
-                    c.allocated = allocated
-                    c.allocated_total += rounded
-                    if allocated > c.allocated_peak:
-                        c.allocated_peak = allocated
-                    requested = c.requested + size
-                    c.requested = requested
-                    if requested > c.requested_peak:
-                        c.requested_peak = requested
-                    active = c.active + 1
-                    c.active = active
-                    if active > c.active_peak:
-                        c.active_peak = active
+                    self._lend(block, size, rt)
                     return block
         block = Block(self._device_malloc(link, rounded, policy), key)
         with self.lock:
