@@ -67,6 +67,27 @@ def hold(s):
 
 EPILOGUE = '\nprint("RESULT " + json.dumps(R))\n'
 
+FILE_RENDEZVOUS = '''
+def put(name, value):
+    """Publish ``value`` as JSON under ``name`` in the directory $SYNC (atomic rename)."""
+    with open(os.path.join(SYNC, name + ".tmp"), "w") as f:
+        json.dump(value, f)
+    os.rename(os.path.join(SYNC, name + ".tmp"), os.path.join(SYNC, name))
+
+def get(name, timeout=120):
+    """The value another process ``put`` under ``name``; exits the child past ``timeout``."""
+    path = os.path.join(SYNC, name)
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {name}")
+        time.sleep(0.01)
+    with open(path) as f:
+        return json.load(f)
+'''
+"""Two child processes meeting through files: ``put``/``get`` (the program imports ``os``,
+``json``, ``time`` and sets ``SYNC`` before it calls them)."""
+
 
 def run_scenario(run_py: Callable[..., Any], prelude: str, body: str, env: dict[str, str],
                  timeout: float) -> dict:

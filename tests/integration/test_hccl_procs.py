@@ -11,10 +11,11 @@ import json
 import time
 
 import pytest
+from childprog import FILE_RENDEZVOUS
 
 pytestmark = pytest.mark.integration
 
-RANK = """
+RANK = FILE_RENDEZVOUS + """
 import json, os, sys, time
 import numpy as np
 from npuemu.tools.cli import install_acl
@@ -28,20 +29,6 @@ def ok(ret, what=""):
     if ret != 0:
         raise SystemExit(f"{what} failed: {ret}")
 
-def put(name, value):
-    with open(os.path.join(SYNC, name + ".tmp"), "w") as f:
-        json.dump(value, f)
-    os.rename(os.path.join(SYNC, name + ".tmp"), os.path.join(SYNC, name))
-
-def get(name, timeout=120):
-    path = os.path.join(SYNC, name)
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {name}")
-        time.sleep(0.01)
-    with open(path) as f:
-        return json.load(f)
 
 def dev_array(values):
     data = np.ascontiguousarray(values, dtype=np.float32)

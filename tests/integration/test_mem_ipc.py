@@ -10,11 +10,12 @@ import signal
 import time
 
 import pytest
+from childprog import FILE_RENDEZVOUS
 
 pytestmark = pytest.mark.integration
 
 MiB = 1 << 20
-COMMON = """
+COMMON = FILE_RENDEZVOUS + """
 import json, os, sys, time
 from npuemu.tools.cli import install_acl
 install_acl()
@@ -26,20 +27,6 @@ def ok(ret, what=""):
     if ret != 0:
         raise SystemExit(f"{what} failed: {ret} {acl.get_recent_err_msg()}")
 
-def put(name, value):
-    with open(os.path.join(SYNC, name + ".tmp"), "w") as f:
-        json.dump(value, f)
-    os.rename(os.path.join(SYNC, name + ".tmp"), os.path.join(SYNC, name))
-
-def get(name, timeout=60):
-    path = os.path.join(SYNC, name)
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {name}")
-        time.sleep(0.01)
-    with open(path) as f:
-        return json.load(f)
 
 def mapped(handle, size):
     va, ret = acl.rt.reserve_mem_address(size, 0, 0, 0)
