@@ -50,9 +50,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from npuemu.host.core import callbacks, kernel, memory, p2p, runtime
+from npuemu.host.core import callbacks, kernel, memory, p2p, plog, runtime
 from npuemu.host.core import stream as streams
 from npuemu.host.driver.commseg import ATTACHED, MAX_RANKS, PRESENT, CommSegment
+from npuemu.host.hccl import mpi, ranktable
 from npuemu.host.hccl.types import (
     HCCL_ROOT_INFO_BYTES,
     HcclError,
@@ -61,7 +62,7 @@ from npuemu.host.hccl.types import (
     connect_timeout_s,
     exec_timeout_s,
 )
-from npuemu.shared import errors, topology
+from npuemu.shared import errors, logring, shm, topology
 from npuemu.shared.protocol import Op
 
 _D2D = 3  # ACL_MEMCPY_DEVICE_TO_DEVICE
@@ -232,9 +233,6 @@ def _meet_host(args: tuple) -> None:
 
 
 def runtime_plog(text: str) -> None:
-    from npuemu.host.core import plog
-    from npuemu.shared import logring
-
     plog.log(logring.ERROR, text)
 
 
@@ -548,18 +546,15 @@ def comm_init_root_info(n_ranks: int, root_info: bytes, rank: int) -> Communicat
         dev = runtime.get().current().device
     except errors.AclError as err:
         raise HcclError(HcclResult.HCCL_E_RUNTIME, str(err)) from err
-    from npuemu.host.hccl import mpi
 
     if type(n_ranks) is int and mpi.active(n_ranks):
         return _join_mpi(key, n_ranks, rank, dev)
-    from npuemu.shared import shm
 
     return _join(shm.name(_node_name(), "hccl", "r" + key), n_ranks, rank, dev, create=True)
 
 
 def _join_mpi(key: str, n_ranks: int, rank: object, dev: int) -> Communicator:
     """A rank whose peers are other processes, joined by MPI (``mpi.py``)."""
-    from npuemu.host.hccl import mpi
 
     if type(rank) is not int or not 0 <= rank < n_ranks:
         raise HcclError(HcclResult.HCCL_E_PARA, f"rank {rank!r} not in [0, {n_ranks})")
@@ -579,7 +574,6 @@ def comm_init_cluster_info(rank_table_file: str, rank: int) -> Communicator:
     (``mpi.active``) the ranks join over MPI, whatever the servers; otherwise a table of
     several servers is E_NOT_SUPPORT (ranks of other servers live in other processes), and
     the first rank to arrive creates the segment (named after the table's digest)."""
-    from npuemu.host.hccl import mpi, ranktable
 
     table = ranktable.load(rank_table_file)
     entry = table.locate(rank)
@@ -590,7 +584,6 @@ def comm_init_cluster_info(rank_table_file: str, rank: int) -> Communicator:
         raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT,
                         f"{table.servers} servers: run one process per rank under mpiexec "
                         f"(-n {table.size})")
-    from npuemu.shared import shm
 
     return _join(shm.name(_node_name(), "hccl", "t" + table.digest), table.size, rank,
                  entry.device_id, create=True)
@@ -611,7 +604,6 @@ def comm_destroy(handle: object) -> None:
     rt.local.ctx = comm.ctx
     try:
         if comm.mpi is not None:
-            from npuemu.host.hccl import mpi
 
             mpi.close(comm.mpi)
         if comm.seg is not None:
