@@ -30,9 +30,13 @@ Communicator segment ``/npuemu.<node>.hccl.<token>`` (created ``O_EXCL`` 0600 by
   opened by the other ranks' host processes and attached by their workers, ``COMM_ATTACH``):
   COMM_HEADER, then ``COMM_MAX_RANKS`` entries of COMM_RANK at word ``COMM_RANKS``, then one
   ``COMM_SMALL_BYTES`` slot pair per rank at byte ``comm_small_offset(rank, parity)`` (small
-  all_reduce inputs, double-buffered by the parity of the collective's number). A rank's
+  all_reduce inputs, double-buffered by the parity of the collective's number), then
+  ``COMM_MAX_RANKS`` x ``COMM_MAX_RANKS`` entries of COMM_PAIR at word ``comm_pair(rank,
+  peer)`` (what rank says to peer: its sends and all_to_allv counts; what it took of peer's
+  sends). A rank's
   first line is written by its host at join; its second line only by its card's worker
-  while it runs collectives (``device/exec/collective.py``); each rank has a semaphore
+  while it runs collectives (``device/exec/collective.py``), as are its pair entries; each
+  rank has a semaphore
   ``<segment>.r<rank>`` (created and unlinked by its host) that peers post after they
   advance ``step``.
 
@@ -346,11 +350,31 @@ def comm_small_offset(rank: int, parity: int) -> int:
         (2 * rank + parity) * COMM_SMALL_BYTES
 
 
-COMM_SIZE = comm_small_offset(COMM_MAX_RANKS, 0)
+COMM_PAIR = Layout("COMM_PAIR", [
+    Field("sent", 1, "sends of rank to peer published (monotonic; HcclSend)"),
+    Field("ptr", 1, "device pointer of the newest send to peer"),
+    Field("count", 1, "its element count"),
+    Field("dtype", 1, "its dtype (index in the card's dtype list)"),
+    Field("taken", 1, "sends of peer to rank that rank's recv completed (HcclRecv)"),
+    Field("status", 1, "0, or the HcclResult of rank's newest recv from peer (E_PARA)"),
+    Field("v_displ", 1, "all_to_allv: sdispls[peer] of rank (elements)"),
+    Field("v_send", 1, "all_to_allv: send_counts[peer] of rank"),
+    Field("v_recv", 1, "all_to_allv: recv_counts[peer] of rank"),
+    _pad("_pad0", 7),
+])
+
+
+def comm_pair(rank: int, peer: int) -> int:
+    """Word index of the COMM_PAIR entry (rank, peer) in a communicator segment."""
+    return comm_small_offset(COMM_MAX_RANKS, 0) // 8 + \
+        (rank * COMM_MAX_RANKS + peer) * COMM_PAIR.words
+
+
+COMM_SIZE = comm_pair(COMM_MAX_RANKS, 0) * 8
 
 
 ALL = (REGISTRY, DEVICE_ENTRY, DEVICE_CTL, CLIENT_ENTRY, LINK_ENTRY, POISON_ENTRY,
-       CLIENT_HEADER, RING_HEADER, STREAM_ENTRY, EVENT_ENTRY, COMM_HEADER, COMM_RANK)
+       CLIENT_HEADER, RING_HEADER, STREAM_ENTRY, EVENT_ENTRY, COMM_HEADER, COMM_RANK, COMM_PAIR)
 
 if __name__ == "__main__":
     print("\n\n".join(layout.table() for layout in ALL))

@@ -56,7 +56,7 @@ completion is published in the client's stream/event tables (``layout.py``):
 | LAUNCH       | bin id, kernel name, blocks, [args]    |
 | CALLBACK     | callback id, block (0/1)               |
 | MODEL_EXECUTE| model id, [input addresses], [output addresses] |
-| COLLECTIVE   | comm id, kind, algo, dtype, op, root, count, send, recv, timeout ms |
+| COLLECTIVE   | comm id, kind, algo, dtype, op, root (send/recv: the peer), count, send, recv, timeout ms, [counts] (all_to_allv: send_counts, sdispls, recv_counts, rdispls) |
 
 A model step (``MODEL_LOAD``) is ``[stream, bin id, kernel name, blocks, [args], [[arg index,
 0 input / 1 output, user index], ...], [waited event ids], [recorded event ids]]``, in the
@@ -80,7 +80,7 @@ import enum
 
 import msgpack
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 
 class Op(enum.IntEnum):

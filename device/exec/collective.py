@@ -30,7 +30,17 @@ in cache. No staging buffer, no host thread.
 |                        |       | sub-slice k with the same-place ranks of the other   |
 |                        |       | groups; gather those; gather the group's slices      |
 | all_gather, reduce_scatter, all_to_all, broadcast, reduce | 2 | copy/reduce from peers' inputs |
+| all_to_allv            | 2     | checks every rank's counts against its peers' (the   |
+|                        |       | COMM_PAIR table), then copies from peers' inputs     |
 | barrier                | 1     | nothing                                              |
+
+**send / recv** do not touch ``step`` (only two ranks take part): the sender publishes its
+buffer in its COMM_PAIR entry for the receiver and bumps ``sent``; the receiver waits for
+that, copies straight from the sender's arena into its own buffer and bumps ``taken``; the
+sender's task ends when the receiver's ``taken`` reaches its send (so its buffer may be
+reused), as HcclSend's stream waits for the matching HcclRecv. A receiver whose count or
+dtype differs from the send fails with E_PARA and writes ``status``, so the sender fails
+with it. A rank sleeping in either writes ``waiting`` = 1 and is posted by the peer.
 
 The host chooses ``algo`` (mesh within one HCCS group, hier when the ranks span groups;
 ``NPUEMU_HCCL_ALGO`` overrides); hier needs groups of equal size (else ring); ring and hier
@@ -71,7 +81,7 @@ import numpy as np
 
 from npuemu.device import engines
 from npuemu.shared import address, bf16, errors, layout, protocol, shm
-from npuemu.shared.layout import COMM_HEADER, COMM_RANK, COMM_RANKS, CommRankState
+from npuemu.shared.layout import COMM_HEADER, COMM_PAIR, COMM_RANK, COMM_RANKS, CommRankState
 from npuemu.shared.protocol import BadFrame, u64
 
 if TYPE_CHECKING:
@@ -81,7 +91,9 @@ CHUNK_BYTES = 256 * 1024
 """Piece of a reduction: the accumulator and one input stay in L2."""
 _SLICE_S = 0.05
 _KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
-          "barrier")
+          "barrier", "all_to_allv", "send", "recv")
+_P2P = ("send", "recv")
+"""Kinds between two ranks (``root`` is the peer): no step, no call number."""
 _ALGOS = ("mesh", "ring", "hier")
 _DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
            "float16", "float32", "float64", "bfloat16")
@@ -90,6 +102,9 @@ _UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.mini
 _OPS = tuple(_UFUNCS)
 _E_PARA, _E_TIMEOUT, _E_REMOTE = 1, 9, 21  # HcclResult values (the host's types.py)
 _R = COMM_RANK
+_P = COMM_PAIR
+_P2P_WAIT = 1
+"""``waiting`` of a rank asleep in a send or recv (a collective's is 2 * step >= 2)."""
 _PRESENT = (CommRankState.JOINED, CommRankState.ATTACHED)
 _free_engines: list[str] = []  # scheduler keys of engines of detached communicators
 
@@ -120,6 +135,8 @@ class Comm:
             raise
         self.step = self.field(rank, _R.STEP)
         self.calls = 0
+        self.sent: dict[int, int] = {}  # peer -> sends to it (from the segment at first)
+        self.taken: dict[int, int] = {}  # peer -> its sends this rank received (likewise)
         self.broken: CollectiveError | None = None
         self.closed = False
         self.engine = _free_engines.pop() if _free_engines else ""  # scheduler key
@@ -145,26 +162,44 @@ class Comm:
     def put(self, name: int, value: int) -> None:
         self.words[COMM_RANKS + self.rank * _R.words + name] = value
 
+    def pair(self, rank: int, peer: int, name: int) -> int:
+        return self.words[layout.comm_pair(rank, peer) + name]
+
+    def put_pair(self, peer: int, name: int, value: int) -> None:
+        self.words[layout.comm_pair(self.rank, peer) + name] = value
+
     # synchronisation (engine thread) -------------------------------------------------------
     def sync(self, task: object, ranks: range | tuple[int, ...], deadline: float) -> None:
         """Advance this rank's step, wake the peers that sleep for it and block until each
         of ``ranks`` (all, or the two ring neighbours) reached the same step. Raises
         CollectiveError (timeout, peer lost or failed, cancelled)."""
         self.step += 1
-        target, me = self.step, self.rank
+        target = self.step
         self.put(_R.STEP, target)
         _fence()
         self._wake_peers(target, ranks)
         mode = 0 if len(ranks) == self.n else 1
-        while True:
-            if self._reached(ranks, target):
-                return
+        self.block(task, ranks, lambda: self._reached(ranks, target), 2 * target + mode,
+                   deadline)
+
+    def block(self, task: object, ranks: range | tuple[int, ...], ready: Callable[[], bool],
+              waiting: int, deadline: float) -> None:
+        """Sleep on this rank's semaphore until ``ready()``, with ``waiting`` published so
+        the peer that makes it true posts it; checks ``ranks`` every wake (CollectiveError)."""
+        while not ready():
             self._check_waiting(task, ranks, deadline)
-            self.put(_R.WAITING, 2 * target + mode)
+            self.put(_R.WAITING, waiting)
             _fence()
-            if not self._reached(ranks, target):  # a peer that came meanwhile saw WAITING
-                shm.wait(self.sems[me], max(0.0, min(_SLICE_S, deadline - time.monotonic())))
+            if not ready():  # a peer that came meanwhile saw WAITING
+                shm.wait(self.sems[self.rank],
+                         max(0.0, min(_SLICE_S, deadline - time.monotonic())))
             self.put(_R.WAITING, 0)
+
+    def poke(self, peer: int) -> None:
+        """Wake ``peer`` if it sleeps in a send or recv (after a pair word was written)."""
+        _fence()
+        if self.field(peer, _R.WAITING) == _P2P_WAIT:
+            self.sems[peer].release()
 
     def _reached(self, ranks: range | tuple[int, ...], target: int) -> bool:
         words, base, stride = self.words, COMM_RANKS + _R.STEP, _R.words
@@ -337,13 +372,39 @@ def _string(choices: tuple[str, ...]) -> object:
     return check
 
 
+def _counts(value: object) -> None:
+    if type(value) not in (list, tuple) or len(value) > 4 * layout.COMM_MAX_RANKS:
+        raise BadFrame("counts must be an array of at most 4 x COMM_MAX_RANKS u64")
+    for v in value:
+        u64(v)
+
+
 TASK_ARGS = (u64, _string(_KINDS), _string(_ALGOS), _string(_DTYPES), _string(_OPS), u64,
-             u64, u64, u64, u64)
-"""COLLECTIVE: comm id, kind, algo, dtype, op, root, count, send, recv, timeout ms."""
+             u64, u64, u64, u64, _counts)
+"""COLLECTIVE: comm id, kind, algo, dtype, op, root (the peer of send/recv), count, send,
+recv, timeout ms, counts (all_to_allv: send_counts, sdispls, recv_counts, rdispls; else [])."""
+
+
+def _ranges(kind: str, count: int, p: int, rank: int, root: int, send: int, recv: int,
+            counts: list[int], itemsize: int) -> list[tuple[int, int]]:
+    """(pointer, elements) of this rank's buffers the call touches."""
+    if kind == "all_to_allv":
+        if len(counts) != 4 * p:
+            raise _invalid(f"all_to_allv takes 4 x {p} counts, got {len(counts)}")
+        sc, sd, rc, rd = (counts[k * p:(k + 1) * p] for k in range(4))
+        return [(send + sd[j] * itemsize, sc[j]) for j in range(p)] + \
+            [(recv + rd[j] * itemsize, rc[j]) for j in range(p)]
+    if kind in _P2P and root == rank:
+        raise _invalid(f"rank {rank} {kind}s to itself")
+    return list(zip((send, recv), _extents(kind, count, p, rank, root), strict=True))
 
 
 def _extents(kind: str, count: int, p: int, rank: int, root: int) -> tuple[int, int]:
     """Elements of (send, recv) this rank's buffers must hold."""
+    if kind == "send":
+        return count, 0
+    if kind == "recv":
+        return 0, count
     if kind == "all_gather":
         return count, count * p
     if kind == "reduce_scatter":
@@ -360,15 +421,15 @@ def _extents(kind: str, count: int, p: int, rank: int, root: int) -> tuple[int, 
 def prepare(worker: Worker, client: Client, task: object) -> tuple[str, object]:
     """Check the task's buffers (this rank's own, on this card) in the loop thread; returns
     the communicator's engine and the body."""
-    cid, kind, algo, dtype, op, root, count, send, recv, timeout_ms = task.args
+    cid, kind, algo, dtype, op, root, count, send, recv, timeout_ms, counts = task.args
     comm = client.comms.get(cid)
     if comm is None:
         raise _invalid(f"no communicator {cid}")
     if not 0 <= root < comm.n:
         raise _invalid(f"root {root} not in [0, {comm.n})")
     dt = np.dtype(np.uint16 if dtype == "bfloat16" else dtype)
-    n_send, n_recv = _extents(kind, count, comm.n, comm.rank, root)
-    for ptr, n in ((send, n_send), (recv, n_recv)):
+    for ptr, n in _ranges(kind, count, comm.n, comm.rank, root, send, recv, counts,
+                          dt.itemsize):
         if n:
             if not address.is_device_ptr(ptr) or address.decode(ptr)[0] != worker.dev:
                 raise _invalid(f"0x{ptr:x} is not memory of device {worker.dev}")
@@ -379,12 +440,13 @@ def prepare(worker: Worker, client: Client, task: object) -> tuple[str, object]:
     except errors.AclError as err:
         _fail(comm, CollectiveError(err.code, _E_REMOTE, str(err)))
         raise
-    task.args = (comm, kind, algo, dtype, op, root, count, send, recv, timeout_ms / 1000)
+    task.args = (comm, kind, algo, dtype, op, root, count, send, recv, timeout_ms / 1000,
+                 counts)
     return comm.engine, _run
 
 
 def _run(task: object) -> int:
-    comm, kind, algo, dtype, op, root, count, send, recv, timeout_s = task.args
+    comm, kind, algo, dtype, op, root, count, send, recv, timeout_s, counts = task.args
     try:
         if comm.broken is not None:
             raise comm.broken
@@ -395,8 +457,10 @@ def _run(task: object) -> int:
             run = _Run(comm, task, deadline, np.dtype(np.uint16), _bf16_ufunc(op), count)
         else:
             run = _Run(comm, task, deadline, np.dtype(dtype), _UFUNCS[op], count)
-        run.publish(send, recv, desc)
-        comm.calls += 1
+        run.dtype, run.counts = _DTYPES.index(dtype), counts
+        if kind not in _P2P:
+            run.publish(send, recv, desc)
+            comm.calls += 1
         _BODIES[kind](run, algo, send, recv, root)
         return 0
     except CollectiveError as err:
@@ -434,6 +498,8 @@ class _Run:
         self.uf, self.count = ufunc, count
         self.r, self.p = comm.rank, comm.n
         self.all = range(comm.n)
+        self.dtype = 0  # index in _DTYPES
+        self.counts: list[int] = []  # all_to_allv's four count lists
 
     def publish(self, send: int, recv: int, desc: int) -> None:
         c = self.c
@@ -614,10 +680,67 @@ def _all_to_all(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
     run.sync()
 
 
+def _all_to_allv(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
+    c, r, p = run.c, run.r, run.p
+    sc, sd, rc, rd = (run.counts[k * p:(k + 1) * p] for k in range(4))
+    for j in run.all:
+        c.put_pair(j, _P.V_DISPL, sd[j])
+        c.put_pair(j, _P.V_SEND, sc[j])
+        c.put_pair(j, _P.V_RECV, rc[j])
+    run.arrive()
+    for i in run.all:  # every rank checks every pair: all of them fail alike, or none
+        for j in run.all:
+            if c.pair(i, j, _P.V_SEND) != c.pair(j, i, _P.V_RECV):
+                raise CollectiveError(
+                    errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
+                    f"all_to_allv: rank {i} sends {c.pair(i, j, _P.V_SEND)} elements to rank "
+                    f"{j}, which receives {c.pair(j, i, _P.V_RECV)}")
+    for k in range(p):
+        j = (r + k) % p
+        if rc[j]:
+            src = run.view(run.ptr(j, _R.SEND), c.pair(j, r, _P.V_DISPL), rc[j])
+            np.copyto(run.view(recv, rd[j], rc[j]), src)
+    run.sync()
+
+
+def _send(run: _Run, algo: str, send: int, recv: int, peer: int) -> None:
+    c = run.c
+    n = c.sent[peer] = c.sent.get(peer, c.pair(c.rank, peer, _P.SENT)) + 1
+    c.put_pair(peer, _P.PTR, send)
+    c.put_pair(peer, _P.COUNT, run.count)
+    c.put_pair(peer, _P.DTYPE, run.dtype)
+    c.put_pair(peer, _P.SENT, n)
+    c.poke(peer)
+    c.block(run.task, (peer,), lambda: c.pair(peer, c.rank, _P.TAKEN) >= n, _P2P_WAIT,
+            run.deadline)
+    if c.pair(peer, c.rank, _P.STATUS):
+        raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
+                              f"rank {peer}'s recv differs from this send (count or dtype)")
+
+
+def _recv(run: _Run, algo: str, send: int, recv: int, peer: int) -> None:
+    c, me = run.c, run.r
+    n = c.taken[peer] = c.taken.get(peer, c.pair(me, peer, _P.TAKEN)) + 1
+    c.block(run.task, (peer,), lambda: c.pair(peer, me, _P.SENT) >= n, _P2P_WAIT,
+            run.deadline)
+    count, dtype = c.pair(peer, me, _P.COUNT), c.pair(peer, me, _P.DTYPE)
+    ok = (count, dtype) == (run.count, run.dtype)
+    if ok:
+        np.copyto(run.view(recv, 0, count), run.view(c.pair(peer, me, _P.PTR), 0, count))
+    c.put_pair(peer, _P.STATUS, 0 if ok else _E_PARA)
+    c.put_pair(peer, _P.TAKEN, n)
+    c.poke(peer)
+    if not ok:
+        raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
+                              f"recv of {run.count} elements of dtype #{run.dtype} from rank "
+                              f"{peer}, which sent {count} of dtype #{dtype}")
+
+
 def _barrier(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
     run.arrive()
 
 
 _BODIES = {"all_reduce": _all_reduce, "all_gather": _all_gather,
            "reduce_scatter": _reduce_scatter, "broadcast": _broadcast, "reduce": _reduce,
-           "all_to_all": _all_to_all, "barrier": _barrier}
+           "all_to_all": _all_to_all, "barrier": _barrier, "all_to_allv": _all_to_allv,
+           "send": _send, "recv": _recv}

@@ -7,7 +7,8 @@ order with the user's other work, so events before and after a collective order 
 any task.
 
 **Card-executed** (all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all,
-barrier): one ``COLLECTIVE`` task per call. The card reads its peers' buffers directly from
+all_to_allv, send/recv, barrier): one ``COLLECTIVE`` task per call, so ranks may live in
+different host processes. The card reads its peers' buffers directly from
 their arenas, reduces with numpy ufuncs into its own output and synchronises with its peers
 through the communicator segment, without the host (``device/exec/collective.py`` has the
 phases of each kind). Algorithm of all_reduce: the one-shot path for messages of at most
@@ -18,18 +19,18 @@ groups differ in size; ``NPUEMU_HCCL_ALGO=mesh|ring|hier`` or ``algo=`` of the P
 overrides (ring is slower here: 2(p-1) steps, each a hand-off between processes). The other
 kinds are mesh (every rank reads from all) whatever the choice.
 
-**Host-staged** (send/recv, all_to_allv; every rank must be in this process, else
-E_NOT_SUPPORT): DMA copies into the CCL buffers, P2P pulls, AI Vector ``reduce`` tasks and
-host rendezvous points (``comm.py``); across HCCS groups a pull reads the peer's pinned
-host mirror (``_Run.pull``/``publish``). The mesh/ring bodies of the other kinds on this
-path (``_all_reduce`` and friends below) are kept as ``algo="staged-mesh"|"staged-ring"``
-of the Pythonic face, for comparison in the benchmarks.
+**Host-staged** (only as ``algo="staged-mesh"|"staged-ring"`` of the Pythonic face, for
+comparison in the benchmarks; every rank must be in this process, else E_NOT_SUPPORT): DMA
+copies into the CCL buffers, P2P pulls, AI Vector ``reduce`` tasks and host rendezvous
+points (``comm.py``); across HCCS groups a pull reads the peer's pinned host mirror
+(``_Run.pull``/``publish``).
 
 Missing (stated, not emulated): chunks of one collective are not pipelined across phases
 (a phase runs over the whole message, in cache-sized pieces, then the ranks sync); ring and
 hier are used for all_reduce only; the algorithm does not depend on the size beyond the
-one-shot path (mesh measured fastest at every size here); all_to_allv
-data per peer must fit in ``HCCL_BUFFSIZE / rank_size`` (E_NOT_SUPPORT beyond).
+one-shot path (mesh measured fastest at every size here). The card runs one collective
+(or send/recv) of a communicator at a time, in the order they reach its engine, so calls on
+two streams of one communicator are serialised where a card might overlap them.
 """
 
 from __future__ import annotations
@@ -99,21 +100,23 @@ def _algo(comm: Communicator, algo: str | None) -> str:
     return choice
 
 
-def _card(comm_handle: object, stream_handle: object, dtype: object, desc: tuple,
+def _card(comm_handle: object, stream_handle: object, dtype: object, desc: tuple | None,
           kind: str, algo: str, op: str, root: int, count: int, send: int,
-          recv: int) -> None:
-    """Queue one ``COLLECTIVE`` task (the card-executed path)."""
+          recv: int, counts: list[int] | tuple = ()) -> None:
+    """Queue one ``COLLECTIVE`` task (the card-executed path). ``desc`` None: a send or
+    recv (two ranks take part: no call number)."""
     comm = comms.get(comm_handle)
     dt = numpy_dtype(dtype)
     stream = _stream(stream_handle, comm)
-    if comm.local:  # peers in this process: a differing call is E_PARA now, not on the card
-        comm.group.post(comm.seq, comm.rank, desc)
-    comm.seq += 1
+    if desc is not None:
+        if comm.local:  # peers in this process: a differing call is E_PARA now, not later
+            comm.group.post(comm.seq, comm.rank, desc)
+        comm.seq += 1
     timeout_ms = max(1, int(exec_timeout_s() * 1000))
     with comms.on_device(comm):
         memory.flush_frees(stream.link, only_if_waiting=True)
         streams.submit(stream, Op.COLLECTIVE, comm.cid, kind, algo, kernel_dtype(dt), op, root,
-                       count, send or 0, recv or 0, timeout_ms)
+                       count, send or 0, recv or 0, timeout_ms, list(counts))
 
 
 def _staged(how: str) -> str | None:
@@ -460,8 +463,8 @@ def all_to_allv(send: int, send_counts: list[int], sdispls: list[int], send_type
                 comm: object, stream: object) -> None:
     """Mirrors ``HcclAlltoAllV``: ``send_counts[i]`` elements from ``send + sdispls[i]`` go
     to rank i, which stores them at ``recv + rdispls[r]``; counts in elements (async).
-    What one rank sends one peer must fit in ``HCCL_BUFFSIZE / rank_size`` (E_NOT_SUPPORT
-    beyond: larger transfers would need the counts of every rank at every rank)."""
+    Counts that do not pair up (rank i's ``send_counts[j]`` against rank j's
+    ``recv_counts[i]``) fail on every rank's card with E_PARA."""
     c = comms.get(comm)
     p = c.size
     if send_type != recv_type:
@@ -469,10 +472,6 @@ def all_to_allv(send: int, send_counts: list[int], sdispls: list[int], send_type
     dt = numpy_dtype(send_type)
     sc, sd = _counts(send_counts, p, "send_counts"), _counts(sdispls, p, "sdispls")
     rc, rd = _counts(recv_counts, p, "recv_counts"), _counts(rdispls, p, "rdispls")
-    slot = c.cap // p // dt.itemsize  # elements per peer
-    if max(sc + rc) > slot:
-        raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT,
-                        f"all_to_allv: more than {slot} elements to one peer (HCCL_BUFFSIZE)")
     if _over_mpi(c, stream, send_type, "all_to_allv", send, sc, sd, recv, rc, rd):
         return
     for j in range(p):
@@ -480,75 +479,36 @@ def all_to_allv(send: int, send_counts: list[int], sdispls: list[int], send_type
             comms.element_pointer(send + sd[j] * dt.itemsize, sc[j], dt, c, "send")
         if rc[j]:
             comms.element_pointer(recv + rd[j] * dt.itemsize, rc[j], dt, c, "recv")
-    _call(comm, stream, send_type, ("all_to_allv", int(send_type)),
-          lambda run: _all_to_allv(run, send, sc, sd, recv, rc, rd, slot))
-
-
-def _all_to_allv(run: _Run, send: int, sc: list[int], sd: list[int], recv: int,
-                 rc: list[int], rd: list[int], slot: int) -> None:
-    c, e, r, p = run.c, run.e, run.r, run.p
-    for j in range(p):
-        run.copy(c.in_ptr + j * slot * e, send + sd[j] * e, sc[j])
-        run.publish("in", j * slot, sc[j])
-    run.meet()
-    for j in range(p):
-        src = run.peer(r + j)
-        run.pull(recv + rd[src.rank] * e, src, "in", r * slot, rc[src.rank])
-    run.meet()
+    _card(comm, stream, send_type, ("all_to_allv", int(send_type)), "all_to_allv", "mesh",
+          "sum", 0, 0, send, recv, sc + sd + rc + rd)
 
 
 # send / recv / barrier -------------------------------------------------------------------
-def _pair_seq(c: Communicator, src: int, dst: int) -> int:
-    n = c.p2p.get((src, dst), 0)
-    c.p2p[(src, dst)] = n + 1
-    return n
+def _peer(value: object, c: Communicator, what: str) -> int:
+    if type(value) is not int or not 0 <= value < c.size or value == c.rank:
+        raise HcclError(HcclResult.HCCL_E_PARA, f"{what} rank {value!r}")
+    return value
 
 
 def send(buf: int, count: int, dtype: int, dest: int, comm: object, stream: object) -> None:
-    """Mirrors ``HcclSend``: pairs with the peer's ``recv`` (the stream waits for it;
-    async)."""
+    """Mirrors ``HcclSend``: pairs with the peer's ``recv`` of the same count and dtype;
+    the stream goes on once the peer has received (async)."""
     c = comms.get(comm)
-    count, dt = _count(count), numpy_dtype(dtype)
-    if type(dest) is not int or not 0 <= dest < c.size or dest == c.rank:
-        raise HcclError(HcclResult.HCCL_E_PARA, f"destination rank {dest!r}")
+    count, dt, dest = _count(count), numpy_dtype(dtype), _peer(dest, c, "destination")
     comms.element_pointer(buf, count, dt, c, "send")
     if _over_mpi(c, stream, dtype, "send", buf, count, dest):
         return
-    _local(c, "send")
-    s = _stream(stream, c)
-    n = _pair_seq(c, c.rank, dest)
-    run = _Run(c, s, dt, -1)
-    parties = (c.rank, dest)
-    with comms.on_device(c):
-        m = run.chunk(1)
-        for k, c0 in enumerate(range(0, count, m)):
-            run.copy(c.in_ptr, buf + c0 * run.e, min(m, count - c0))
-            run.publish("in", 0, min(m, count - c0))
-            run.meet(parties, ("p2p", c.rank, dest, n, k, 0))
-            run.meet(parties, ("p2p", c.rank, dest, n, k, 1))
+    _card(comm, stream, dtype, None, "send", "mesh", "sum", dest, count, buf, 0)
 
 
 def recv(buf: int, count: int, dtype: int, src: int, comm: object, stream: object) -> None:
     """Mirrors ``HcclRecv``: pairs with the peer's ``send`` of the same count (async)."""
     c = comms.get(comm)
-    count, dt = _count(count), numpy_dtype(dtype)
-    if type(src) is not int or not 0 <= src < c.size or src == c.rank:
-        raise HcclError(HcclResult.HCCL_E_PARA, f"source rank {src!r}")
+    count, dt, src = _count(count), numpy_dtype(dtype), _peer(src, c, "source")
     comms.element_pointer(buf, count, dt, c, "recv")
     if _over_mpi(c, stream, dtype, "recv", buf, count, src):
         return
-    _local(c, "recv")
-    s = _stream(stream, c)
-    n = _pair_seq(c, src, c.rank)
-    run = _Run(c, s, dt, -1)
-    parties = (src, c.rank)
-    peer = run.peer(src)
-    with comms.on_device(c):
-        m = run.chunk(1)
-        for k, c0 in enumerate(range(0, count, m)):
-            run.meet(parties, ("p2p", src, c.rank, n, k, 0))
-            run.pull(buf + c0 * run.e, peer, "in", 0, min(m, count - c0))
-            run.meet(parties, ("p2p", src, c.rank, n, k, 1))
+    _card(comm, stream, dtype, None, "recv", "mesh", "sum", src, count, 0, buf)
 
 
 def barrier(comm: object, stream: object) -> None:

@@ -1,21 +1,21 @@
 """Communicators (``HcclCommInitAll``, ``HcclCommInitRootInfo``, ``HcclCommInitClusterInfo``)
 and what their collectives are built from.
 
-**The card-executed path** (all_reduce, all_gather, reduce_scatter, broadcast, reduce,
-all_to_all, barrier): a communicator is a shared-memory segment (``host/driver/commseg.py``;
-layout in ``shared/layout.py``) created by the host that makes it (``comm_init_all``), or by
-the first rank to join (its name comes from the root info's token, or from a rank table's
-digest); the last local rank of the creating process removes its name. Every rank's host
-writes its entry (card, pid) and creates its semaphore, waits until all ranks joined
-(``HCCL_CONNECT_TIMEOUT``, then E_TIMEOUT), and attaches its card's worker
-(``COMM_ATTACH``). A collective is then one ``COLLECTIVE`` task on the caller's stream: the
-cards exchange buffer addresses and wait for each other through the segment and read each
-other's arenas directly (``device/exec/collective.py``). So **ranks may live in different
-host processes of one node** (``get_root_info`` in one, ``comm_init_root_info`` in the
-others). ``get_comm_async_error`` reads the rank's error word, written by its card when a
-collective failed.
+**The card-executed path** (every collective, send/recv included): a communicator is a
+shared-memory segment (``host/driver/commseg.py``; layout in ``shared/layout.py``) created
+by the host that makes it (``comm_init_all``), or by the first rank to join (its name comes
+from the root info's token, or from a rank table's digest); the last local rank of the
+creating process removes its name. Every rank's host writes its entry (card, pid) and
+creates its semaphore, waits until all ranks joined (``HCCL_CONNECT_TIMEOUT``, then
+E_TIMEOUT), and attaches its card's worker (``COMM_ATTACH``). A collective is then one
+``COLLECTIVE`` task on the caller's stream: the cards exchange buffer addresses and wait for
+each other through the segment and read each other's arenas directly
+(``device/exec/collective.py``). So **ranks may live in different host processes of one
+node** (``get_root_info`` in one, ``comm_init_root_info`` in the others).
+``get_comm_async_error`` reads the rank's error word, written by its card when a collective
+failed.
 
-**The host-staged path** (send/recv, all_to_allv; kept from before): each rank owns an input
+**The host-staged path** (``algo="staged-*"``, kept for comparison): each rank owns an input
 and an output buffer of ``HCCL_BUFFSIZE`` MB on its card (HCCL's "CCL buffers", made with
 the rest of this path's resources on the group's first staged call, ``staged``); a rank
 stages its data there and pulls its peers' with its own DMA engine (peer access enabled at
@@ -25,13 +25,13 @@ a host function that waits until every party arrived (``Group.meet``), then reco
 G, which the user stream waits with a timeout of HCCL_EXEC_TIMEOUT (a failed meeting holds
 the helper stream past it: 107019 at the next synchronize, async error E_REMOTE or
 E_TIMEOUT). This path needs every rank in this process: with ranks in other processes
-those calls give E_NOT_SUPPORT.
+it gives E_NOT_SUPPORT.
 
 Threading model: a ``Group`` is shared by the threads that call collectives and by the
 runtime's host-function threads (one per helper stream); ``Group.cond`` (its lock) guards
 ``joined``, ``posted`` and ``meetings``. ``_segs_lock`` guards ``_segs`` (the segments this
 process has open, with their count of local ranks). A ``Communicator`` is used by one
-thread at a time (HCCL's rule: one thread per card); its ``seq``/``p2p`` counters are
+thread at a time (HCCL's rule: one thread per card); its ``seq`` counter is
 touched only by that thread; ``host_error`` is written by host-function threads (a single
 int assignment).
 """
@@ -163,7 +163,6 @@ class Communicator:
     ev_a: object = None
     ev_g: object = None
     seq: int = 0
-    p2p: dict[tuple[int, int], int] = field(default_factory=dict)
     host_error: int = 0  # set by the host-staged path (and mpi.py) through async_error
     destroyed: bool = False
     algo: str | None = None
@@ -510,7 +509,7 @@ def _join(name: str, n_ranks: object, rank: object, dev: int,
     local = all(seg.rank_info(j)[1] == os.getpid() for j in range(n_ranks))
     with group.cond:
         if local and len(group.ranks) == n_ranks:
-            group.ready = True  # the host-staged path may be used (send/recv, all_to_allv)
+            group.ready = True  # the host-staged path may be used (algo="staged-*")
     with _groups_lock:
         if _groups.get(name) is group:
             del _groups[name]

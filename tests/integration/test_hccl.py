@@ -219,6 +219,47 @@ def test_dead_card_fails_every_peer(run_py) -> None:
     assert r["elapsed"] < 60
 
 
+def test_send_recv_unmatched_and_dead_peer(run_py) -> None:
+    """A recv whose peer never sends fails after HCCL_EXEC_TIMEOUT (107019, E_TIMEOUT); a
+    send to a card that died fails with E_REMOTE well before it."""
+    body = '''
+    from npuemu.host.core import faults
+    ok(acl.init())
+    for d in range(3): ok(acl.rt.set_device(d))
+    ret, first = pyhccl.HcclCommInitAll([0, 1, 2])
+    hok(ret, "init all")
+    ret, second = pyhccl.HcclCommInitAll([0, 1, 2])
+    hok(ret, "init all 2")
+    ok(acl.rt.set_device(0))
+    s0, b0 = stream(), malloc(4096)
+    hok(pyhccl.HcclRecv(b0, 1024, FP32, 1, first[0], s0))
+    t0 = time.monotonic()
+    R["unmatched"] = acl.rt.synchronize_stream(s0)
+    R["unmatched_s"] = time.monotonic() - t0
+    R["unmatched_async"] = pyhccl.HcclGetCommAsyncError(first[0])[1]
+    faults.inject(1, "lost")
+    time.sleep(0.5)
+    ok(acl.rt.set_device(2))
+    s2, b2 = stream(), malloc(4096)
+    hok(pyhccl.HcclSend(b2, 1024, FP32, 1, second[2], s2))
+    t0 = time.monotonic()
+    R["dead"] = acl.rt.synchronize_stream(s2)
+    R["dead_s"] = time.monotonic() - t0
+    R["dead_async"] = pyhccl.HcclGetCommAsyncError(second[2])[1]
+    R["self"] = pyhccl.HcclSend(b2, 4, FP32, 2, second[2], s2)
+    R["destroy"] = [pyhccl.HcclCommDestroy(c) for c in (*first, *second)]
+    acl.rt.reset_device(1)
+    '''
+    env = {**ENV, "NPUEMU_DEVICES": "3", "HCCL_EXEC_TIMEOUT": "2"}
+    r = run_scenario(run_py, PRELUDE, body, env, timeout=120)
+    assert (r["unmatched"], r["unmatched_async"]) == (107019, 9), r  # HCCL_E_TIMEOUT
+    assert 1.5 < r["unmatched_s"] < 60
+    assert r["dead"] != 0 and r["dead_async"] == 21, r  # HCCL_E_REMOTE
+    assert r["dead_s"] < 60
+    assert r["self"] == 1  # HCCL_E_PARA: a send to itself
+    assert r["destroy"] == [0] * 6
+
+
 def test_init_waits_at_most_connect_timeout(run_py) -> None:
     body = '''
     ok(acl.init())

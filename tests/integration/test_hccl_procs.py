@@ -1,7 +1,8 @@
 """Ranks of one node in separate host processes (card-executed collectives): process A calls
 ``HcclGetRootInfo`` and joins as rank 0 on card 0, process B joins as rank 1 on card 1 with
-the root info A wrote; their collectives run between the cards without any host thread of
-the other process. Then B's process ends abruptly (``os._exit``, no cleanup) without calling
+the root info A wrote; their collectives, all_to_allv and send/recv (one copy, from the
+sender's arena straight into the receiver's) run between the cards without any host thread
+of the other process; a recv whose count differs from the send fails on both. Then B's process ends abruptly (``os._exit``, no cleanup) without calling
 the next all_reduce: A's fails with HCCL_E_REMOTE (its peer's host is gone) well before
 HCCL_EXEC_TIMEOUT instead of hanging."""
 
@@ -46,12 +47,16 @@ def host(ptr, n):
 ok(acl.init())
 ok(acl.rt.set_device(RANK))
 if RANK == 0:
-    ret, root = pyhccl.HcclGetRootInfo()
-    ok(ret, "root info")
-    put("root", root.internal.hex())
+    for key in ("root", "root2"):
+        ret, root = pyhccl.HcclGetRootInfo()
+        ok(ret, "root info")
+        put(key, root.internal.hex())
 root = pyhccl.HcclRootInfo(bytes.fromhex(get("root")))
 ret, comm = pyhccl.HcclCommInitRootInfo(2, root, RANK)
 ok(ret, "init")
+ret, comm2 = pyhccl.HcclCommInitRootInfo(2, pyhccl.HcclRootInfo(bytes.fromhex(get("root2"))),
+                                         RANK)
+ok(ret, "init 2")
 s, ret = acl.rt.create_stream()
 N = 300001  # ~1.2 MB: the mesh path (not the one-shot small path)
 mine = np.arange(N, dtype=np.float32) * (RANK + 1)
@@ -70,8 +75,32 @@ R["small"] = host(small_y, 2).tolist()
 R["all_gather"] = bool(np.array_equal(host(g, 2 * N), np.concatenate(
     [np.arange(N, dtype=np.float32), np.arange(N, dtype=np.float32) * 2])))
 R["broadcast"] = bool(np.array_equal(host(b, N), np.arange(N, dtype=np.float32) * 2))
-R["send"] = pyhccl.HcclSend(x, 4, FP32, 1 - RANK, comm, s)  # host-staged: not across processes
+# send/recv both ways (rank 0 sends first, rank 1 receives first: no deadlock)
+got = dev_array(np.zeros(N))
+for step in (RANK, 1 - RANK):
+    if step == 0:
+        ok(pyhccl.HcclSend(x, N, FP32, 1 - RANK, comm, s), "send")
+    else:
+        ok(pyhccl.HcclRecv(got, N, FP32, 1 - RANK, comm, s), "recv")
+# all_to_allv: rank r sends r + j + 1 elements to rank j
+sc = [RANK + j + 1 for j in range(2)]
+rc = [j + RANK + 1 for j in range(2)]
+sd, rd = [0, sc[0]], [0, rc[0]]
+v_in = dev_array(np.arange(sum(sc)) + 100 * RANK)
+v_out = dev_array(np.zeros(sum(rc)))
+ok(pyhccl.HcclAlltoAllV(v_in, sc, sd, FP32, v_out, rc, rd, FP32, comm, s), "all_to_allv")
+ok(acl.rt.synchronize_stream(s), "sync p2p")
+R["recv"] = bool(np.array_equal(host(got, N), np.arange(N, dtype=np.float32) * (2 - RANK)))
+R["all_to_allv"] = host(v_out, sum(rc)).tolist()
 R["async"] = pyhccl.HcclGetCommAsyncError(comm)[1]
+# a recv of another count than the send (on a second communicator): both cards fail
+# (E_PARA), no hang
+s2, ret = acl.rt.create_stream()
+bad = pyhccl.HcclSend(x, 8, FP32, 1, comm2, s2) if RANK == 0 else \
+    pyhccl.HcclRecv(got, 4, FP32, 0, comm2, s2)
+R["mismatch_call"] = bad
+R["mismatch_sync"] = acl.rt.synchronize_stream(s2)
+R["mismatch_async"] = pyhccl.HcclGetCommAsyncError(comm2)[1]
 put(f"done{RANK}", 1)
 if RANK == 0:
     get("done1")
@@ -115,8 +144,13 @@ def test_two_host_processes_one_node(shared_node, spawn_py, tmp_path) -> None:
     for r in (ra, rb):
         assert r["all_reduce"] and r["all_gather"] and r["broadcast"], r
         assert r["small"] == [2.0, 2.0]
-        assert r["send"] == 5  # HCCL_E_NOT_SUPPORT
-        assert r["async"] == 0
+        assert r["recv"] and r["async"] == 0, r
+        assert r["mismatch_call"] == 0  # queued; the cards find the mismatch
+        assert r["mismatch_sync"] == 107000 and r["mismatch_async"] == 1, r  # HCCL_E_PARA
+    # rank 0 gets 1 element of rank 0 (its 0th) and 2 of rank 1 (100, 101); rank 1 gets
+    # 2 of rank 0 (1, 2) and 3 of rank 1 (102, 103, 104)
+    assert ra["all_to_allv"] == [0.0, 100.0, 101.0], ra
+    assert rb["all_to_allv"] == [1.0, 2.0, 102.0, 103.0, 104.0], rb
     assert ra["orphan_sync"] == 507057, ra  # the peer's host is gone: no hang
     assert ra["orphan_async"] == 21  # HCCL_E_REMOTE
     assert ra["orphan_s"] < 15  # well before HCCL_EXEC_TIMEOUT (20 s): liveness, not timeout

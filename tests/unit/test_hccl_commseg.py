@@ -22,7 +22,10 @@ def test_layout_table_and_slots() -> None:
     assert first % 64 == 0
     assert first >= (layout.COMM_RANKS + layout.COMM_MAX_RANKS * layout.COMM_RANK.words) * 8
     assert layout.comm_small_offset(1, 1) - first == 3 * layout.COMM_SMALL_BYTES
-    assert layout.comm_small_offset(layout.COMM_MAX_RANKS, 0) == layout.COMM_SIZE
+    assert layout.comm_small_offset(layout.COMM_MAX_RANKS, 0) == layout.comm_pair(0, 0) * 8
+    assert layout.COMM_PAIR.size == 128
+    assert layout.comm_pair(1, 2) - layout.comm_pair(1, 1) == layout.COMM_PAIR.words
+    assert layout.comm_pair(layout.COMM_MAX_RANKS, 0) * 8 == layout.COMM_SIZE
 
 
 def test_join_leave_and_cleanup() -> None:
