@@ -8,12 +8,17 @@ and kernels check them as usual) of rounded sizes (512 B steps up to 1 MiB, 2 Mi
 
 * the same stream may get it again at once (its later tasks run after every task that was
   queued before the free);
-* another stream gets it only once the freeing stream has passed that position, and only
-  with ``REUSE_ALLOW_OPPORTUNISTIC`` (default 1);
-* ``REUSE_FOLLOW_EVENT_DEPENDENCIES`` and ``REUSE_ALLOW_INTERNAL_DEPENDENCIES`` are kept and
-  reported but change nothing: events are not followed and no dependency is inserted (so
-  reuse across streams is only opportunistic). UNVERIFIED: the defaults (1, 1, 1) follow the
-  CUDA pools this API mirrors.
+* another stream gets it at once with ``REUSE_FOLLOW_EVENT_DEPENDENCIES`` when it already
+  runs after the free: it waits (untimed) on an event recorded on the freeing stream after
+  the free, directly or through a chain of such waits (``stream.follows``);
+* with ``REUSE_ALLOW_OPPORTUNISTIC``, once the freeing stream has passed the free;
+* with ``REUSE_ALLOW_INTERNAL_DEPENDENCIES``, when none of those holds, the newest block of
+  the size all the same: the pool inserts the dependency (an internal event recorded on
+  the freeing stream, waited on by the allocating one, ``stream.order_after``), so the
+  allocating stream's later work waits for all the freeing stream had queued.
+
+In that order; with all three off (or none applying) a miss. UNVERIFIED: the defaults (1,
+1, 1) follow the CUDA pools this API mirrors, as does the order.
 
 A miss asks the device (one round trip; 207001 when the card, or ``maxSize`` of the pool, is
 exhausted). The pool keeps what it got until ``trim_to`` (blocks whose freeing stream has
@@ -47,7 +52,9 @@ _A = MemPoolAttr
 _BOOL_ATTRS = (_A.ACL_RT_MEM_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES,
                _A.ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC,
                _A.ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+_FOLLOW = int(_A.ACL_RT_MEM_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES)
 _OPPORTUNISTIC = int(_A.ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC)
+_INTERNAL = int(_A.ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
 _U64 = (1 << 64) - 1
 _SMALL_LIMIT, _SMALL_ROUND, _LARGE_ROUND = 1 << 20, 512, 2 << 20
 
@@ -157,6 +164,7 @@ def malloc_async(size: object, handle: object, stream_handle: object) -> int:
                                f"device {pool.device}")
     rounded = (((size + _SMALL_ROUND - 1) & -_SMALL_ROUND) if size <= _SMALL_LIMIT
                else ((size + _LARGE_ROUND - 1) & -_LARGE_ROUND))
+    block = freeing = None
     with pool.lock:
         blocks = pool.cached.get(rounded)
         if blocks:
@@ -164,10 +172,19 @@ def malloc_async(size: object, handle: object, stream_handle: object) -> int:
             if block.stream is stream and \
                     runtime.get().allocations.get(block.alloc.ptr) is block.alloc:
                 blocks.pop()  # freed on this stream: reusable at once (the common case)
-            else:
-                block = _reusable(pool, blocks, stream)
-            if block is not None:
                 return _lend(pool, block)
+            block, freeing = _reusable(pool, blocks, stream)
+            if freeing is None and block is not None:
+                return _lend(pool, block)
+    if block is not None:  # insert the dependency outside the pool's lock (it takes the link's)
+        try:
+            streams.order_after(stream, freeing)
+        except BaseException:
+            with pool.lock:
+                pool.cached.setdefault(rounded, []).append(block)
+            raise
+        with pool.lock:
+            return _lend(pool, block)
     if pool.max_size and pool.reserved + rounded > pool.max_size:
         _release(pool, pool.max_size - rounded, wait=False)
         if pool.reserved + rounded > pool.max_size:
@@ -205,18 +222,27 @@ def _device_malloc(pool: MemPool, rounded: int) -> int:
         rt.local.ctx = saved
 
 
-def _reusable(pool: MemPool, blocks: list[_Block], stream: streams.Stream) -> _Block | None:
-    opportunistic = pool.attrs[_OPPORTUNISTIC]
-    allocations = runtime.get().allocations
+def _reusable(pool: MemPool, blocks: list[_Block], stream: streams.Stream
+              ) -> tuple[_Block | None, streams.Stream | None]:
+    """A block ``stream`` may have (module docstring), newest first, and the freeing stream
+    it must be ordered after (None: no dependency to insert). Under ``pool.lock``."""
+    attrs, allocations = pool.attrs, runtime.get().allocations
     for i in range(len(blocks) - 1, -1, -1):
         block = blocks[i]
         if allocations.get(block.alloc.ptr) is not block.alloc:  # its device was reset
             del blocks[i]
             continue
-        if block.stream is stream or (opportunistic and block.stream.done(block.seq)):
+        if block.stream is stream or \
+                (attrs[_FOLLOW] and streams.follows(stream, block.stream, block.seq)) or \
+                (attrs[_OPPORTUNISTIC] and block.stream.done(block.seq)):
             del blocks[i]
-            return block
-    return None
+            return block, None
+    if attrs[_INTERNAL] and blocks:
+        block = blocks.pop()
+        if not block.stream.destroyed:
+            return block, block.stream
+        return block, None  # a destroyed stream's tasks all ran before its handle went
+    return None, None
 
 
 def _lend(pool: MemPool, block: _Block) -> int:

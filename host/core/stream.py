@@ -17,7 +17,12 @@ timestamp 107006, and end before start 107007.
 Threading model: any thread may use any stream or event. ``link.lock`` (the stream's device
 link) guards ``Stream.submitted`` and ``Event.gen``: a task's sequence number is taken and
 the task pushed under it, and the counter moves only once the push succeeded (an argument
-the wire refuses, or a lost device, leaves the stream as it was). Completion state is read
+the wire refuses, or a lost device, leaves the stream as it was). ``Stream.after`` (the
+positions of other streams its later tasks follow, through untimed event waits) is
+replaced, never changed in place, by the thread that queues the wait, and ``Event.src``
+with it under the link lock at a record: a reader holds one consistent dict; two threads
+queueing waits on one stream at once may lose one of the two entries, which only makes
+the memory pools reuse less (``mempool.py``), never unsafely. Completion state is read
 from the link's columns without a lock. ``Stream.destroyed`` / ``Event.destroyed`` go from
 False to True once, under ``Runtime.lock`` where the handle is dropped.
 """
@@ -111,6 +116,8 @@ class Stream:
     destroyed: bool = False
     creator_tid: int = field(default_factory=lambda: _native_id())
     mode_set: bool = False  # set_failure_mode was called (then it is not cached for reuse)
+    after: dict[Stream, int] = field(default_factory=dict)
+    """Other streams' task numbers this stream's later tasks run after (event waits)."""
 
     def completed(self) -> int:
         return self.link.completed[self.slot]
@@ -134,6 +141,9 @@ class Event:
     flags: int
     gen: int = 0  # records submitted so far
     destroyed: bool = False
+    src: Stream | None = None  # the stream of the latest record, its task number and
+    src_seq: int = 0  # what that stream followed then (``Stream.after``)
+    src_after: dict[Stream, int] = field(default_factory=dict)
 
     def done_gen(self) -> int:
         return self.link.event_done[self.slot]
@@ -335,13 +345,16 @@ def create_event(flags: int = EventFlag.ACL_EVENT_TIME_LINE | EventFlag.ACL_EVEN
     ``aclrtCreateEventWithFlag``. No round trip: the event is a slot of the device's table."""
     rt = runtime.get()
     ctx = rt.current()
-    link = rt.devices[ctx.device].link
     flags = index(flags, errors.ACL_ERROR_INVALID_PARAM, "flag")
+    return _new_event(rt.devices[ctx.device].link, ctx.device, flags)
+
+
+def _new_event(link: Link, device: int, flags: int) -> Event:
     slot = link.event_slots.take(errors.ACL_ERROR_RT_NO_EVENT_RESOURCE)
     link.clear_event(slot)  # the worker no longer writes a slot given back
     if plog.debug:
-        plog.log(logring.DEBUG, f"event slot {slot} created on device {ctx.device}")
-    return rt.register(Event(0, ctx.device, link, slot, flags))
+        plog.log(logring.DEBUG, f"event slot {slot} created on device {device}")
+    return runtime.get().register(Event(0, device, link, slot, flags))
 
 
 def event_of(handle: object) -> Event:
@@ -374,6 +387,7 @@ def record_event(event_handle: object, stream_handle: object) -> None:
         seq, gen = stream.submitted + 1, event.gen + 1
         link.submit_locked([_RECORD, 0, stream.slot, seq, event.slot, gen])
         stream.submitted, event.gen = seq, gen
+        event.src, event.src_seq, event.src_after = stream, seq, stream.after
 
 
 def reset_event(event_handle: object, stream_handle: object) -> None:
@@ -381,7 +395,7 @@ def reset_event(event_handle: object, stream_handle: object) -> None:
     event, stream = event_of(event_handle), resolve(stream_handle)
     _same_device(event, stream)
     submit(stream, Op.RESET_EVENT, event.slot)
-    event.gen = 0
+    event.gen, event.src = 0, None
 
 
 def stream_wait_event(stream_handle: object, event_handle: object, timeout_ms: int = 0) -> None:
@@ -393,8 +407,38 @@ def stream_wait_event(stream_handle: object, event_handle: object, timeout_ms: i
     timeout_ms = index(timeout_ms, errors.ACL_ERROR_RT_PARAM_INVALID, "timeout")
     if event.gen and timeout_ms >= 0:
         submit(stream, Op.WAIT_EVENT, event.slot, event.gen, timeout_ms)
+        if not timeout_ms and event.src is not None:  # a timed wait may go on without it
+            stream.after = _followed(stream.after, event)
     elif timeout_ms < 0:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"timeout {timeout_ms}")
+
+
+def _followed(after: dict[Stream, int], event: Event) -> dict[Stream, int]:
+    """``after`` joined with what a wait on ``event`` orders: its record and all that the
+    recording stream followed then."""
+    joined = dict(after)
+    for s, seq in ((*event.src_after.items(), (event.src, event.src_seq))):
+        if joined.get(s, 0) < seq:
+            joined[s] = seq
+    return joined
+
+
+def follows(stream: Stream, other: Stream, seq: int) -> bool:
+    """Tasks queued on ``stream`` from now on run after task ``seq`` of ``other`` (the same
+    stream, or an untimed wait on an event recorded there after it, maybe through others)."""
+    return stream is other or stream.after.get(other, 0) >= seq
+
+
+def order_after(stream: Stream, other: Stream) -> None:
+    """Make ``stream``'s later tasks wait for every task queued on ``other`` so far: a
+    record of an internal event on ``other`` and an untimed wait on ``stream`` (async; the
+    event goes back once its record completed)."""
+    event = _new_event(other.link, other.device, EventFlag.ACL_EVENT_SYNC)
+    try:
+        record_event(event.handle, other.handle)
+        stream_wait_event(stream.handle, event.handle)
+    finally:
+        destroy_event(event.handle)
 
 
 def query_event(handle: object) -> int:

@@ -2,9 +2,10 @@
 ``HcclGetRootInfo`` and joins as rank 0 on card 0, process B joins as rank 1 on card 1 with
 the root info A wrote; their collectives, all_to_allv and send/recv (one copy, from the
 sender's arena straight into the receiver's) run between the cards without any host thread
-of the other process; a recv whose count differs from the send fails on both. Then B's process ends abruptly (``os._exit``, no cleanup) without calling
-the next all_reduce: A's fails with HCCL_E_REMOTE (its peer's host is gone) well before
-HCCL_EXEC_TIMEOUT instead of hanging."""
+of the other process; a recv whose count differs from the send fails on both. Then B's
+process ends abruptly (``os._exit``, no cleanup) without calling the next all_reduce: A's
+fails with HCCL_E_REMOTE (its peer's host is gone) well before HCCL_EXEC_TIMEOUT instead of
+hanging."""
 
 from __future__ import annotations
 

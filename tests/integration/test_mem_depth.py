@@ -186,6 +186,7 @@ def test_stream_ordered_pool_on_real_workers(run_py):
         ok(acl.rt.set_device(0))
         pool, ret = acl.rt.mem_pool_create({"location": {"type": 1, "id": 0}})
         ok(ret, "mem_pool_create")
+        ok(acl.rt.mem_pool_set_attr(pool, 3, 0))  # no internal dependencies: b gets its own
         a, b = stream(), stream()
         gate = hold(a)
         p, ret = acl.rt.mem_pool_malloc_async(8192, pool, a)
@@ -210,12 +211,31 @@ def test_stream_ordered_pool_on_real_workers(run_py):
         ok(acl.rt.mem_pool_trim_to(pool, 0))
         R["trimmed_back"] = hbm_free() - free0
         R["reserved_after"] = acl.rt.mem_pool_get_attr(pool, 5)[0]
+        # the default (internal dependencies on): b reuses a's pending block, and its work
+        # waits for a's (the pool made b wait on an event recorded on a)
+        ok(acl.rt.mem_pool_set_attr(pool, 3, 1))
+        gate = hold(a)
+        p, ret = acl.rt.mem_pool_malloc_async(8192, pool, a)
+        ok(acl.rt.memset_async(p, 8192, 0x5A, 8192, a))
+        ok(acl.rt.mem_pool_free_async(p, a))
+        q, ret = acl.rt.mem_pool_malloc_async(8192, pool, b)
+        R["internal_same"] = q == p
+        ok(acl.rt.memset_async(q, 4096, 0x11, 4096, b))
+        time.sleep(0.2)
+        R["b_waits"] = acl.rt.stream_query(b)[0]
+        gate.set()
+        ok(acl.rt.synchronize_stream(b))
+        R["ordered"] = d2h(q, 8192) == b"\x11" * 4096 + b"\x5A" * 4096
+        ok(acl.rt.mem_pool_free_async(q, b))
+        ok(acl.rt.synchronize_device())
         ok(acl.rt.mem_pool_destroy(pool))
     """)
     assert r["other_stream_same"] is False and r["same_stream_reuse"] is True
     assert r["q_intact"] is True and r["p_written"] is True
     assert r["reserved"] > 0 and r["trimmed_back"] == r["reserved"]
     assert r["reserved_after"] == 0
+    assert r["internal_same"] is True and r["ordered"] is True
+    assert r["b_waits"] == 1  # ACL_STREAM_STATUS_NOT_READY while a is held
 
 
 def test_pool_growth_and_shrink_are_logged_at_debug(run_py):

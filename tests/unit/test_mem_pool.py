@@ -32,6 +32,7 @@ def new_stream():
 
 
 def test_same_stream_reuses_at_once_other_stream_after_the_free_point(pool, fake_runtime):
+    ok(acl.rt.mem_pool_set_attr(pool, A.ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES, 0))
     a, b = new_stream(), new_stream()
     ptr, ret = acl.rt.mem_pool_malloc_async(1000, pool, a)
     ok(ret)
@@ -50,6 +51,64 @@ def test_same_stream_reuses_at_once_other_stream_after_the_free_point(pool, fake
     ok(acl.rt.synchronize_stream(a))
     got = {acl.rt.mem_pool_malloc_async(1000, pool, b)[0] for _ in range(2)}
     assert ptr in got  # a passed the free: b may take it (opportunistic)
+
+
+def _held(stream_handle):
+    """Keep a stream busy (a blocking callback); returns the release."""
+    s = streams.resolve(stream_handle)
+    held = streams.submit(s, Op.CALLBACK, 1, 1)
+    return lambda: s.link.post(Op.CALLBACK_DONE, s.slot, held)
+
+
+def test_reuse_follows_event_dependencies(pool):
+    ok(acl.rt.mem_pool_set_attr(pool, A.ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES, 0))
+    ok(acl.rt.mem_pool_set_attr(pool, A.ACL_RT_MEM_POOL_REUSE_ALLOW_OPPORTUNISTIC, 0))
+    ok(acl.rt.mem_pool_set_attr(pool, A.ACL_RT_MEM_POOL_ATTR_RELEASE_THRESHOLD, 1 << 30))
+    a, b, c = new_stream(), new_stream(), new_stream()
+    ev, ret = acl.rt.create_event()
+    ok(ret)
+    ptr, ret = acl.rt.mem_pool_malloc_async(1000, pool, a)
+    ok(ret)
+    release = _held(a)
+    ok(acl.rt.mem_pool_free_async(ptr, a))
+    ok(acl.rt.record_event(ev, a))
+    ok(acl.rt.stream_wait_event(c, ev))  # c follows a past the free; b does not
+    other, ret = acl.rt.mem_pool_malloc_async(1000, pool, b)
+    ok(ret)
+    assert other != ptr
+    got, ret = acl.rt.mem_pool_malloc_async(1000, pool, c)
+    ok(ret)
+    assert got == ptr  # c's later work runs after a's free: reuse at once
+    ok(acl.rt.mem_pool_free_async(got, c))
+    ok(acl.rt.mem_pool_set_attr(pool, A.ACL_RT_MEM_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES, 0))
+    ev2, ret = acl.rt.create_event()
+    ok(ret)
+    ok(acl.rt.record_event(ev2, c))
+    ok(acl.rt.stream_wait_event(b, ev2))  # b follows c (and through it, a)
+    assert acl.rt.mem_pool_malloc_async(1000, pool, b)[0] != ptr  # not followed now
+    ok(acl.rt.mem_pool_set_attr(pool, A.ACL_RT_MEM_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES, 1))
+    assert acl.rt.mem_pool_malloc_async(1000, pool, b)[0] == ptr  # through c's record
+    release()
+    ok(acl.rt.synchronize_device())
+
+
+def test_reuse_inserts_an_internal_dependency(pool):
+    a, b = new_stream(), new_stream()
+    ptr, ret = acl.rt.mem_pool_malloc_async(1000, pool, a)
+    ok(ret)
+    release = _held(a)
+    ok(acl.rt.mem_pool_free_async(ptr, a))
+    sa, sb = streams.resolve(a), streams.resolve(b)
+    before = (sa.submitted, sb.submitted)
+    got, ret = acl.rt.mem_pool_malloc_async(1000, pool, b)
+    ok(ret)
+    assert got == ptr  # the default: reuse, with b ordered after a's free
+    assert (sa.submitted, sb.submitted) == (before[0] + 1, before[1] + 1)  # record, wait
+    assert streams.follows(sb, sa, before[0])
+    release()
+    ok(acl.rt.synchronize_stream(b))
+    ok(acl.rt.mem_pool_free_async(got, b))
+    ok(acl.rt.synchronize_device())
 
 
 def test_attributes_and_trim(pool):
