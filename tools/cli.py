@@ -31,7 +31,7 @@ import sys
 import time
 
 from npuemu.shared import control, shm
-from npuemu.shared.config import ATTACH_TIMEOUT_S, NodeConfig
+from npuemu.shared.config import ATTACH_TIMEOUT_S, NodeConfig, glibc_tunables
 
 DEFAULT_NODE = "default"
 
@@ -202,6 +202,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    """The bench runs with the copy settings of the node's processes (``GLIBC_TUNABLES``,
+    ``config.glibc_tunables``): it re-executes itself once with them, so that a limit such
+    as ``np.copyto`` is the best copy this machine makes, as the workers' copies are."""
+    current = os.environ.get("GLIBC_TUNABLES", "")
+    try:
+        wanted = glibc_tunables(current, NodeConfig.from_env().nt_copy_bytes)
+    except ValueError:
+        wanted = current  # the bench reports the bad setting itself
+    if wanted != current:
+        os.execve(sys.executable, [sys.executable, "-m", "npuemu", *sys.argv[1:]],
+                  {**os.environ, "GLIBC_TUNABLES": wanted})
     from npuemu.tools import bench
 
     return bench.main(quick=args.quick, json_path=args.json, only=args.only)

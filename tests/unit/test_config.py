@@ -290,6 +290,21 @@ def test_valid_environment_reaches_the_workers_explicitly() -> None:
     assert worker == config.WorkerSettings(64, 3, "0-1", False)
 
 
+def test_copies_of_the_node_use_non_temporal_stores(monkeypatch) -> None:
+    name = "glibc.cpu.x86_non_temporal_threshold"
+    assert config.glibc_tunables("", 1 << 20) == f"{name}=0x100000"
+    assert config.glibc_tunables("glibc.malloc.arena_max=2", 4096) == \
+        f"glibc.malloc.arena_max=2:{name}=0x1000"
+    assert config.glibc_tunables(f"{name}=0x40", 4096) == f"{name}=0x40"  # the caller's wins
+    assert config.glibc_tunables("x=1", 0) == "x=1"  # 0: glibc's own threshold
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    cfg = config.NodeConfig.from_env({"NPUEMU_NT_COPY_BYTES": "256K"})
+    assert cfg.worker_env()["GLIBC_TUNABLES"] == f"{name}=0x40000"
+    assert config.NodeConfig.from_env({}).nt_copy_bytes == config.DEFAULT_NT_COPY_BYTES
+    with pytest.raises(ValueError, match="NPUEMU_NT_COPY_BYTES"):
+        config.NodeConfig.from_env({"NPUEMU_NT_COPY_BYTES": "lots"})
+
+
 def test_worker_settings_never_fail_on_a_bad_value() -> None:
     bad = {"NPUEMU_MAX_STREAMS": "abc", "NPUEMU_ECC_SBE_WARN": "",
            "ASCEND_LOG_PRINT_TO_STDOUT": "1"}

@@ -4,7 +4,10 @@ Every figure is printed next to a limit measured IN THE SAME RUN on this machine
 ``ratio = value / limit`` and, where the project has one, its target and whether it is met.
 A limit is what the primitive underneath does with no npuemu code around it (a bare ring, a
 bare ``np.copyto``, the allocator called in-process, bare interpreters), so the ratio is the
-cost of npuemu's own code. The one fixed target that is not measured (idle CPU) is labelled
+cost of npuemu's own code. ``npuemu bench`` runs with the copy settings of a node's
+processes (``GLIBC_TUNABLES`` with glibc's non-temporal threshold, ``NPUEMU_NT_COPY_BYTES``;
+``cli.cmd_bench`` re-executes itself with them), so a copy limit is the best copy this
+machine makes, not the slower one a process with glibc's defaults gets. The one fixed target that is not measured (idle CPU) is labelled
 "fixed target". ``--quick`` (~18 s) skips 256 MiB copies and takes fewer samples; a full run
 takes ~40 s. ``--json PATH`` writes a list of ``{"name", "value", "unit", "limit_name",
 "limit_value", "ratio"}`` records. Exit status 1 if a figure failed (targets not met are not
