@@ -403,3 +403,24 @@ def test_device_utilization_rate_after_a_long_vector_kernel(run_py):
         assert all(type(v) is int and 0 <= v <= 100 for v in rates.values()), rates
     assert r["polls"][-1][0]["vectorUtilization"] > 0, r["polls"]
     assert r["bad_device"] != 0
+
+
+def test_overflow_and_nan_are_silent_as_on_a_card(run_py):
+    """A kernel that overflows to inf or makes NaN says nothing: numpy's floating-point
+    warnings in the worker would land on the user's terminal."""
+    proc = run_py("""
+        import numpy as np
+        from npuemu.host.api import Device, DeviceArray, Stream, load_kernels
+        with Device(0) as dev:
+            x = DeviceArray.from_numpy(np.array([3e38, np.inf, -1.0], np.float32))
+            y = dev.array(3, np.float32)
+            k = load_kernels()
+            with Stream() as s:
+                s.launch(k["add"], 1, x.ptr, x.ptr, y.ptr, 3, "float32")
+                s.launch(k["mul"], 1, y.ptr, x.ptr, y.ptr, 3, "float32")
+                s.synchronize()
+            print(y.to_numpy().tolist())
+    """, env={**ENV, "NPUEMU_DEVICES": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[inf, inf, 2.0]"
+    assert "Warning" not in proc.stderr, proc.stderr
