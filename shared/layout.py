@@ -36,8 +36,8 @@ Communicator segment ``/npuemu.<node>.hccl.<token>`` (created ``O_EXCL`` 0600 by
   sends). A rank's
   first line is written by its host at join; its second line only by its card's worker
   while it runs collectives (``device/exec/collective.py``), as are its pair entries; each
-  rank has a semaphore
-  ``<segment>.r<rank>`` (created and unlinked by its host) that peers post after they
+  rank has a semaphore (``shm.comm_semaphore``: under its host's pid; created and unlinked
+  by that host, or by the supervisor when the process goes) that peers post after they
   advance ``step``.
 
 Segment and semaphore names: see ``npuemu.shared.shm``.

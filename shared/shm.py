@@ -19,7 +19,7 @@ the test suite's leak check) can find and unlink everything a node ever made, ev
 | ``/npuemu.<node>.d<id>.c<slot>.report``| semaphore| host       | exception/callback report|
 | ``/npuemu.<node>.p<pid>.<token>``     | segment   | host       | pinned host memory       |
 | ``/npuemu.<node>.hccl.<token>``       | segment   | host       | communicator (collectives)|
-| ``/npuemu.<node>.hccl.<token>.r<rank>``| semaphore| host (rank)| wakes a waiting rank     |
+| ``/npuemu.<node>.p<pid>.hccl.<token>.r<rank>``| semaphore| host (rank)| wakes a waiting rank |
 
 Ownership and safety (a node belongs to the user who started it):
 
@@ -61,6 +61,14 @@ def node_prefix(node: str) -> str:
 def name(node: str, *parts: object) -> str:
     """``/npuemu.<node>.<part>.<part>...``: a segment or semaphore name."""
     return "/" + node_prefix(node) + ".".join(str(p) for p in parts)
+
+
+def comm_semaphore(segment: str, rank: int, pid: int) -> str:
+    """The semaphore of ``rank`` of communicator ``segment`` (``/npuemu.<node>.hccl.<token>``),
+    named under the rank's host pid: the supervisor removes it with that process's other
+    ``p<pid>.`` names when the process goes, however it ends."""
+    prefix, _, token = segment.rpartition(".hccl.")
+    return f"{prefix}.p{pid}.hccl.{token}.r{rank}"
 
 
 class Segment:

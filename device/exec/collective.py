@@ -129,7 +129,8 @@ class Comm:
             self.pids = [self.field(j, _R.PID) for j in range(n)]
             self.groups = _hccs_groups([self.field(j, _R.GROUP) for j in range(n)])
             self.peers = {d: worker.peer(d) for d in set(self.devs) if d != worker.dev}
-            self.sems = [shm.semaphore(f"{name}.r{j}") for j in range(n)]
+            self.sems = [shm.semaphore(shm.comm_semaphore(name, j, self.pids[j]))
+                         for j in range(n)]
         except BaseException:
             self.seg.close()
             raise

@@ -78,7 +78,8 @@ class CommSegment:
         if w[base + _R.STATE] != CommRankState.FREE:
             return False
         try:
-            self.sems[rank] = shm.semaphore(f"{self.name}.r{rank}", create=True)
+            self.sems[rank] = shm.semaphore(shm.comm_semaphore(self.name, rank, os.getpid()),
+                                            create=True)
         except FileExistsError:
             return False
         w[base + _R.N_RANKS] = n_ranks
@@ -119,7 +120,7 @@ class CommSegment:
         sem = self.sems.pop(rank, None)
         if sem is not None:
             self.words[self._base(rank) + _R.STATE] = CommRankState.LEFT
-            shm.unlink_semaphore(f"{self.name}.r{rank}")
+            shm.unlink_semaphore(shm.comm_semaphore(self.name, rank, os.getpid()))
             with contextlib.suppress(Exception):
                 sem.close()
 
