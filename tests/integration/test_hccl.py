@@ -219,6 +219,43 @@ def test_dead_card_fails_every_peer(run_py) -> None:
     assert r["elapsed"] < 60
 
 
+def test_link_fault_fails_every_peer(run_py) -> None:
+    """The HCCS link between cards 0 and 1 fails: an all_reduce of three ranks fails on
+    every rank (no hang), card 0 with the link error (507056), all with an async error, and
+    the cards' other work goes on."""
+    body = '''
+    from npuemu.host.core import faults
+    ok(acl.init())
+    for d in range(3): ok(acl.rt.set_device(d))
+    ret, comms = pyhccl.HcclCommInitAll([0, 1, 2])
+    hok(ret, "init all")
+    faults.inject(0, "link", peer=1)
+    streams, bufs = [], []
+    for r in range(3):
+        ok(acl.rt.set_device(r))
+        streams.append(stream())
+        bufs.append(malloc(1 << 20))
+        hok(pyhccl.HcclAllReduce(bufs[r], bufs[r], 1 << 18, FP32, SUM, comms[r], streams[r]))
+    t0 = time.monotonic()
+    R["sync"] = []
+    for r in range(3):
+        ok(acl.rt.set_device(r))
+        R["sync"].append(acl.rt.synchronize_stream(streams[r]))
+    R["elapsed"] = time.monotonic() - t0
+    R["async"] = [pyhccl.HcclGetCommAsyncError(c)[1] for c in comms]
+    ok(acl.rt.set_device(2))
+    R["after"] = acl.rt.memset(bufs[2], 1 << 20, 0, 1 << 20)  # the card still works
+    faults.inject(0, "link", peer=1, clear=True)
+    R["destroy"] = [pyhccl.HcclCommDestroy(c) for c in comms]
+    '''
+    env = {**ENV, "NPUEMU_DEVICES": "3", "HCCL_EXEC_TIMEOUT": "20"}
+    r = run_scenario(run_py, PRELUDE, body, env, timeout=120)
+    assert r["sync"][0] == 507056 and all(code != 0 for code in r["sync"]), r
+    assert r["async"] == [21, 21, 21]  # HCCL_E_REMOTE
+    assert r["elapsed"] < 15  # the fault is seen at once, not after HCCL_EXEC_TIMEOUT
+    assert r["after"] == 0 and r["destroy"] == [0, 0, 0]
+
+
 def test_send_recv_unmatched_and_dead_peer(run_py) -> None:
     """A recv whose peer never sends fails after HCCL_EXEC_TIMEOUT (107019, E_TIMEOUT); a
     send to a card that died fails with E_REMOTE well before it."""
