@@ -240,7 +240,7 @@ class CachingAllocator:
 
     def _device_malloc_here(self, link: Link, rounded: int, policy: int) -> Allocation:
         try:
-            ptr = memory.malloc(rounded, policy)
+            ptr = memory.malloc(rounded, policy, traced=False)
         except errors.AclError as err:
             if err.code != errors.ACL_ERROR_RT_MEMORY_ALLOCATION:
                 raise
@@ -248,7 +248,7 @@ class CachingAllocator:
                 self._counters_of(link).retries += 1
             self.empty_cache(link)
             try:
-                ptr = memory.malloc(rounded, policy)
+                ptr = memory.malloc(rounded, policy, traced=False)
             except errors.AclError as err2:
                 if err2.code == errors.ACL_ERROR_RT_MEMORY_ALLOCATION:
                     with self.lock:
@@ -340,7 +340,7 @@ class CachingAllocator:
             links = {link} if link is not None else {od.link for od in rt.devices.values()}
         for block in victims:
             if allocations.get(block.alloc.ptr) is block.alloc:
-                memory.free(block.alloc.ptr)
+                memory.free(block.alloc.ptr, traced=False)
                 links.add(block.alloc.link)
         for each in links:  # given back now, not batched (freebatch.py), then merged
             memory.flush_frees(each)
@@ -386,6 +386,21 @@ class CachingAllocator:
             traces = self._traces[link] = deque(maxlen=TRACE_MAX)
         traces.append({"action": action, "addr": addr, "size": size, "stream": 0,
                        "time_us": time.time_ns() // 1000, "frames": stack})
+
+    def trace_uncached(self, link: Link, action: str, ptr: int, span: int, size: int,
+                       stack: str) -> None:
+        """A device block outside the cache (``acl.rt.malloc``, pools, physical handles)
+        in the same trace, as torch shows a segment that is one block: ``segment_alloc`` +
+        ``alloc``, or ``free_requested`` + ``free_completed`` + ``segment_free`` (the
+        free is queued to the card at once). ``stack`` is text (``Allocation.stack``)."""
+        with self.lock:
+            if action == "malloc":
+                self._trace(link, "segment_alloc", ptr, span, stack)
+                self._trace(link, "alloc", ptr, size, stack)
+            else:
+                self._trace(link, "free_requested", ptr, size, stack)
+                self._trace(link, "free_completed", ptr, size, "")
+                self._trace(link, "segment_free", ptr, span, "")
 
     def _trace_free(self, rt: runtime.Runtime, block: Block) -> None:
         """``free_requested`` (with the freeing stack), and ``free_completed`` at once when
@@ -472,3 +487,4 @@ def _on_close(link: Link) -> None:
 
 
 runtime.on_close_device(_on_close)
+memory.on_trace(lambda *event: get().trace_uncached(*event))

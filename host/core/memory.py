@@ -69,11 +69,21 @@ def _check_ptr(value: object) -> int:
 
 
 # aclrtMalloc / aclrtFree ---------------------------------------------------------------------
-def malloc(size: int, policy: int = 0) -> int:
+_tracers: list = []
+
+
+def on_trace(hook: object) -> None:
+    """Call ``hook(link, action, ptr, span, size, stack)`` for each traced malloc
+    (``"malloc"``) and free (``"free"``) while ``NPUEMU_TRACK_ALLOC=1`` (the caching
+    allocator keeps them as torch's ``device_traces``; this module does not import it)."""
+    _tracers.append(hook)
+
+
+def malloc(size: int, policy: int = 0, traced: bool = True) -> int:
     """Mirrors ``aclrtMalloc`` on the current device; one round trip to the worker (blocks
     for ~10 us), none when a free of the same size and policy is still waiting
     (``freebatch.py``). Returns the device pointer. 100000 for size 0, 207001 when out of
-    memory."""
+    memory. ``traced=False``: the caller (the caching allocator) traces the block itself."""
     if type(size) is not int or size <= 0:
         size = _check_size(size, "size")
     if type(policy) is not int or policy < 0:
@@ -99,13 +109,16 @@ def malloc(size: int, policy: int = 0) -> int:
     with rt.lock:
         rt.allocations[ptr] = Allocation(ptr, size, span, page_class, policy, link, stack)
         bisect.insort(rt.starts, ptr)
+    if stack and traced:
+        for hook in _tracers:
+            hook(link, "malloc", ptr, span, size, stack)
     if plog.debug:
         plog.log(logring.DEBUG, f"malloc size={size} policy={policy:#x} ptr=0x{ptr:x} "
                                 f"device={link.logical}")
     return ptr
 
 
-def free(ptr: int) -> None:
+def free(ptr: int, traced: bool = True) -> None:
     """Mirrors ``aclrtFree``. Does not wait: the free is queued to the worker in order with
     this process's later requests (blocks up to 1 MiB: batched, ``freebatch.py``). 107000
     if ``ptr`` is not the start of a live block."""
@@ -119,6 +132,10 @@ def free(ptr: int) -> None:
         deferred = freebatch.defer(alloc)  # posted with the next request that needs it
     if not deferred:
         alloc.link.post(Op.FREE, ptr)
+    if alloc.stack and traced:
+        stack = "".join(traceback.format_stack(limit=8)[:-1])
+        for hook in _tracers:
+            hook(alloc.link, "free", ptr, alloc.span, alloc.size, stack)
     if plog.debug:
         plog.log(logring.DEBUG, f"free ptr=0x{ptr:x}")
 

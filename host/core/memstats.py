@@ -19,7 +19,9 @@ snapshot in the format of ``torch.cuda.memory._snapshot()``.
   ``free_completed`` (at once, or when the card's streams have passed the free point),
   ``segment_free`` (``empty_cache``, reset) -- each with ``addr``, ``size``, ``stream`` (0:
   blocks are not stream-ordered), ``time_us`` and ``frames``; at most ``TRACE_MAX`` per card.
-  Uncached ``acl.rt.malloc`` blocks are in the segments but not in the traces.
+  Blocks outside the cache (``acl.rt.malloc``, pools, physical handles) are traced as a
+  segment of one block: ``segment_alloc`` + ``alloc`` at the malloc, ``free_requested`` +
+  ``free_completed`` + ``segment_free`` at the free.
 * :func:`leak_report` -- live blocks with the line that allocated each (seed §6.1).
 
 Threading model: no threads; any thread may call in (the caching allocator and the runtime
@@ -110,7 +112,10 @@ def memory_stats(dev: object = None) -> dict[str, int]:
 
 
 def _frames(stack: object) -> list[dict]:
-    """Viewer frames (innermost first, as torch records them)."""
+    """Viewer frames (innermost first, as torch records them) of a ``StackSummary`` or of
+    an ``Allocation.stack`` string."""
+    if isinstance(stack, str):
+        return _stack_frames(stack)
     return [{"filename": f.filename, "line": f.lineno, "name": f.name}
             for f in reversed(list(stack or ()))]  # type: ignore[call-overload]
 

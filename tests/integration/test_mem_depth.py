@@ -166,6 +166,9 @@ def test_snapshot_pickles_in_torchs_shape_with_frames(run_py, tmp_path):
         R["leaks"] = [x["where"] for x in npu.leak_report()]
         ok(acl.rt.free(p))
         a.free()
+        trace = npu.memory_snapshot()["device_traces"][0]
+        R["p_trace"] = [e["action"] for e in trace if e["addr"] == p]
+        R["p_frames"] = bool([e for e in trace if e["addr"] == p][0]["frames"])
     """, {"NPUEMU_TRACK_ALLOC": "1"})
     snap = pickle.loads(out.read_bytes())
     assert set(snap) >= {"segments", "device_traces"}
@@ -179,6 +182,9 @@ def test_snapshot_pickles_in_torchs_shape_with_frames(run_py, tmp_path):
     active = [s for s in snap["segments"] if s["blocks"][0]["state"] == "active_allocated"]
     assert all(s["blocks"][0]["frames"] for s in active)  # NPUEMU_TRACK_ALLOC=1
     assert all(w.startswith("<string>:") for w in r["leaks"]) and len(r["leaks"]) == 2
+    # the uncached acl.rt.malloc block is in the timeline too, as a segment of one block
+    assert r["p_trace"] == ["segment_alloc", "alloc", "free_requested", "free_completed",
+                            "segment_free"] and r["p_frames"], r
 
 
 def test_stream_ordered_pool_on_real_workers(run_py):
