@@ -415,10 +415,11 @@ def stream_wait_event(stream_handle: object, event_handle: object, timeout_ms: i
 
 def _followed(after: dict[Stream, int], event: Event) -> dict[Stream, int]:
     """``after`` joined with what a wait on ``event`` orders: its record and all that the
-    recording stream followed then."""
-    joined = dict(after)
+    recording stream followed then (destroyed streams dropped: their tasks have all run, so
+    the dict stays as small as the live streams it names)."""
+    joined = {s: seq for s, seq in after.items() if not s.destroyed}
     for s, seq in ((*event.src_after.items(), (event.src, event.src_seq))):
-        if joined.get(s, 0) < seq:
+        if not s.destroyed and joined.get(s, 0) < seq:
             joined[s] = seq
     return joined
 

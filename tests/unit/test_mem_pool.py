@@ -182,3 +182,19 @@ def test_device_reset_ends_its_pools(fake_runtime):
     ok(acl.rt.reset_device(1))
     assert p not in mempool._owners
     assert acl.rt.mem_pool_get_attr(pool, A.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT) == (0, 107000)
+
+
+def test_streams_forget_what_they_followed_of_destroyed_streams(fake_runtime):
+    ok(acl.rt.set_device(0))
+    b = new_stream()
+    for _ in range(5):  # a stream per step, each waited on by b, then destroyed
+        a = new_stream()
+        ev, ret = acl.rt.create_event()
+        ok(ret)
+        ok(acl.rt.record_event(ev, a))
+        ok(acl.rt.stream_wait_event(b, ev))
+        assert streams.follows(streams.resolve(b), streams.resolve(a), 1)
+        ok(acl.rt.destroy_event(ev))
+        ok(acl.rt.destroy_stream(a))
+    assert len(streams.resolve(b).after) == 1  # only the newest (destroyed ones are dropped
+    # at the next wait), not one entry per stream ever followed
