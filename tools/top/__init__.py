@@ -13,11 +13,19 @@ The code lives in the subpackages, each installed from its own folder of the rep
 
 from __future__ import annotations
 
-import importlib.metadata
-
-try:
-    __version__: str = importlib.metadata.version("npuemu")
-except importlib.metadata.PackageNotFoundError:  # imported from a tree that is not installed
-    __version__ = "0+unknown"
-
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    """``__version__``, read from the installed metadata on first use: importing
+    ``importlib.metadata`` costs ~16 ms, which every device worker would pay at start-up."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version("npuemu")
+    except importlib.metadata.PackageNotFoundError:  # a tree that is not installed
+        version = "0+unknown"
+    globals()["__version__"] = version
+    return version
