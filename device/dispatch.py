@@ -124,6 +124,22 @@ def _ipc_close(worker: Worker, client: Client, ptr: int) -> tuple:
     return ()
 
 
+def _vmm_map(worker: Worker, client: Client, va: int, size: int, offset: int, phys: int,
+             length: int) -> tuple:
+    """A mapping of the client's physical block (its own, or imported) on this card."""
+    va, size, offset, phys, length = (_int(v) for v in (va, size, offset, phys, length))
+    arena, arena_offset = worker.memory.resolve(client.slot, phys, length)
+    client.windows.map(va, size, offset, phys, length, arena.seg.fd, arena_offset)
+    worker.alloc_changes += 1  # views cached by models may change
+    return ()
+
+
+def _vmm_unmap(worker: Worker, client: Client, va: int, offset: int) -> tuple:
+    client.windows.unmap(_int(va), _int(offset))
+    worker.alloc_changes += 1
+    return ()
+
+
 def _mem_merge(worker: Worker, client: Client) -> tuple:
     return (worker.memory.merge_free(),)
 
@@ -234,7 +250,7 @@ HANDLERS: dict[int, Callable[..., tuple]] = {
     **opbin.HANDLERS, **model.HANDLERS,
     Op.MEM_POOLS: _mem_pools, Op.IPC_EXPORT: _ipc_export, Op.IPC_SET_PID: _ipc_set_pid,
     Op.IPC_IMPORT: _ipc_import, Op.IPC_CLOSE: _ipc_close, Op.MEM_MERGE: _mem_merge,
-    Op.COMM_ATTACH: collective.attach,
+    Op.COMM_ATTACH: collective.attach, Op.VMM_MAP: _vmm_map, Op.VMM_UNMAP: _vmm_unmap,
 }
 _ARITY = {op: len(inspect.signature(fn).parameters) - 2 for op, fn in HANDLERS.items()}
 

@@ -52,6 +52,7 @@ from npuemu.device import dispatch, engines
 from npuemu.device.exec import collective
 from npuemu.device.faults import Faults
 from npuemu.device.memory.arenas import Arena, DeviceMemory, Tag
+from npuemu.device.memory.windows import Windows
 from npuemu.device.scheduler import Scheduler
 from npuemu.device.trace import TraceWriter
 from npuemu.shared import address, errors, layout, logring, protocol, shm
@@ -110,6 +111,7 @@ class Client:
         self.peers_ok: set[int] = set()  # peer cards this client's process has open
         self.op_timeout_s = 0.0  # aclrtSetOpExecuteTimeOut of this process; 0 = defaults
         self.comms: dict[int, object] = {}  # attached communicators (device/exec/collective)
+        self.windows = Windows()  # its reserved ranges mapped on this card (memory/windows.py)
 
     def reply(self, frame: tuple | list) -> None:
         try:
@@ -326,6 +328,7 @@ class Worker:
         self.memory.reclaim(slot)
         if client is not None:
             collective.release(client)
+            client.windows.release()
             client.close()
         shm.unlink_all(self.node, f"d{self.dev}.c{slot}.")
         shm.unlink_segment(shm.name(self.node, f"d{self.dev}", f"c{slot}"))

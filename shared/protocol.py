@@ -39,6 +39,8 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | MODEL_LOAD  | model id (0 = new), n inputs, n outputs, [step, ...] | model id | a model's task list (``device/exec/model.py``) |
 | MODEL_UNLOAD| model id                      |                         | queued executes of it fail |
 | COMM_ATTACH | segment name, rank (attach); "", comm id (detach) | comm id (attach) | communicator segment (``device/exec/collective.py``) |
+| VMM_MAP     | va (reservation base), reservation size, offset, physical ptr, size | | a mapping joins the client's window of that reservation (``device/memory/windows.py``) |
+| VMM_UNMAP   | va (reservation base), offset  |                        | the mapping leaves it |
 
 Stream tasks are fire-and-forget frames ``[op, submit, stream slot, task seq, args...]``
 (never answered, whatever ``submit`` holds: a refused task fails in its stream's turn);
@@ -117,6 +119,9 @@ class Op(enum.IntEnum):
     # collectives (device/exec/collective.py)
     COMM_ATTACH = 28
     MEM_MERGE = 29
+    # virtual windows (device/memory/windows.py)
+    VMM_MAP = 30
+    VMM_UNMAP = 31
     # stream tasks
     COPY_ASYNC = 32
     MEMSET_ASYNC = 33

@@ -9,18 +9,20 @@ long launch stops at the next block boundary (one block that never returns canno
 
 Threading model: ``load`` and ``launch`` run in the worker's loop thread; ``run`` and
 ``KernelContext`` run on an engine thread and reach shared state only through
-``DeviceMemory.resolve`` (which takes the memory lock), ``Faults.check_ranges`` (reads of the
+``DeviceMemory.resolve`` (which takes the memory lock), ``Windows.find`` (one read of a
+window's table, replaced whole by the loop), ``Faults.check_ranges`` (reads of the
 control block) and ``Worker.log`` (which takes the log lock).
 """
 
 from __future__ import annotations
 
+import ctypes
 import traceback
 import types
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
-from npuemu.shared import errors
+from npuemu.shared import address, errors
 from npuemu.shared.layout import DEVICE_CTL
 
 if TYPE_CHECKING:
@@ -46,7 +48,9 @@ class KernelContext:
     def tensor(self, ptr: int, dtype: Any, count: int) -> Any:
         """``count`` elements of ``dtype`` at device pointer ``ptr`` as a writable numpy view.
         ``ptr`` and ``count`` must be non-negative ints and the whole range must lie in one
-        live allocation of the launching process (MemoryFault otherwise, before any view)."""
+        live allocation of the launching process, or in mapped pieces of one of its reserved
+        ranges (``memory/windows.py``: one view over the pieces' pages, however many; the
+        isolated-page check does not apply there), MemoryFault otherwise, before any view."""
         np = _numpy()
         dt = _DTYPES.get(dtype) if type(dtype) is str else None
         if dt is None:
@@ -58,6 +62,10 @@ class KernelContext:
         if not nbytes:  # an empty view touches nothing
             return np.empty(0, dt)
         worker = self._worker
+        if ptr >= _VIRT_BASE:
+            window, ptr = self._window(ptr, nbytes)
+            if window is not None:
+                return np.frombuffer((ctypes.c_char * nbytes).from_address(window), dt, count)
         try:
             arena, offset = worker.memory.resolve(self._client.slot, ptr, nbytes)
         except errors.AclError as err:
@@ -67,6 +75,22 @@ class KernelContext:
         return np.frombuffer(arena.seg.buf, dt, count, offset)
 
 
+    def _window(self, ptr: int, nbytes: int) -> tuple[int | None, int]:
+        """``(window address or None, physical pointer of its first byte)`` of a virtual
+        range, each block under it checked live and the client's (a block freed under a
+        mapping by a raw frame must not show its next owner's bytes). MemoryFault
+        otherwise."""
+        memory, slot = self._worker.memory, self._client.slot
+        try:
+            window, spans = self._client.windows.find(ptr, nbytes)
+            for phys, n in spans:
+                memory.resolve(slot, phys, n)
+        except errors.AclError as err:
+            raise MemoryFault(err.detail) from None
+        return window, spans[0][0]
+
+
+_VIRT_BASE = address.VIRT_BASE
 _DTYPES: dict[str, Any] = {}
 """numpy dtypes by the names kernels pass (filled on first use of each)."""
 _POISONED = DEVICE_CTL.POISONED

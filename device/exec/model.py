@@ -83,7 +83,7 @@ import numpy as np
 
 from npuemu.device import engines
 from npuemu.device.exec.kernels import KernelContext, MemoryFault, lookup
-from npuemu.shared import errors
+from npuemu.shared import address, errors
 from npuemu.shared.kernel import MAX_BLOCKS
 from npuemu.shared.layout import DEVICE_CTL
 from npuemu.shared.protocol import BadFrame, Op, u64
@@ -145,7 +145,7 @@ class ModelContext(KernelContext):
     def _miss(self, ptr: int, dtype: Any, count: int) -> Any:
         gen = self._worker.alloc_changes
         view = super().tensor(ptr, dtype, count)  # every check; MemoryFault if bad
-        if count and type(dtype) is str:
+        if count and type(dtype) is str and ptr < address.VIRT_BASE:  # virtual: not kept
             ranges = self._ranges
             if len(ranges.table) >= MAX_VIEWS:
                 ranges.table.clear()

@@ -14,9 +14,15 @@ cards.
 Copies and fills through mapped ranges: ``aclrtMemcpy``, ``aclrtMemset``,
 ``aclrtMemcpyAsync`` and ``aclrtMemsetAsync`` translate virtual addresses on the host and
 split the request at mapping boundaries (one request per piece; async pieces are queued in
-order on the same stream). A byte that is not mapped gives 107000. Kernel arguments that are
-virtual addresses are translated at launch (:func:`kernel_args`, called by
-``aclrtLaunchKernel``): the kernel must stay inside the one mapping its pointer is in.
+order on the same stream). A byte that is not mapped gives 107000. Kernels see a reserved
+range as the card's MMU shows it: each ``map_mem`` also maps the handle's pages into the
+card worker's window of that reservation (``Op.VMM_MAP``, ``device/memory/windows.py``), so
+a kernel argument pointing into a mapped range is passed as it is and a tensor may span
+several mappings, as on hardware (checked at launch: the pointer itself must be mapped and
+readable, :func:`kernel_args`; by the card: every byte the kernel touches, 507053 at the
+launch's synchronize). A mapping of another card's memory, or of a NORMAL-page handle that
+is not page-aligned in its arena, is not joined to its neighbours (a tensor inside it alone
+still works).
 
 Chosen where the reference is silent (UNVERIFIED): granularity 2 MiB (1 GiB for HUGE1G
 attributes), minimum = recommended; ``expectPtr`` is honoured when it is a free,
@@ -246,7 +252,8 @@ def _range_of(va: int) -> tuple[int, _Range] | None:
 # map / unmap --------------------------------------------------------------------------------
 def map_mem(va: object, size: object, offset: object, handle: object, flags: object = 0) -> None:
     """Mirrors ``aclrtMapMem(va, size, offset, handle, flags)``: back ``[va, va+size)`` of a
-    reservation with the whole handle (``size`` = its size, ``offset`` 0). No device work."""
+    reservation with the whole handle (``size`` = its size, ``offset`` 0). One round trip
+    to the handle's card (its kernels' window of the reservation)."""
     va = index(va, errors.ACL_ERROR_INVALID_PARAM, "va")
     size = memory._check_size(size, "size")
     if index(offset, errors.ACL_ERROR_INVALID_PARAM, "offset") or \
@@ -267,19 +274,34 @@ def map_mem(va: object, size: object, offset: object, handle: object, flags: obj
         rng.maps[off] = phys
         bisect.insort(rng.starts, off)
         phys.mapped += 1
+    try:
+        phys.link.call(Op.VMM_MAP, base, rng.size, off, phys.alloc.ptr, size)
+    except BaseException:
+        with _lock:
+            _forget_mapping(rng, off)
+        raise
+
+
+def _forget_mapping(rng: _Range, off: int) -> Physical:
+    phys = rng.maps.pop(off)
+    del rng.starts[bisect.bisect_left(rng.starts, off)]
+    phys.mapped -= 1
+    phys.access = ACCESS_READWRITE
+    return phys
 
 
 def unmap_mem(va: object) -> None:
-    """Mirrors ``aclrtUnmapMem``: 107000 unless ``va`` starts a mapping."""
+    """Mirrors ``aclrtUnmapMem``: 107000 unless ``va`` starts a mapping. One round trip to
+    the handle's card (none if it is gone). Kernels still queued that use the range then
+    fail (on a card, unmapping memory queued work uses is the program's error)."""
     with _lock:
         found = _range_of(va) if type(va) is int else None
-        phys = found[1].maps.pop(va - found[0], None) if found else None
-        if phys is None:
+        if found is None or va - found[0] not in found[1].maps:
             raise _param(f"{va!r} is not the start of a mapping")
-        rng = found[1]  # type: ignore[index]
-        del rng.starts[bisect.bisect_left(rng.starts, va - found[0])]  # type: ignore[index]
-        phys.mapped -= 1
-        phys.access = ACCESS_READWRITE
+        base, rng = found
+        phys = _forget_mapping(rng, va - base)
+    if phys.link.alive():
+        phys.link.call(Op.VMM_UNMAP, base, va - base)
 
 
 # access --------------------------------------------------------------------------------------
@@ -367,23 +389,18 @@ def _piece(va: int, write: bool) -> tuple[int, int]:
 
 
 def kernel_args(values: list) -> list:
-    """Kernel arguments with every virtual address replaced by the physical pointer behind
-    it (``aclrtLaunchKernel`` with a pointer into a mapped range). Ints outside the virtual
-    window are kept; a virtual address that is not mapped, or mapped with access NONE, is
-    107000. The kernel then reaches the mapping's physical block: what it touches must lie
-    inside that one mapping (the card checks it: 107000 at the launch's synchronize), so a
-    tensor spanning two mappings is refused, unlike on hardware. READ-only mappings are not
-    enforced for kernels. Costs nothing while this process has no reservation."""
+    """Kernel arguments of ``aclrtLaunchKernel``, checked: a virtual address must be
+    mapped, and not with access NONE (107000 now). They are passed as they are: the card
+    resolves them through its windows (module docstring), so a tensor may span mappings.
+    READ-only mappings are not enforced for kernels. Costs nothing while this process has
+    no reservation."""
     if not _ranges:
         return values
-    out = None
     with _lock:
-        for i, value in enumerate(values):
+        for value in values:
             if type(value) is int and address.VIRT_BASE <= value < address.VIRT_END:
-                if out is None:
-                    out = list(values)
-                out[i] = _piece(value, False)[0]
-    return values if out is None else out
+                _piece(value, False)
+    return values
 
 
 def pieces(dst: int, src: int | None, count: int) -> list[tuple[int, int | None, int]]:

@@ -388,6 +388,8 @@ _HANDLERS: dict[int, Callable[..., tuple]] = {
     Op.UNPIN: lambda link, base: (), Op.BINARY_LOAD: _binary_load,
     Op.BINARY_UNLOAD: _binary_unload, Op.CALLBACK_DONE: _callback_done, Op.INJECT: _inject,
     Op.MEM_MERGE: lambda link: (0,),  # no page pools here: nothing to merge
+    # no kernels run here, so no window is kept for them
+    Op.VMM_MAP: lambda link, *args: (), Op.VMM_UNMAP: lambda link, *args: (),
 }
 
 

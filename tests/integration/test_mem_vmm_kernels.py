@@ -1,5 +1,7 @@
 """Kernels through virtual memory (issue 12): a kernel launched with pointers inside a
-reserved and mapped range reaches the physical memory behind it, on a real worker."""
+reserved and mapped range reaches the physical memory behind it, on a real worker, and a
+tensor may span several mappings (the card's window of the reservation joins their pages,
+as its MMU would); a byte that is not mapped fails the kernel, never the worker."""
 
 from __future__ import annotations
 
@@ -50,10 +52,26 @@ def test_kernel_and_copies_through_a_mapped_range(run_py):
         z2 = np.zeros(n, dtype=np.float32)
         ok(acl.rt.memcpy(z2.ctypes.data, 4 * n, va + 2 * g, 4 * n, D2H))
         R["remapped_ok"] = bool((z2 == x + y).all())
-        # a tensor that runs past the end of its mapping fails the kernel, not the stream
-        ok(acl.rt.launch_kernel(add, 1, [xa, va + 2 * g - 16, va + 2 * g, n, "float32"], s))
+        # a tensor that runs from one mapping into the next is one tensor, as on a card:
+        # slots 1 and 2 are two handles whose blocks are not neighbours in the card's memory
+        span = va + 2 * g - 16           # the last 4 floats of slot 1, then slot 2
+        ok(acl.rt.memcpy(span, 4 * n, y.ctypes.data, 4 * n, H2D))  # copies split there
+        ok(acl.rt.launch_kernel(add, 2, [xa, span, span, n, "float32"], s))  # in place
+        ok(acl.rt.synchronize_stream(s))
+        w = np.zeros(n, dtype=np.float32)
+        ok(acl.rt.memcpy(w.ctypes.data, 4 * n, span, 4 * n, D2H))
+        R["spanning_ok"] = bool((w == x + y).all())
+        # one that runs on into the unmapped slot 3 fails the kernel, not the stream
+        ok(acl.rt.launch_kernel(add, 1, [xa, va + 3 * g - 16, va + 3 * g - 16, n,
+                                         "float32"], s))
         R["past_end"] = acl.rt.synchronize_stream(s)
         R["after"] = acl.rt.synchronize_stream(s)
+        # unmapped, the range is gone for kernels too (the worker is still fine)
+        ok(acl.rt.unmap_mem(va + 2 * g))
+        ok(acl.rt.launch_kernel(add, 1, [xa, span, span, n, "float32"], s))
+        R["after_unmap"] = acl.rt.synchronize_stream(s)
+        ok(acl.rt.map_mem(va + 2 * g, g, 0, handles[2], 0))
+        R["ping"] = acl.rt.synchronize_stream(s)
         for slot in (0, 1, 2):
             ok(acl.rt.unmap_mem(va + slot * g))
         for h in handles:
@@ -64,4 +82,50 @@ def test_kernel_and_copies_through_a_mapped_range(run_py):
     """, ENV, 120)
     assert r["z_ok"] is True and r["remapped_ok"] is True
     assert r["unmapped"] == 107000
-    assert r["past_end"] != 0 and r["after"] == 0
+    assert r["spanning_ok"] is True
+    assert r["past_end"] == 507053 and r["after"] == 0  # a memory fault of the kernel
+    assert r["after_unmap"] == 507053 and r["ping"] == 0
+
+
+def test_bad_window_requests_are_refused_and_the_card_goes_on(run_py):
+    """Raw VMM_MAP / VMM_UNMAP frames with a foreign or bad block, a misaligned or
+    overlapping piece: each gets 107000 (or a frame error), the worker keeps serving."""
+    r = run_scenario(run_py, PRELUDE, """
+        from npuemu.host.core import runtime
+        from npuemu.shared import address
+        from npuemu.shared.protocol import Op
+        ok(acl.rt.set_device(0))
+        link = runtime.get().current_link()
+        g = 2 * 1024 * 1024
+        va = address.VIRT_BASE + 64 * g
+        p = malloc(g)
+        bad = [(va, 4 * g, 0, p + 4096 * 1024, g),     # past its block
+               (va, 4 * g, 0, 12345, g),               # not device memory
+               (va + 1, 4 * g, 0, p, 4096),            # misaligned
+               (va, 4 * g, 3 * g, p, 2 * g),           # past the reservation
+               (7, 4 * g, 0, p, 4096),                 # not a virtual address
+               (va, 4 * g, 0, p, -1)]                  # not a u64
+        R["codes"] = []
+        for args in bad:
+            try:
+                link.call(Op.VMM_MAP, *args)
+                R["codes"].append(0)
+            except Exception as err:
+                R["codes"].append(getattr(err, "code", type(err).__name__))
+        link.call(Op.VMM_MAP, va, 4 * g, 0, p, 4096)
+        try:
+            link.call(Op.VMM_MAP, va, 4 * g, 0, p, 4096)
+            R["overlap"] = 0
+        except Exception as err:
+            R["overlap"] = err.code
+        try:
+            link.call(Op.VMM_UNMAP, va, 4096)
+            R["unmap_bad"] = 0
+        except Exception as err:
+            R["unmap_bad"] = err.code
+        link.call(Op.VMM_UNMAP, va, 0)
+        R["ping"] = acl.rt.synchronize_device()
+        ok(acl.rt.free(p))
+    """, ENV, 60)
+    assert r["codes"][:5] == [107000] * 5 and r["codes"][5] != 0, r
+    assert r["overlap"] == 107000 and r["unmap_bad"] == 107000 and r["ping"] == 0
