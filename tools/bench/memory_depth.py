@@ -46,6 +46,10 @@ from npuemu.tools.bench.registry import Context, figure
 from npuemu.tools.bench.sampling import check_ret, sample_rates
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+EXECUTES = 120
+"""Executes of the workload, quick or not (it is deterministic: more samples change nothing;
+400 once ran a heap of this size out of memory: rare executes need up to 158 MiB of
+transients beside the kept outputs)."""
 HEAP = 384 * MiB
 """Card size of the fragmentation workload: its live peak fills most of it (fragmentation
 only matters under pressure; with a mostly empty card every set-up is below 10 %)."""
@@ -239,7 +243,7 @@ def _run(pooling: bool, merge: bool, work: list) -> float:
 @figure("fragmentation")
 def fig_fragmentation(ctx: Context) -> list[Record]:
     """Mean HBM fragmentation after each execute: no pooling, level 1, level 1+2."""
-    work = _workload(12, 120 if ctx.quick else 400)
+    work = _workload(12, EXECUTES)
     none = _run(False, False, work)
     level1 = _run(True, False, work)
     level12 = _run(True, True, work)
