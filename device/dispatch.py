@@ -121,6 +121,7 @@ def _ipc_import(worker: Worker, client: Client, key: int) -> tuple:
 
 def _ipc_close(worker: Worker, client: Client, ptr: int) -> tuple:
     worker.memory.close_import(client.slot, _int(ptr))
+    worker.alloc_changes += 1  # kernels' cached views of the block (exec/kernels.py) go
     return ()
 
 

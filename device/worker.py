@@ -50,6 +50,7 @@ import psutil
 
 from npuemu.device import dispatch, engines
 from npuemu.device.exec import collective
+from npuemu.device.exec.kernels import Ranges
 from npuemu.device.faults import Faults
 from npuemu.device.memory.arenas import Arena, DeviceMemory, Tag
 from npuemu.device.memory.windows import Windows
@@ -112,6 +113,7 @@ class Client:
         self.op_timeout_s = 0.0  # aclrtSetOpExecuteTimeOut of this process; 0 = defaults
         self.comms: dict[int, object] = {}  # attached communicators (device/exec/collective)
         self.windows = Windows()  # its reserved ranges mapped on this card (memory/windows.py)
+        self.ranges = Ranges()  # tensor views its kernels resolved (exec/kernels.py)
 
     def reply(self, frame: tuple | list) -> None:
         try:

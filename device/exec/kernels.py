@@ -10,8 +10,12 @@ long launch stops at the next block boundary (one block that never returns canno
 Threading model: ``load`` and ``launch`` run in the worker's loop thread; ``run`` and
 ``KernelContext`` run on an engine thread and reach shared state only through
 ``DeviceMemory.resolve`` (which takes the memory lock), ``Windows.find`` (one read of a
-window's table, replaced whole by the loop), ``Faults.check_ranges`` (reads of the
-control block) and ``Worker.log`` (which takes the log lock).
+window's table, replaced whole by the loop), the client's ``Ranges`` (views checked
+before, shared by the client's kernels on every engine: atomic dict operations, entries
+added only under the allocation generation they were checked in; the loop bumps
+``Worker.alloc_changes`` at every malloc, free, VMM map/unmap and IPC close),
+``Faults.check_ranges`` (reads of the control block) and ``Worker.log`` (which takes the
+log lock).
 """
 
 from __future__ import annotations
@@ -34,12 +38,37 @@ class MemoryFault(Exception):
     """A kernel touched memory outside its process's allocations (an MTE error)."""
 
 
-class KernelContext:
-    """What a kernel sees of its launch: its block and the device memory."""
+class Ranges:
+    """Tensor views kernels resolved, valid while no block of the card was allocated,
+    freed or mapped since (``Worker.alloc_changes``): a client's (``Client.ranges``, shared
+    by its kernels on every engine thread) or a model's. Dict operations are atomic; a view
+    is only added under the generation it was checked in. The views are made over the
+    arena's address (not its buffer), so they never pin the arena's mapping; they are used
+    only by the client's tasks, which end before the worker unmaps its arenas."""
 
-    def __init__(self, worker: Worker, client: Client, block_idx: int, block_num: int) -> None:
+    __slots__ = ("gen", "table")
+
+    def __init__(self) -> None:
+        self.gen = -1
+        self.table: dict[tuple, Any] = {}  # (ptr, dtype name, count) -> numpy view
+
+
+MAX_VIEWS = 4096
+"""Most views one ``Ranges`` keeps (a caller rotating buffers adds entries)."""
+
+
+class KernelContext:
+    """What a kernel sees of its launch: its block and the device memory. ``tensor`` checks
+    a range the first time it meets it since the card's allocations last changed; later
+    calls return the same view (``Ranges``), so a kernel launched again on the same
+    buffers pays no check. Isolated pages are still checked on every call once the card
+    has any."""
+
+    def __init__(self, worker: Worker, client: Client, block_idx: int, block_num: int,
+                 ranges: Ranges | None = None) -> None:
         self.block_idx, self.block_num = block_idx, block_num
         self._worker, self._client = worker, client
+        self._ranges = client.ranges if ranges is None else ranges
 
     def split(self, n: int) -> tuple[int, int]:
         """This block's ``[lo, hi)`` share of ``n`` items (blocks get near-equal shares)."""
@@ -51,6 +80,31 @@ class KernelContext:
         live allocation of the launching process, or in mapped pieces of one of its reserved
         ranges (``memory/windows.py``: one view over the pieces' pages, however many; the
         isolated-page check does not apply there), MemoryFault otherwise, before any view."""
+        ranges, worker = self._ranges, self._worker
+        if ranges.gen != worker.alloc_changes:
+            ranges.table.clear()
+            ranges.gen = worker.alloc_changes
+        view = ranges.table.get((ptr, dtype, count))
+        if view is None:
+            return self._miss(ptr, dtype, count)
+        if worker.ctl[_POISONED]:  # an isolated page may have appeared since
+            worker.faults.check_ranges((ptr, view.nbytes))
+        return view
+
+    def _miss(self, ptr: int, dtype: Any, count: int) -> Any:
+        gen = self._worker.alloc_changes
+        view, addr = self._check(ptr, dtype, count)
+        if count and type(dtype) is str and ptr < _VIRT_BASE:  # virtual ranges: not kept
+            ranges = self._ranges
+            if len(ranges.table) >= MAX_VIEWS:
+                ranges.table.clear()
+            raw = (ctypes.c_char * view.nbytes).from_address(addr)
+            if gen == ranges.gen == self._worker.alloc_changes:
+                ranges.table[(ptr, dtype, count)] = _numpy().frombuffer(raw, view.dtype, count)
+        return view
+
+    def _check(self, ptr: int, dtype: Any, count: int) -> tuple[Any, int]:
+        """Every check of ``tensor``; the view and its address in this process."""
         np = _numpy()
         dt = _DTYPES.get(dtype) if type(dtype) is str else None
         if dt is None:
@@ -60,19 +114,20 @@ class KernelContext:
                               "must be non-negative integers")
         nbytes = count * dt.itemsize
         if not nbytes:  # an empty view touches nothing
-            return np.empty(0, dt)
+            return np.empty(0, dt), 0
         worker = self._worker
         if ptr >= _VIRT_BASE:
             window, ptr = self._window(ptr, nbytes)
             if window is not None:
-                return np.frombuffer((ctypes.c_char * nbytes).from_address(window), dt, count)
+                raw = (ctypes.c_char * nbytes).from_address(window)
+                return np.frombuffer(raw, dt, count), window
         try:
             arena, offset = worker.memory.resolve(self._client.slot, ptr, nbytes)
         except errors.AclError as err:
             raise MemoryFault(err.detail) from None
         if worker.ctl[_POISONED]:  # some page of this card is isolated: 507054 if touched
             worker.faults.check_ranges((ptr, nbytes))
-        return np.frombuffer(arena.seg.buf, dt, count, offset)
+        return np.frombuffer(arena.seg.buf, dt, count, offset), arena.seg.address + offset
 
 
     def _window(self, ptr: int, nbytes: int) -> tuple[int | None, int]:

@@ -72,20 +72,16 @@ a cached view, which is then resolved again).
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import queue
 import threading
 import traceback
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from npuemu.device import engines
-from npuemu.device.exec.kernels import KernelContext, MemoryFault, lookup
-from npuemu.shared import address, errors
+from npuemu.device.exec.kernels import KernelContext, MemoryFault, Ranges, lookup
+from npuemu.shared import errors
 from npuemu.shared.kernel import MAX_BLOCKS
-from npuemu.shared.layout import DEVICE_CTL
 from npuemu.shared.protocol import BadFrame, Op, u64
 
 if TYPE_CHECKING:
@@ -96,64 +92,9 @@ ENGINE = engines.AICORE
 """The engine thread that runs a model task."""
 MAX_STREAMS = 64
 MAX_EVENTS = 1 << 16
-MAX_VIEWS = 4096
-"""Most resolved tensor ranges a model keeps (a caller rotating buffers adds entries)."""
 _ARG_DEPTH = 4
 _SCALARS = (int, float, bool, str)
 _ids = itertools.count(1)
-
-
-class Ranges:
-    """The tensor views a model's kernels resolved, valid while no block of the card was
-    allocated or freed since (``Worker.alloc_changes``). Used by the one executing model's
-    threads (see the threading model). The views are made over the arena's address
-    (not its buffer), so they never pin the arena's mapping; they are used only by model
-    tasks, which end before the worker unmaps its arenas."""
-
-    __slots__ = ("gen", "table")
-
-    def __init__(self) -> None:
-        self.gen = -1
-        self.table: dict[tuple, Any] = {}  # (ptr, dtype, count) -> numpy view
-
-
-class ModelContext(KernelContext):
-    """A kernel's launch context inside a model: ``tensor`` checks a range against the
-    client's live allocations (and isolated pages) as ``KernelContext`` does, but only the
-    first time the model meets it since the card's allocations last changed; later calls
-    return the same view (the per-op cost of an execute is then the kernel's own).
-    Isolated pages are still checked on every call once the card has any."""
-
-    def __init__(self, worker: Worker, client: Client, block_idx: int, block_num: int,
-                 ranges: Ranges) -> None:
-        super().__init__(worker, client, block_idx, block_num)
-        self._ranges = ranges
-        self._ctl = worker.ctl
-
-    def tensor(self, ptr: int, dtype: Any, count: int) -> Any:
-        ranges, worker = self._ranges, self._worker
-        if ranges.gen != worker.alloc_changes:
-            ranges.table.clear()
-            ranges.gen = worker.alloc_changes
-        view = ranges.table.get((ptr, dtype, count))
-        if view is None:
-            return self._miss(ptr, dtype, count)
-        if self._ctl[DEVICE_CTL.POISONED]:  # an isolated page may have appeared since
-            worker.faults.check_ranges((ptr, view.nbytes))
-        return view
-
-    def _miss(self, ptr: int, dtype: Any, count: int) -> Any:
-        gen = self._worker.alloc_changes
-        view = super().tensor(ptr, dtype, count)  # every check; MemoryFault if bad
-        if count and type(dtype) is str and ptr < address.VIRT_BASE:  # virtual: not kept
-            ranges = self._ranges
-            if len(ranges.table) >= MAX_VIEWS:
-                ranges.table.clear()
-            arena, offset = self._worker.memory.resolve(self._client.slot, ptr, view.nbytes)
-            raw = (ctypes.c_char * view.nbytes).from_address(arena.seg.address + offset)
-            if gen == ranges.gen == self._worker.alloc_changes:
-                ranges.table[(ptr, dtype, count)] = np.frombuffer(raw, view.dtype, count)
-        return view
 
 
 class ModelRecord:
@@ -252,7 +193,7 @@ def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
     if fn is None:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"no kernel {name!r} in binary {bin_id}")
-    ctxs = tuple(ModelContext(worker, client, b, blocks, record.ranges)
+    ctxs = tuple(KernelContext(worker, client, b, blocks, record.ranges)
                  for b in range(blocks))
     return fn, name, fn.__npu_kernel__, tuple(args), bound, ctxs, stream, waits, records
 

@@ -258,9 +258,14 @@ def test_kernel_failures_report_engine_codes_once_and_the_worker_survives(run_py
         small = zeroed(4096)
         gone = malloc(4096)
         ok(acl.rt.free(gone))
+        used = malloc(4096)
+        ok(acl.rt.launch_kernel(F["touch"], 1, [used, 16], s))  # its view is kept, then
+        ok(acl.rt.synchronize_stream(s))
+        ok(acl.rt.free(used))                                   # the block is freed
         cases = [("boom_core", []), ("boom_vec", []), ("boom_cpu", []),
                  ("touch", [small, 64 << 20]),    # runs far past its allocation
                  ("touch", [gone, 16]),           # a freed block
+                 ("touch", [used, 16]),           # freed after a kernel used it: no stale view
                  ("touch", [small, 4096])]        # in bounds: fine
         for name, args in cases:
             launched = acl.rt.launch_kernel(F[name], 2, args, s)
@@ -290,7 +295,7 @@ def test_kernel_failures_report_engine_codes_once_and_the_worker_survives(run_py
                       ints(acl.rt.query_device_status(0))]
     """)
     codes = [AICORE_EXCEPTION, VECTOR_CORE_EXCEPTION, AICPU_EXCEPTION, DEVICE_MEM_ERROR,
-             DEVICE_MEM_ERROR, 0]
+             DEVICE_MEM_ERROR, DEVICE_MEM_ERROR, 0]
     assert r["runs"] == [[0, code, 0] for code in codes]
     assert r["touched"]
     assert r["fail"] == AICORE_EXCEPTION
