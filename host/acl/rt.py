@@ -12,6 +12,7 @@ from npuemu.host.acl._wrap import last_error, no_args, ret_only, with_result
 from npuemu.host.core import (
     caching,
     callbacks,
+    copy2d,
     device,
     ipc,
     kernel,
@@ -57,7 +58,17 @@ def get_soc_name() -> str | None:
 _CACHED = caching.acl_enabled()
 malloc = with_result(0)(caching.acl_malloc if _CACHED else memory.malloc)
 free = ret_only(caching.acl_free if _CACHED else memory.free)
+malloc_cached = malloc  # aclrtMallocCached: the same memory as aclrtMalloc's (cached too)
+malloc_align32 = with_result(0)(memory.malloc_align32)
 malloc_host = with_result(0)(memory.malloc_host)
+
+
+@ret_only
+def free_with_dev_sync(ptr: int) -> None:
+    """Mirrors ``aclrtFreeWithDevSync``: waits for the current device's streams (blocks,
+    as ``aclrtSynchronizeDevice``), then frees as ``aclrtFree``."""
+    device.synchronize_device()
+    memory.free(ptr)
 free_host = ret_only(memory.free_host)
 memcpy = ret_only(memory.memcpy)
 memset = ret_only(memory.memset)
@@ -203,3 +214,5 @@ memcpy = ret_only(vmm.memcpy)
 memset = ret_only(vmm.memset)
 memcpy_async = ret_only(vmm.memcpy_async)
 memset_async = ret_only(vmm.memset_async)
+memcpy2d = ret_only(copy2d.memcpy2d)
+memcpy2d_async = ret_only(copy2d.memcpy2d_async)

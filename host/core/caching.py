@@ -463,8 +463,12 @@ def acl_malloc(size: int, policy: int = 0) -> int:
 
 
 def acl_free(ptr: int) -> None:
-    """``aclrtFree`` through the cache: the block is kept for reuse (107000 if unknown)."""
-    get().free(ptr)
+    """``aclrtFree`` through the cache: the block is kept for reuse; a block the cache did
+    not lend (``aclrtMallocAlign32``'s) is freed at once (107000 if neither knows it)."""
+    try:
+        get().free(ptr)
+    except errors.AclError:
+        memory.free(ptr)
 
 
 _allocator: CachingAllocator | None = None

@@ -118,6 +118,20 @@ def malloc(size: int, policy: int = 0, traced: bool = True) -> int:
     return ptr
 
 
+def malloc_align32(size: int, policy: int = 0) -> int:
+    """Mirrors ``aclrtMallocAlign32``: like ``malloc`` (one round trip), but the block is
+    ``size`` rounded up to 32 bytes, without the 32 bytes of padding ``aclrtMalloc`` adds
+    (a block of the NORMAL class still takes a multiple of 64 of the card's memory here)."""
+    size = _check_size(size, "size")
+    rounded = -(-size // 32) * 32
+    ptr = malloc(max(1, rounded - 32), policy)  # the card adds the 32 bytes back
+    rt = runtime.get()
+    with rt.lock:
+        alloc = rt.allocations[ptr]
+        alloc.size = min(alloc.span, max(rounded, alloc.size))
+    return ptr
+
+
 def free(ptr: int, traced: bool = True) -> None:
     """Mirrors ``aclrtFree``. Does not wait: the free is queued to the worker in order with
     this process's later requests (blocks up to 1 MiB: batched, ``freebatch.py``). 107000
