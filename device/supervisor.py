@@ -10,7 +10,9 @@ worker through a pidfd and every host through its control connection:
   waiting on it is woken at once (so calls fail with a device-lost code instead of waiting
   out a timeout), and its segments are unlinked;
 - a host whose connection closes (exit or ``kill -9``) has its client slots set CLOSING so
-  the workers reclaim its memory, and its pinned host segments are unlinked;
+  the workers reclaim its memory, its pinned host segments and communicator semaphores are
+  unlinked, and so is every communicator segment none of whose ranks' processes is still
+  there (the first rank to join creates it and may have ended without removing it);
 - an embedded node (``--owner``) stops when its owner's connection closes;
 - every loop pass (at most ``LOOP_S`` apart) reads each worker's heartbeat: one older than
   ``DEVICE_LOST_TIMEOUT_S`` (shared/config.py) marks the card HUNG in the registry (a stopped
@@ -305,8 +307,20 @@ class Supervisor:
                 shm.unlink_all(self.node, f"d{dev}.c{slot}")
         if not any(other["pid"] == info["pid"] for other in self.conns.values()):
             shm.unlink_all(self.node, f"p{info['pid']}.")  # the kernel's pid, not a claim
+            self.reap_communicators()
         if info.get("owner"):
             self.running = False
+
+    def reap_communicators(self) -> None:
+        """Unlink each communicator segment of the node in which some rank joined and no
+        rank is present with a live host process any more (a fresh segment whose creator
+        has not joined yet has no rank at all, and is kept)."""
+        prefix = shm.node_prefix(self.node) + "hccl."
+        for entry in shm.leftovers(self.node):
+            if entry.startswith(prefix) and "." not in entry[len(prefix):]:
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    if _abandoned("/" + entry):
+                        shm.unlink_segment("/" + entry)
 
     # loop ----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -416,6 +430,42 @@ class Supervisor:
         for conn in list(self.conns):
             conn.close()
         self.listener.close()
+
+
+def _abandoned(name: str) -> bool:
+    """Some rank joined communicator segment ``name`` and none is present with a live host
+    process (``shared/layout.py``: COMM_HEADER, COMM_RANK)."""
+    seg = shm.Segment(name)
+    try:
+        words = seg.buf.cast("Q")
+        try:
+            if words[layout.COMM_HEADER.MAGIC] != layout.MAGIC_COMM:
+                return False  # its creator is still writing it
+            joined = False
+            for rank in range(layout.COMM_MAX_RANKS):
+                base = layout.COMM_RANKS + rank * layout.COMM_RANK.words
+                state = words[base + layout.COMM_RANK.STATE]
+                if state == layout.CommRankState.FREE:
+                    continue
+                joined = True
+                if state != layout.CommRankState.LEFT and \
+                        _pid_alive(words[base + layout.COMM_RANK.PID]):
+                    return False
+            return joined
+        finally:
+            words.release()
+    finally:
+        seg.close()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,6 +56,11 @@ if RANK == 0:
 root = pyhccl.HcclRootInfo(bytes.fromhex(get("root")))
 ret, comm = pyhccl.HcclCommInitRootInfo(2, root, RANK)
 ok(ret, "init")
+if RANK == 1:  # rank 1 joins the second communicator first: its process creates that segment
+    put("joining2", 1)
+else:
+    get("joining2")
+    time.sleep(0.3)
 ret, comm2 = pyhccl.HcclCommInitRootInfo(2, pyhccl.HcclRootInfo(bytes.fromhex(get("root2"))),
                                          RANK)
 ok(ret, "init 2")
@@ -157,9 +162,10 @@ def test_two_host_processes_one_node(shared_node, spawn_py, tmp_path) -> None:
     assert ra["orphan_async"] == 21  # HCCL_E_REMOTE
     assert ra["orphan_s"] < 15  # well before HCCL_EXEC_TIMEOUT (20 s): liveness, not timeout
     assert ra["destroy"] == 0
-    # rank 1's semaphore is named under its pid: the supervisor removes it once that
-    # process is gone (a bounded wait: it sees the connection close on its own schedule);
-    # rank 0 removed its own and the segments at destroy and exit
+    # rank 1's semaphores are named under its pid: the supervisor removes them once that
+    # process is gone; the second communicator's segment, which rank 1's process created
+    # and never removed, goes once no rank of it is left (a bounded wait: the supervisor
+    # sees the connections close on its own schedule); rank 0 removed its own names
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and _hccl_names(name):
         time.sleep(0.1)
