@@ -448,24 +448,14 @@ def _abandoned(name: str) -> bool:
                 if state == layout.CommRankState.FREE:
                     continue
                 joined = True
-                if state != layout.CommRankState.LEFT and \
-                        _pid_alive(words[base + layout.COMM_RANK.PID]):
+                pid = words[base + layout.COMM_RANK.PID]
+                if state != layout.CommRankState.LEFT and pid > 0 and psutil.pid_exists(pid):
                     return False
             return joined
         finally:
             words.release()
     finally:
         seg.close()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
 
 
 def main(argv: list[str] | None = None) -> int:
