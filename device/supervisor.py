@@ -307,19 +307,20 @@ class Supervisor:
                 shm.unlink_all(self.node, f"d{dev}.c{slot}")
         if not any(other["pid"] == info["pid"] for other in self.conns.values()):
             shm.unlink_all(self.node, f"p{info['pid']}.")  # the kernel's pid, not a claim
-            self.reap_communicators()
+            self.reap_communicators(info["pid"])
         if info.get("owner"):
             self.running = False
 
-    def reap_communicators(self) -> None:
+    def reap_communicators(self, gone: int) -> None:
         """Unlink each communicator segment of the node in which some rank joined and no
-        rank is present with a live host process any more (a fresh segment whose creator
-        has not joined yet has no rank at all, and is kept)."""
+        rank is present with a live host process any more, process ``gone`` (which has
+        closed its last connection, and may still be exiting) counting as absent. A fresh
+        segment whose creator has not joined yet has no rank at all, and is kept."""
         prefix = shm.node_prefix(self.node) + "hccl."
         for entry in shm.leftovers(self.node):
             if entry.startswith(prefix) and "." not in entry[len(prefix):]:
                 with contextlib.suppress(OSError, ValueError, IndexError):
-                    if _abandoned("/" + entry):
+                    if _abandoned("/" + entry, gone):
                         shm.unlink_segment("/" + entry)
 
     # loop ----------------------------------------------------------------------------------
@@ -432,9 +433,9 @@ class Supervisor:
         self.listener.close()
 
 
-def _abandoned(name: str) -> bool:
+def _abandoned(name: str, gone: int) -> bool:
     """Some rank joined communicator segment ``name`` and none is present with a live host
-    process (``shared/layout.py``: COMM_HEADER, COMM_RANK)."""
+    process other than ``gone`` (``shared/layout.py``: COMM_HEADER, COMM_RANK)."""
     seg = shm.Segment(name)
     try:
         words = seg.buf.cast("Q")
@@ -449,7 +450,8 @@ def _abandoned(name: str) -> bool:
                     continue
                 joined = True
                 pid = words[base + layout.COMM_RANK.PID]
-                if state != layout.CommRankState.LEFT and pid > 0 and psutil.pid_exists(pid):
+                if state != layout.CommRankState.LEFT and pid not in (0, gone) and \
+                        psutil.pid_exists(pid):
                     return False
             return joined
         finally:

@@ -330,10 +330,10 @@ COMM_RANK = Layout("COMM_RANK", [
     Field("step", 1, "phases of collectives this rank's card has completed (monotonic)"),
     Field("send", 1, "device pointer of the rank's input of the running collective"),
     Field("recv", 1, "device pointer of the rank's output of the running collective"),
-    Field("desc", 1, "kind | dtype << 8 | op << 16 | algo << 24 | root << 32 (running collective)"),
-    Field("count", 1, "element count of the running collective"),
+    Field("desc", 2, "kind | dtype << 8 | op << 16 | algo << 24 | root << 32 of its collective "
+                     "number 2k (word 0) or 2k+1 (word 1): a rank one call ahead writes the other"),
+    Field("count", 2, "element count of that collective (the same two words)"),
     Field("waiting", 1, "2 * step it sleeps for (+1: on its ring neighbours only); 0 awake"),
-    _pad("_pad1", 2),
 ])
 
 

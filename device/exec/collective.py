@@ -475,6 +475,7 @@ def _run(task: object) -> int:
             run = _Run(comm, task, deadline, np.dtype(dtype), _UFUNCS[op], count)
         run.dtype, run.counts = _DTYPES.index(dtype), counts
         if kind not in _P2P:
+            run.parity = comm.calls & 1
             run.publish(send, recv, desc)
             comm.calls += 1
         _BODIES[kind](run, algo, send, recv, root)
@@ -515,14 +516,18 @@ class _Run:
         self.r, self.p = comm.rank, comm.n
         self.all = range(comm.n)
         self.dtype = 0  # index in _DTYPES
+        self.parity = 0  # of the collective's number on this communicator (publish)
         self.counts: list[int] = []  # all_to_allv's four count lists
 
     def publish(self, send: int, recv: int, desc: int) -> None:
-        c = self.c
+        """The call's buffers and what it is. ``desc``/``count`` go to the words of the
+        call's parity: after a one-phase call (one sync) a fast rank may already publish
+        its next call while a slow one still checks this one."""
+        c, p = self.c, self.parity
         c.put(_R.SEND, send)
         c.put(_R.RECV, recv)
-        c.put(_R.DESC, desc)
-        c.put(_R.COUNT, self.count)
+        c.put(_R.DESC + p, desc)
+        c.put(_R.COUNT + p, self.count)
 
     def sync(self, ranks: range | tuple[int, ...] | None = None) -> None:
         self.c.sync(self.task, self.all if ranks is None else ranks, self.deadline)
@@ -531,11 +536,16 @@ class _Run:
         """The first phase: every rank published; their calls must agree."""
         self.sync()
         c = self.c
-        mine = (c.field(self.r, _R.DESC), self.count)
+        p = self.parity
+        mine = (c.field(self.r, _R.DESC + p), self.count)
         for j in self.all:
-            if (c.field(j, _R.DESC), c.field(j, _R.COUNT)) != mine:
-                raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
-                                      f"rank {j} called another collective than rank {self.r}")
+            theirs = (c.field(j, _R.DESC + p), c.field(j, _R.COUNT + p))
+            if theirs != mine:
+                raise CollectiveError(
+                    errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
+                    f"rank {j} called another collective than rank {self.r} (desc, count "
+                    f"{theirs[0]:#x}, {theirs[1]} against {mine[0]:#x}, {mine[1]}; steps "
+                    f"{c.field(j, _R.STEP)} and {c.step})")
 
     def ptr(self, rank: int, which: int) -> int:
         return self.c.field(rank, which)

@@ -30,7 +30,7 @@ R = {}
 
 def ok(ret, what=""):
     if ret != 0:
-        raise SystemExit(f"{what} failed: {ret}")
+        raise SystemExit(f"{what} failed: {ret} {acl.get_recent_err_msg()}")
 
 
 def dev_array(values):
