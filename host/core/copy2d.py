@@ -11,10 +11,15 @@ silent: ``width`` may not exceed either pitch, and ``width`` or ``height`` 0 cop
 How: the synchronous copy is one strided numpy copy between the host buffer and this
 process's mapping of the arena (the bytes move once, as ``aclrtMemcpy`` moves them). The
 asynchronous copy is one ``aclrtMemcpyAsync`` when both sides are contiguous (each pitch
-equals ``width``), else one per row, queued in order on the stream, so it inherits that
-call's rules: pinned host memory in place, pageable memory staged, P2P checks, the worker's
-DMA engine doing device-to-device rows, reserved (VMM) ranges split at mappings. The
-synchronous copy takes physical device memory only (a VMM range: 107000).
+equals ``width``); otherwise one task on the stream, a host function (``aclrtLaunchHostFunc``)
+that makes the same strided copy through the host's mappings when the stream reaches it, so
+a copy of any height is one task and nothing is staged. Both sides are checked when the
+call is made (device memory in one live allocation, and for device to device the P2P rules
+of ``aclrtMemcpyAsync``; host memory mapped). With pageable host memory the call returns
+after the copy, as the reference says; with pinned host memory or device to device at once.
+Partial: that task shows as a host function in profiles (not a DMA copy), and a card that
+dies during it is reported by the next call that touches the card, not by this task.
+Reserved (VMM) ranges are taken by the contiguous form only (else 107000).
 
 Threading model: no state; any thread may call in.
 """
@@ -26,7 +31,8 @@ import ctypes
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from npuemu.host.core import memory, runtime, vmm
+from npuemu.host.core import callbacks, memory, p2p, runtime, vmm
+from npuemu.host.core import stream as streams
 from npuemu.shared import address, errors
 from npuemu.shared.enums import MemcpyKind
 
@@ -96,8 +102,7 @@ def memcpy2d(dst: object, dpitch: object, src: object, spitch: object, width: ob
 def memcpy2d_async(dst: object, dpitch: object, src: object, spitch: object, width: object,
                    height: object, kind: object, stream: object) -> None:
     """Mirrors ``aclrtMemcpy2dAsync``: H2D, D2H or D2D queued on ``stream`` (module
-    docstring); returns as ``aclrtMemcpyAsync`` does for each row (after the copy when the
-    host memory is pageable and the direction is D2H)."""
+    docstring: pageable host memory makes it return after the copy)."""
     dst, dpitch, src, spitch, width, height, kind = _args(
         dst, dpitch, src, spitch, width, height, kind, _ASYNC_KINDS)
     if not width or not height:
@@ -106,5 +111,32 @@ def memcpy2d_async(dst: object, dpitch: object, src: object, spitch: object, wid
         n = width * height
         vmm.memcpy_async(dst, n, src, n, kind, stream)
         return
-    for row in range(height):
-        vmm.memcpy_async(dst + row * dpitch, width, src + row * spitch, width, kind, stream)
+    s = streams.resolve(stream, for_submit=True)
+    dst_grid, dst_pinned = _side(dst, dpitch, width, height, s, write=True)
+    src_grid, src_pinned = _side(src, spitch, width, height, s, write=False)
+    p2p.check_copy(s.device, _card(src, s), _card(dst, s))  # as aclrtMemcpyAsync checks
+    callbacks.launch_host_func(s.handle, _copy, (dst_grid, src_grid))
+    if not (dst_pinned and src_pinned):  # pageable host memory: return after the copy
+        seq = s.submitted
+        s.link.wait_until(lambda: s.done(seq), None)
+
+
+def _side(ptr: int, pitch: int, width: int, height: int, stream: streams.Stream,
+          write: bool) -> tuple[np.ndarray, bool]:
+    """The rows at ``ptr`` as an array over this process's memory, checked now; and
+    whether they may be read after the call returns (device or pinned memory)."""
+    extent = (height - 1) * pitch + width
+    if address.is_device_ptr(ptr):
+        flat = np.frombuffer(memory.host_view(ptr, extent), np.uint8)
+        return _grid(flat, pitch, width, height), True
+    runtime.get().host_maps.check(ptr, extent, write=write)
+    flat = np.frombuffer((ctypes.c_char * extent).from_address(ptr), np.uint8)
+    return _grid(flat, pitch, width, height), memory.is_pinned(stream.link, ptr, extent)
+
+
+def _card(ptr: int, stream: streams.Stream) -> int:
+    return memory.find(ptr, 1).link.logical if address.is_device_ptr(ptr) else stream.device
+
+
+def _copy(grids: tuple[np.ndarray, np.ndarray]) -> None:
+    np.copyto(*grids)

@@ -426,13 +426,13 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
         _check_inner(kind, src_alloc, dst_alloc)
     p2p.check_copy(stream.device, src_alloc.link.logical if src_alloc else stream.device,
                    dst_alloc.link.logical if dst_alloc else stream.device)
-    if direction == (False, True) and not _pinned(link, src, count):
+    if direction == (False, True) and not is_pinned(link, src, count):
         runtime.get().host_maps.check(src, count, write=False)
         staged = _stage(link, count)
         ctypes.memmove(staged, src, count)
         seq = streams.submit(stream, Op.COPY_ASYNC, dst, staged, count)
         runtime.get().staging.release_after(stream, seq, staged)
-    elif direction == (True, False) and not _pinned(link, dst, count):
+    elif direction == (True, False) and not is_pinned(link, dst, count):
         runtime.get().host_maps.check(dst, count, write=True)
         staged = _stage(link, count)
         seq = streams.submit(stream, Op.COPY_ASYNC, staged, src, count)
@@ -457,7 +457,7 @@ def memset_async(ptr: int, max_count: int, value: int, count: int,
     if address.is_device_ptr(ptr):
         if find(ptr, count).link is not stream.link:
             raise _param(f"0x{ptr:x} is not memory of the stream's device")
-    elif not _pinned(stream.link, ptr, count):
+    elif not is_pinned(stream.link, ptr, count):
         raise _param(f"0x{ptr:x}+{count} is neither device memory nor pinned host memory")
     streams.submit(stream, Op.MEMSET_ASYNC, ptr, value & 0xFF, count)
 
@@ -483,7 +483,7 @@ def _direction(dst: int, src: int, kind: int) -> tuple[bool, bool]:
     return expected
 
 
-def _pinned(link: Link, ptr: int, count: int) -> bool:
+def is_pinned(link: Link, ptr: int, count: int) -> bool:
     """True (after making sure the device has mapped it) if ``[ptr, ptr+count)`` is inside a
     pinned block."""
     rt = runtime.get()

@@ -17,6 +17,10 @@ H2H, H2D, D2H, D2D = 0, 1, 2, 3
 
 def ptr_of(a):
     return a.ctypes.data
+
+def streams_submitted(handle):
+    from npuemu.host.core import stream as streams
+    return streams.resolve(handle).submitted
 """
 
 
@@ -50,6 +54,15 @@ def test_pitched_copies_both_ways_sync_and_async(run_py):
         ok(acl.rt.memcpy2d_async(dev2, 16, ptr_of(contiguous), 16, 16, 4, H2D, s))
         ok(acl.rt.synchronize_stream(s))
         R["contiguous"] = d2h(dev2, 64) == contiguous.tobytes()
+        # many rows are one task (no per-row staging): 200k rows of 4 bytes, pageable
+        rows = 200000
+        tall = np.arange(rows * 8, dtype=np.uint8)
+        deep = malloc(rows * 4)
+        before = streams_submitted(s)
+        ok(acl.rt.memcpy2d_async(deep, 4, ptr_of(tall), 8, 4, rows, H2D, s))
+        R["tasks"] = streams_submitted(s) - before
+        ok(acl.rt.synchronize_stream(s))
+        R["tall"] = d2h(deep, rows * 4) == tall.reshape(rows, 8)[:, :4].tobytes()
         # refusals
         R["bad"] = [
             acl.rt.memcpy2d(dev, dp, ptr_of(src), sp, sp + 1, h, H2D),   # width > spitch
@@ -63,6 +76,7 @@ def test_pitched_copies_both_ways_sync_and_async(run_py):
         ok(acl.rt.free_host(pinned))
     """, ENV, 90)
     assert r["h2d"] and r["d2h"] and r["async"] and r["contiguous"], r
+    assert r["tall"] is True and r["tasks"] == 1
     assert r["bad"] == [100000, 100000, 100000, 100000, 107000, 107000], r["bad"]
     assert r["nothing"] == 0
 
