@@ -52,7 +52,7 @@ def surface():
             if not module.startswith("npuemu.") or module == _wrap.__name__:
                 continue
             out.append((f"{mod.__name__.replace('npuemu.host.', '')}.{name}", obj,
-                        arity(obj)))
+                        arity(obj)))  # "acl.rt.malloc_host", ... (what safe() matches)
     return out
 
 def arity(fn):
@@ -111,7 +111,7 @@ def safe(args, name):
         if type(a) is int and a in LIVE_IDS:
             a = 0
         out.append(a)
-    if name == "rt.malloc_host" and out and type(out[0]) is int and out[0] > BIG_HOST:
+    if name == "acl.rt.malloc_host" and out and type(out[0]) is int and out[0] > BIG_HOST:
         out[0] = BIG_HOST
     return out
 
@@ -146,10 +146,10 @@ def fuzz(data):
             stats["internal"].append(f"{name}{tuple(map(repr, args))}: {type(exc).__name__}: "
                                      f"{exc}"[:300])
             continue
-        if name in ("rt.reset_device", "rt.reset_device_force") and out == 0:
+        if name in ("acl.rt.reset_device", "acl.rt.reset_device_force") and out == 0:
             acl.rt.set_device(0)
             POOL = fresh_pool()
-        elif name == "rt.malloc_host" and isinstance(out, tuple) and out[-1] == 0:
+        elif name == "acl.rt.malloc_host" and isinstance(out, tuple) and out[-1] == 0:
             acl.rt.free_host(out[0])
 
 batches = 0
