@@ -243,3 +243,20 @@ def test_device_traces_follow_torch_events(cache, monkeypatch) -> None:
     free_frames = trace[2]["frames"]
     assert free_frames and free_frames[0]["name"] == "test_device_traces_follow_torch_events"
     streams.destroy_stream(busy.handle)
+
+
+def test_acl_free_through_the_cache_takes_blocks_it_did_not_lend(fake_runtime) -> None:
+    """NPUEMU_CACHING_ALLOCATOR=1's acl.rt.free: a cache block is kept, an
+    aclrtMallocAlign32 block (never the cache's) is freed at once, junk is 107000."""
+    device.set_device(0)
+    lent = caching.acl_malloc(256)
+    aligned = memory.malloc_align32(100)
+    caching.acl_free(lent)
+    assert caching.get().lent(lent) is None  # given back to the cache ...
+    assert lent in runtime.get().allocations  # ... which keeps the device block
+    caching.acl_free(aligned)
+    assert aligned not in runtime.get().allocations  # freed, not cached
+    with pytest.raises(errors.AclError) as info:
+        caching.acl_free(aligned)
+    assert info.value.code == errors.ACL_ERROR_RT_PARAM_INVALID
+    caching.get().empty_cache()
