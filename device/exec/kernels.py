@@ -93,18 +93,18 @@ class KernelContext:
 
     def _miss(self, ptr: int, dtype: Any, count: int) -> Any:
         gen = self._worker.alloc_changes
-        view, addr = self._check(ptr, dtype, count)
+        view = self._check(ptr, dtype, count)
         if count and type(dtype) is str and ptr < _VIRT_BASE:  # virtual ranges: not kept
             ranges = self._ranges
             if len(ranges.table) >= MAX_VIEWS:
                 ranges.table.clear()
-            raw = (ctypes.c_char * view.nbytes).from_address(addr)
             if gen == ranges.gen == self._worker.alloc_changes:
-                ranges.table[(ptr, dtype, count)] = _numpy().frombuffer(raw, view.dtype, count)
+                ranges.table[(ptr, dtype, count)] = view
         return view
 
-    def _check(self, ptr: int, dtype: Any, count: int) -> tuple[Any, int]:
-        """Every check of ``tensor``; the view and its address in this process."""
+    def _check(self, ptr: int, dtype: Any, count: int) -> Any:
+        """Every check of ``tensor``; the view, made over the address (not the arena's
+        buffer, so it never pins the mapping)."""
         np = _numpy()
         dt = _DTYPES.get(dtype) if type(dtype) is str else None
         if dt is None:
@@ -114,20 +114,20 @@ class KernelContext:
                               "must be non-negative integers")
         nbytes = count * dt.itemsize
         if not nbytes:  # an empty view touches nothing
-            return np.empty(0, dt), 0
+            return np.empty(0, dt)
         worker = self._worker
         if ptr >= _VIRT_BASE:
             window, ptr = self._window(ptr, nbytes)
             if window is not None:
-                raw = (ctypes.c_char * nbytes).from_address(window)
-                return np.frombuffer(raw, dt, count), window
+                return np.frombuffer((ctypes.c_char * nbytes).from_address(window), dt, count)
         try:
             arena, offset = worker.memory.resolve(self._client.slot, ptr, nbytes)
         except errors.AclError as err:
             raise MemoryFault(err.detail) from None
         if worker.ctl[_POISONED]:  # some page of this card is isolated: 507054 if touched
             worker.faults.check_ranges((ptr, nbytes))
-        return np.frombuffer(arena.seg.buf, dt, count, offset), arena.seg.address + offset
+        raw = (ctypes.c_char * nbytes).from_address(arena.seg.address + offset)
+        return np.frombuffer(raw, dt, count)
 
 
     def _window(self, ptr: int, nbytes: int) -> tuple[int | None, int]:

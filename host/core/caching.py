@@ -320,6 +320,11 @@ class CachingAllocator:
         """The block lent at ``ptr`` (and not given back), or None."""
         return self._lent.get(ptr)
 
+    def keeps(self, ptr: int) -> bool:
+        """``ptr`` is a block given back and kept for reuse (a scan: the free path only)."""
+        with self.lock:
+            return any(b.ptr == ptr for blocks in self._free.values() for b in blocks)
+
     # empty_cache -------------------------------------------------------------------------
     def empty_cache(self, link: Link | None = None) -> int:
         """Give every cached block (of ``link``'s card, or of all cards) back to the device
@@ -465,9 +470,12 @@ def acl_malloc(size: int, policy: int = 0) -> int:
 def acl_free(ptr: int) -> None:
     """``aclrtFree`` through the cache: the block is kept for reuse; a block the cache did
     not lend (``aclrtMallocAlign32``'s) is freed at once (107000 if neither knows it)."""
+    cache = get()
     try:
-        get().free(ptr)
+        cache.free(ptr)
     except errors.AclError:
+        if cache.keeps(ptr):  # freed twice: the cache's block stays the cache's
+            raise
         memory.free(ptr)
 
 

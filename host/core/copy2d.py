@@ -38,8 +38,11 @@ from npuemu.shared.enums import MemcpyKind
 
 MAX_HEIGHT = 5 * 1024 * 1024
 _K = MemcpyKind
+_SIDES = {_K.ACL_MEMCPY_HOST_TO_DEVICE: (False, True), _K.ACL_MEMCPY_DEVICE_TO_HOST: (True, False),
+          _K.ACL_MEMCPY_DEVICE_TO_DEVICE: (True, True)}
+"""(source on a device, destination on a device) of each kind the 2-D copies take."""
 _SYNC_KINDS = (_K.ACL_MEMCPY_HOST_TO_DEVICE, _K.ACL_MEMCPY_DEVICE_TO_HOST)
-_ASYNC_KINDS = (*_SYNC_KINDS, _K.ACL_MEMCPY_DEVICE_TO_DEVICE)
+_ASYNC_KINDS = tuple(_SIDES)
 
 
 def _invalid(detail: str) -> errors.AclError:
@@ -59,13 +62,26 @@ def _args(dst: object, dpitch: object, src: object, spitch: object, width: objec
         raise _invalid(f"height {height} must be in 0..{MAX_HEIGHT}; pitches and width >= 0")
     if width > dpitch or width > spitch:
         raise _invalid(f"width {width} exceeds dpitch {dpitch} or spitch {spitch}")
-    if width and height and (dst <= 0 or src <= 0):
-        raise _invalid("null pointer")
+    if width and height:
+        if dst <= 0 or src <= 0:
+            raise _invalid("null pointer")
+        if (address.is_device_ptr(src), address.is_device_ptr(dst)) != _SIDES[kind]:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"memcpy kind {_K(kind).name} does not match the addresses")
     return dst, dpitch, src, spitch, width, height, kind
 
 
-def _grid(flat: np.ndarray, pitch: int, width: int, height: int) -> np.ndarray:
-    """The ``height`` rows of ``width`` bytes, ``pitch`` apart, of ``flat`` (a view)."""
+def _rows(ptr: int, pitch: int, width: int, height: int, write: bool) -> np.ndarray:
+    """The ``height`` rows of ``width`` bytes, ``pitch`` apart, at ``ptr`` as an array over
+    this process's memory (its mapping of the arena for device memory), checked: device
+    memory inside one live allocation (107000; 507054 on an isolated page), host memory
+    mapped (107000)."""
+    extent = (height - 1) * pitch + width
+    if address.is_device_ptr(ptr):
+        flat = np.frombuffer(memory.host_view(ptr, extent), np.uint8)
+    else:
+        runtime.get().host_maps.check(ptr, extent, write=write)
+        flat = np.frombuffer((ctypes.c_char * extent).from_address(ptr), np.uint8)
     return as_strided(flat, (height, width), (pitch, 1), writeable=True)
 
 
@@ -78,25 +94,10 @@ def memcpy2d(dst: object, dpitch: object, src: object, spitch: object, width: ob
         dst, dpitch, src, spitch, width, height, kind, _SYNC_KINDS)
     if not width or not height:
         return
-    h2d = kind == _K.ACL_MEMCPY_HOST_TO_DEVICE
-    dev, dev_pitch, host, host_pitch = (dst, dpitch, src, spitch) if h2d else \
-        (src, spitch, dst, dpitch)
-    if not address.is_device_ptr(dev) or address.is_device_ptr(host):
-        raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
-                               f"memcpy kind {_K(kind).name} does not match the addresses")
     runtime.get().current()
-    dev_extent = (height - 1) * dev_pitch + width
-    host_extent = (height - 1) * host_pitch + width
-    runtime.get().host_maps.check(host, host_extent, write=not h2d)
-    view = memory.host_view(dev, dev_extent)  # checks the range: 107000, 507054
-    dev_grid = _grid(np.frombuffer(view, np.uint8), dev_pitch, width, height)
-    host_grid = _grid(np.frombuffer((ctypes.c_char * host_extent).from_address(host),
-                                    np.uint8), host_pitch, width, height)
-    if h2d:
-        np.copyto(dev_grid, host_grid)
-    else:
-        np.copyto(host_grid, dev_grid)
-    memory.find(dev, dev_extent).link.check_alive()  # a card that died meanwhile fails it
+    np.copyto(_rows(dst, dpitch, width, height, True), _rows(src, spitch, width, height, False))
+    dev = dst if kind == _K.ACL_MEMCPY_HOST_TO_DEVICE else src
+    memory.find(dev, 1).link.check_alive()  # a card that died meanwhile fails the copy
 
 
 def memcpy2d_async(dst: object, dpitch: object, src: object, spitch: object, width: object,
@@ -112,26 +113,14 @@ def memcpy2d_async(dst: object, dpitch: object, src: object, spitch: object, wid
         vmm.memcpy_async(dst, n, src, n, kind, stream)
         return
     s = streams.resolve(stream, for_submit=True)
-    dst_grid, dst_pinned = _side(dst, dpitch, width, height, s, write=True)
-    src_grid, src_pinned = _side(src, spitch, width, height, s, write=False)
+    grids = (_rows(dst, dpitch, width, height, True), _rows(src, spitch, width, height, False))
     p2p.check_copy(s.device, _card(src, s), _card(dst, s))  # as aclrtMemcpyAsync checks
-    callbacks.launch_host_func(s.handle, _copy, (dst_grid, src_grid))
-    if not (dst_pinned and src_pinned):  # pageable host memory: return after the copy
-        seq = s.submitted
+    callbacks.launch_host_func(s.handle, _copy, grids)
+    host, pitch = (src, spitch) if kind == _K.ACL_MEMCPY_HOST_TO_DEVICE else (dst, dpitch)
+    if kind != _K.ACL_MEMCPY_DEVICE_TO_DEVICE and \
+            not memory.is_pinned(s.link, host, (height - 1) * pitch + width):
+        seq = s.submitted  # pageable host memory: return after the copy
         s.link.wait_until(lambda: s.done(seq), None)
-
-
-def _side(ptr: int, pitch: int, width: int, height: int, stream: streams.Stream,
-          write: bool) -> tuple[np.ndarray, bool]:
-    """The rows at ``ptr`` as an array over this process's memory, checked now; and
-    whether they may be read after the call returns (device or pinned memory)."""
-    extent = (height - 1) * pitch + width
-    if address.is_device_ptr(ptr):
-        flat = np.frombuffer(memory.host_view(ptr, extent), np.uint8)
-        return _grid(flat, pitch, width, height), True
-    runtime.get().host_maps.check(ptr, extent, write=write)
-    flat = np.frombuffer((ctypes.c_char * extent).from_address(ptr), np.uint8)
-    return _grid(flat, pitch, width, height), memory.is_pinned(stream.link, ptr, extent)
 
 
 def _card(ptr: int, stream: streams.Stream) -> int:

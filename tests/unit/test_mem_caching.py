@@ -254,6 +254,9 @@ def test_acl_free_through_the_cache_takes_blocks_it_did_not_lend(fake_runtime) -
     caching.acl_free(lent)
     assert caching.get().lent(lent) is None  # given back to the cache ...
     assert lent in runtime.get().allocations  # ... which keeps the device block
+    with pytest.raises(errors.AclError):  # freed twice: refused, the block stays cached
+        caching.acl_free(lent)
+    assert lent in runtime.get().allocations
     caching.acl_free(aligned)
     assert aligned not in runtime.get().allocations  # freed, not cached
     with pytest.raises(errors.AclError) as info:
