@@ -32,8 +32,10 @@ through a long request never does.
 Threading model: one loop thread owns everything here (clients, slots, peers, the control
 block's counters, the heartbeat) except: engine threads (``engines.py``) run task bodies and append to the
 scheduler's ``done`` deque, call ``wake`` (a semaphore post) and ``log``; kernels on engine
-threads reach the allocator through ``DeviceMemory.resolve`` (``memory.lock``). ``log`` is
-called from every thread: ``_log_lock`` serialises writes to the log ring (and stdout).
+threads reach the allocator through ``DeviceMemory.resolve`` (``memory.lock``); engine
+threads map a peer's far pages (``Peer.address`` -> ``FarPages.ensure``, its own lock,
+``shared/pages.py``) while the loop thread publishes this card's. ``log`` is called from
+every thread: ``_log_lock`` serialises writes to the log ring (and stdout).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from npuemu.device.memory.arenas import Arena, DeviceMemory, Tag
 from npuemu.device.memory.windows import Windows
 from npuemu.device.scheduler import Scheduler
 from npuemu.device.trace import TraceWriter
-from npuemu.shared import address, errors, layout, logring, protocol, shm
+from npuemu.shared import address, errors, layout, logring, pages, protocol, shm
 from npuemu.shared.config import HEARTBEAT_S, WorkerSettings
 from npuemu.shared.layout import (
     CLIENT_ENTRY,
@@ -159,10 +161,24 @@ class Peer:
         d, self.dev = f"d{dev}", dev
         self.ctl_seg = shm.Segment(shm.name(node, d, "ctl"))
         self.ctl = self.ctl_seg.buf.cast("Q")
-        self.arenas = [shm.Segment(shm.name(node, d, n)) for n in address.ARENA_NAMES]
+        self.maps = [shm.open_arena(node, dev, kind) for kind in (address.HBM, address.DDR)]
+        self.arenas = [seg for seg, _table, _far in self.maps]
+        self.far = [far for _seg, _table, far in self.maps]
 
     def alive(self) -> bool:
         return self.ctl[_C.STATE] == DeviceState.READY
+
+    def address(self, kind: int, offset: int, count: int, ptr: int) -> int:
+        """This process's address of ``count`` bytes at ``offset`` of the peer's arena
+        ``kind`` (its far pages mapped first); 107000 outside the arena."""
+        seg = self.arenas[kind]
+        if offset + count > seg.size:
+            if offset + count > pages.span(seg.size):
+                raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                       f"0x{ptr:x}+{count} is outside device {self.dev}'s "
+                                       "memory")
+            self.far[kind].ensure()
+        return seg.address + offset
 
     def serves(self, pid: int, ctime: int) -> bool:
         """True if the host process ``(pid, ctime)`` is an ACTIVE client of this card."""
@@ -177,6 +193,9 @@ class Peer:
 
     def close(self) -> None:
         self.ctl.release()
+        for _seg, table, far in self.maps:
+            far.close()
+            table.close()
         for seg in (self.ctl_seg, *self.arenas):
             seg.close()
 
@@ -190,10 +209,11 @@ class Worker:
                                    create=True)
         self.ctl = self.ctl_seg.buf.cast("Q")
         self.bell = shm.semaphore(shm.name(node, f"d{dev}", "bell"), create=True)
-        arenas = []
+        arenas, self.page_tables = [], []
         for kind, size in ((address.HBM, hbm), (address.DDR, ddr)):
-            seg_name = shm.name(node, f"d{dev}", address.ARENA_NAMES[kind])
-            arenas.append(Arena(shm.Segment(seg_name, size, create=True), kind))
+            seg, table, far = shm.open_arena(node, dev, kind, size, create=True)
+            self.page_tables.append(table)
+            arenas.append(Arena(seg, kind, pages.far_size(seg.size), far))
         self.alloc_changes = 0  # mallocs + frees so far (device/exec/model.py caches on it)
         self.memory = DeviceMemory(dev, arenas, self._account, self._pool_changed)
         for arena in arenas:
@@ -249,9 +269,9 @@ class Worker:
             ctl[_C.USED_P2P] += delta
         ctl[_C.LIVE_ALLOCS] += count
         if arena == address.HBM:
-            heap = self.memory.arenas[arena].alloc
-            ctl[_C.HBM_FREE_BLOCKS] = heap.free_block_count
-            ctl[_C.HBM_LARGEST_FREE] = heap.largest_free
+            hbm = self.memory.arenas[arena]
+            ctl[_C.HBM_FREE_BLOCKS] = hbm.alloc.free_block_count
+            ctl[_C.HBM_LARGEST_FREE] = hbm.largest_block()
 
     def _pool_changed(self, arena: Arena, delta: int) -> None:
         """The normal-page pool of ``arena`` grew or shrank by ``delta`` bytes."""
@@ -434,11 +454,7 @@ class Worker:
                 raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                        f"0x{addr:x}: this process has not opened device {dev}")
             client.peers_ok.add(dev)
-        seg = peer.arenas[kind]
-        if offset + count > seg.size:
-            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
-                                   f"0x{addr:x}+{count} is outside device {dev}'s memory")
-        return seg.address + offset
+        return peer.address(kind, offset, count, addr)
 
     def peer(self, dev: int) -> Peer:
         """The mapped peer card ``dev``; 507057 if it is not (or no longer) running."""
@@ -547,9 +563,11 @@ class Worker:
         self.log_seg.close()  # the log stays for msnpureport until the node stops
         self.trace.close()
         self.ctl[_C.STATE] = DeviceState.STOPPED
-        for arena in self.memory.arenas:
-            arena.seg.unlink()
-            arena.seg.close()
+        for arena, table in zip(self.memory.arenas, self.page_tables, strict=True):
+            arena.pages.close()
+            for seg in (arena.seg, table):
+                seg.unlink()
+                seg.close()
         self.bell.close()
         shm.unlink_semaphore(shm.name(self.node, f"d{self.dev}", "bell"))
         self.ctl.release()

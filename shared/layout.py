@@ -129,7 +129,8 @@ DEVICE_CTL = Layout("DEVICE_CTL", [
     Field("sleeping", 1, "1 while the worker is (about to be) blocked on its doorbell; "
           "the host that rings the doorbell clears it (one post per sleep)"),
     Field("hbm_free_blocks", 1, "free blocks of the HBM heap (after every malloc/free)"),
-    Field("hbm_largest_free", 1, "largest free HBM block; 1 - it / free = fragmentation"),
+    Field("hbm_largest_free", 1, "largest HBM block a malloc could get (free pages joined); "
+          "1 - it / free = fragmentation"),
     Field("hbm_normal_pool", 1, "HBM bytes of the normal-page pool (2 MiB chunks holding "
           "normal-page blocks; the rest is the huge-page pool, device/memory/pools.py)"),
     _pad("_pad0", 4),

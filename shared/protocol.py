@@ -74,6 +74,7 @@ frame that breaks the table is a ``BadFrame`` (answered with 107000 when it carr
 
 ``PROTOCOL_VERSION`` is written in every region header; a worker rejects a client whose
 version differs (client slot state REJECTED), so mixed installs fail at attach, not later.
+(4: arenas with far pages and their page tables, ``shared/pages.py``.)
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ import enum
 
 import msgpack
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 
 class Op(enum.IntEnum):

@@ -9,6 +9,8 @@ the test suite's leak check) can find and unlink everything a node ever made, ev
 | ``/npuemu.<node>.reg``                | segment   | supervisor | node registry            |
 | ``/npuemu.<node>.d<id>.ctl``          | segment   | worker     | device control/telemetry |
 | ``/npuemu.<node>.d<id>.hbm`` / ``.ddr``| segment  | worker     | sparse memory arenas     |
+| ``/npuemu.<node>.d<id>.hbm.pages``   | segment   | worker     | far page tables of the   |
+|   / ``.ddr.pages``                    |           |            | arenas (``pages.py``)    |
 | ``/npuemu.<node>.d<id>.bell``         | semaphore | worker     | doorbell: wakes worker   |
 | ``/npuemu.<node>.d<id>.log``          | segment   | worker     | device log ring (kept    |
 |                                       |           |            | until the node stops)    |
@@ -49,6 +51,8 @@ import stat
 
 import posix_ipc
 
+from npuemu.shared import pages
+
 PREFIX = "npuemu."
 SHM_DIR = "/dev/shm"
 
@@ -82,7 +86,13 @@ class Segment:
     buf: memoryview | None = None
     _addr_anchor: ctypes.Array | None = None
 
-    def __init__(self, name: str, size: int = 0, *, create: bool = False) -> None:
+    _far_base = 0  # a far mapping (``far=True``): its reservation, and length
+    _far_span = 0
+
+    def __init__(self, name: str, size: int = 0, *, create: bool = False,
+                 far: bool = False) -> None:
+        """``far``: an arena (``pages.py``): the segment is mapped at the start of a
+        reservation of ``pages.span(size)`` bytes that far pages are mapped into."""
         self.name = name
         flags = posix_ipc.O_CREX if create else 0
         try:
@@ -103,7 +113,10 @@ class Segment:
             raise FileNotFoundError(f"shared memory {name} is not ready yet")
         try:
             self.size = shm.size
-            self.mm = mmap.mmap(shm.fd, shm.size)
+            if far:
+                self._map_far(shm.fd)
+            else:
+                self.mm = mmap.mmap(shm.fd, shm.size)
             self.fd = os.dup(shm.fd)
         except BaseException:
             if create:
@@ -112,11 +125,26 @@ class Segment:
             raise
         finally:
             shm.close_fd()
-        self.buf = memoryview(self.mm)
+        if not far:
+            self.buf = memoryview(self.mm)
+
+    def _map_far(self, fd: int) -> None:
+        length = pages.span(self.size)
+        base = pages.reserve(length)
+        try:
+            pages.map_memory(base, self.size, pages.PROT_RW, pages.MAP_SHARED | pages.MAP_FIXED,
+                             fd, 0)
+        except BaseException:
+            pages.unmap_memory(base, length)
+            raise
+        self._far_base, self._far_span = base, length
+        self.buf = memoryview((ctypes.c_char * self.size).from_address(base)).cast("B")
 
     @property
     def address(self) -> int:
         """Address of byte 0 of this mapping in this process (for ``ctypes.memmove``)."""
+        if self._far_base:
+            return self._far_base
         if self._addr_anchor is None:
             self._addr_anchor = (ctypes.c_char * self.size).from_buffer(self.mm)
         return ctypes.addressof(self._addr_anchor)
@@ -136,6 +164,10 @@ class Segment:
             with contextlib.suppress(BufferError):
                 self.mm.close()
             self.mm = None
+            os.close(self.fd)
+        elif self._far_base:
+            pages.unmap_memory(self._far_base, self._far_span)
+            self._far_base = 0
             os.close(self.fd)
 
     def unlink(self) -> None:
@@ -300,3 +332,21 @@ def clean_dead() -> dict[str, int]:
         node = bare[len(PREFIX):].split(".", 1)[0]
         removed[node] = removed.get(node, 0) + 1
     return removed
+
+
+def open_arena(node: str, dev: int, kind: int, size: int = 0,
+               create: bool = False) -> tuple[Segment, Segment, pages.FarPages]:
+    """An arena of card ``dev`` (``address.ARENA_NAMES[kind]``) with its far pages: the
+    arena segment, its page table segment and this process's :class:`pages.FarPages`.
+    ``create``: the card's side (exclusive names, a table of unused pages)."""
+    base = name(node, f"d{dev}", ("hbm", "ddr")[kind])
+    seg = Segment(base, size, create=create, far=True)
+    try:
+        table = Segment(base + ".pages", pages.table_size(seg.size), create=create)
+    except BaseException:
+        if create:
+            seg.unlink()
+        seg.close()
+        raise
+    make = pages.FarPages.create if create else pages.FarPages
+    return seg, table, make(table.buf, seg.address, seg.fd, seg.size)

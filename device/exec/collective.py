@@ -272,17 +272,21 @@ class Comm:
             return np.empty(0, dt)
         dev, kind, offset = address.decode(ptr)
         if dev == self.worker.dev:
-            seg = self.worker.memory.arenas[kind].seg
+            arena = self.worker.memory.arenas[kind]
+            if offset + nbytes > arena.span:
+                raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
+                                      f"0x{ptr:x}+{nbytes} is outside device {dev}'s memory")
+            at = arena.seg.address + offset
         else:
             peer = self.peers.get(dev)
             if peer is None:
                 raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
                                       f"0x{ptr:x} is on no card of the communicator")
-            seg = peer.arenas[kind]
-        if offset + nbytes > seg.size:
-            raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
-                                  f"0x{ptr:x}+{nbytes} is outside device {dev}'s memory")
-        raw = (ctypes.c_char * nbytes).from_address(seg.address + offset)
+            try:
+                at = peer.address(kind, offset, nbytes, ptr)
+            except errors.AclError as err:
+                raise CollectiveError(err.code, _E_PARA, str(err)) from None
+        raw = (ctypes.c_char * nbytes).from_address(at)
         return np.frombuffer(raw, dt)
 
     def small(self, rank: int, parity: int, count: int, dt: np.dtype) -> np.ndarray:

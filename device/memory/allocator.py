@@ -52,6 +52,10 @@ Data structures and complexity (F = free blocks, L = live blocks):
   ``(size, start)``) searched with :mod:`bisect` for best fit;
 * live blocks: ``dict start -> (span, tag, class)`` plus a sorted ``list`` of starts.
 
+* whole 2 MiB pages inside free blocks: one counter kept by every split and merge
+  (``free_pages``, O(1)), what a huge-page block assembled from scattered pages can use.
+
+:meth:`Allocator.take` places a block at an offset the caller chose (O(F)).
 ``alloc`` and ``free`` are O(log F + log L) comparisons plus the list insert/delete memmoves
 (O(F + L) pointer moves, negligible at realistic sizes). With ``align == 64`` the first
 candidate always fits; a larger alignment may scan past candidates that are big enough but
@@ -194,6 +198,15 @@ class AllocatorStats:
     """``classify(tag) -> bytes`` over live blocks (empty if no ``classify`` was given)."""
 
 
+_PAGE_MASK = HUGE_PAGE - 1  # whole pages in [a, b): (b >> 21) - ((a + _PAGE_MASK) >> 21), if > 0
+
+
+def _pages(start: int, size: int) -> int:
+    """Whole aligned huge pages inside ``[start, start+size)``."""
+    n = ((start + size) >> 21) - ((start + _PAGE_MASK) >> 21)
+    return n if n > 0 else 0
+
+
 class Allocator:
     """Best-fit, coalescing allocator of 64-byte-granular blocks over ``[0, capacity)``.
 
@@ -207,6 +220,7 @@ class Allocator:
         "_classify",
         "_free_end",
         "_free_keys",
+        "_free_pages",
         "_free_start",
         "_live",
         "_mask",
@@ -237,6 +251,7 @@ class Allocator:
         self._used_by: dict[Hashable, int] = {}
         self._used = 0
         self._peak = 0
+        self._free_pages = 0
         self.reset()
 
     # -- properties ---------------------------------------------------------------------
@@ -261,6 +276,11 @@ class Allocator:
         return keys[-1] >> self._shift if keys else 0
 
     @property
+    def free_pages(self) -> int:
+        """Whole 2 MiB pages (aligned) inside free blocks, counted as blocks change (O(1))."""
+        return self._free_pages
+
+    @property
     def free_block_count(self) -> int:
         """Number of free blocks (O(1))."""
         return len(self._free_start)
@@ -283,6 +303,7 @@ class Allocator:
         self._used_by.clear()
         self._used = 0
         self._peak = 0
+        self._free_pages = _pages(0, self._capacity)
         if self._capacity:
             self._free_start[0] = self._capacity
             self._free_end[self._capacity] = 0
@@ -319,20 +340,51 @@ class Allocator:
                 start = key & mask
                 size = key >> shift
         del keys[i]
+        self._carve(start, size, at, span, tag)
+        return at
+
+    def take(self, at: int, span: int, tag: object) -> None:
+        """Make ``[at, at+span)``, which must lie inside one free block, a live block
+        (placement chosen by the caller; O(F) to find the free block). ValueError if it is
+        not free."""
+        if span <= 0 or span & 63 or at & 63:
+            raise ValueError(f"span and offset must be multiples of 64: {at}, {span}")
+        for start, size in self._free_start.items():
+            if start <= at and at + span <= start + size:
+                break
+        else:
+            raise ValueError(f"[{at}, {at + span}) is not free")
+        keys = self._free_keys
+        del keys[bisect_left(keys, (size << self._shift) | start)]
+        self._carve(start, size, at, span, tag)
+
+    def _carve(self, start: int, size: int, at: int, span: int, tag: object) -> None:
+        """The free block ``(start, size)``, already out of the size list, gives up
+        ``[at, at+span)`` to a live block; the fragments before and after stay free."""
+        keys = self._free_keys
+        shift = self._shift
         free_start = self._free_start
         free_end = self._free_end
         end = start + size
         del free_start[start]
         del free_end[end]
+        # whole pages: of the block, minus those of the fragments (when it held any)
+        pages = (end >> 21) - ((start + _PAGE_MASK) >> 21)
         if at != start:
             free_start[start] = at - start
             free_end[at] = start
             insort(keys, ((at - start) << shift) | start)
+            if pages > 0:
+                pages -= max(0, (at >> 21) - ((start + _PAGE_MASK) >> 21))
         tail = at + span
         if tail != end:
             free_start[tail] = end - tail
             free_end[end] = tail
             insort(keys, ((end - tail) << shift) | tail)
+            if pages > 0:
+                pages -= max(0, (end >> 21) - ((tail + _PAGE_MASK) >> 21))
+        if pages > 0:
+            self._free_pages -= pages
         classify = self._classify
         if classify is None:
             self._live[at] = (span, tag, None)
@@ -346,7 +398,6 @@ class Allocator:
         self._used = used
         if used > self._peak:
             self._peak = used
-        return at
 
     def free(self, offset: int) -> tuple[int, object]:
         """Free the live block starting at ``offset``; return its ``(span, tag)``.
@@ -373,16 +424,22 @@ class Allocator:
         free_end = self._free_end
         start = offset
         end = offset + span
+        pages = 0  # whole pages the merged block adds to those of the neighbours it took
         prev = free_end.pop(start, None)
         if prev is not None:
             del free_start[prev]
             del keys[bisect_left(keys, ((start - prev) << shift) | prev)]
+            pages = -max(0, (start >> 21) - ((prev + _PAGE_MASK) >> 21))
             start = prev
         nsize = free_start.pop(end, None)
         if nsize is not None:
             del free_end[end + nsize]
             del keys[bisect_left(keys, (nsize << shift) | end)]
+            pages -= max(0, ((end + nsize) >> 21) - ((end + _PAGE_MASK) >> 21))
             end += nsize
+        merged = (end >> 21) - ((start + _PAGE_MASK) >> 21)
+        if merged > 0:
+            self._free_pages += pages + merged
         free_start[start] = end - start
         free_end[end] = start
         insort(keys, ((end - start) << shift) | start)

@@ -17,6 +17,14 @@ pool; a chunk emptied by a free stays there, idle, until the seed's level-2 merg
 (``merge_free``: after a model execute, on ``empty_cache`` via ``Op.MEM_MERGE``) or a
 huge-page allocation placed on it gives it back to the huge-page pool.
 
+Huge-page blocks from scattered pages (``shared/pages.py``): a huge-page request that no
+free run of the segment can hold takes free 2 MiB pages wherever they lie (smallest runs
+first) and gets an address in the arena's far range, which every process maps page by page,
+as a card's MMU joins physical pages into one virtual block. So on a card whose free memory
+is in holes of whole pages, a large malloc succeeds as on hardware; a huge-page pool has no
+external fragmentation (``pools.py``), only free bytes inside partly used pages do.
+Partial: NORMAL-page and 1 GiB-page requests are never assembled (they need one free run).
+
 Threading model: the loop thread mallocs, frees and resolves; kernels on engine threads
 resolve (``KernelContext.tensor``); the models' task runner calls ``merge_free``.
 ``DeviceMemory.lock`` guards the allocators, the pools and the committed-chunk maps: every
@@ -38,6 +46,7 @@ from npuemu.device.memory.pools import NormalChunks, PoolStats, pool_stats
 from npuemu.shared import address, errors, shm
 from npuemu.shared.config import PROFILES
 from npuemu.shared.enums import MemAttr, MemMallocModifier
+from npuemu.shared.pages import FarPages, far_base
 
 COMMIT_CHUNK = HUGE_PAGE
 FIRMWARE_RESERVED_HBM = {profile.hbm_bytes: 3 << 30 for profile in PROFILES.values()}
@@ -57,13 +66,34 @@ class Tag(NamedTuple):
     p2p: bool
 
 
-class Arena:
-    """One memory arena: the segment, its allocator and its committed-chunk map."""
+PAGES = -2
+"""Client of the blocks that stand for the physical pages of a far block (never a host's)."""
+MAX_RUNS = 1024
+"""Most runs of pages one far block is assembled from (each is one mapping per process)."""
 
-    def __init__(self, seg: shm.Segment, kind: int) -> None:
+
+class Arena:
+    """One memory arena: the segment, its allocators and its committed-chunk map.
+
+    ``alloc`` places blocks in the segment (the *near* range: offset = physical offset).
+    With ``far`` bytes of far range (``shared/pages.py``), a huge-page block that no free
+    run of the segment can hold is *assembled* (:meth:`assemble`): ``far`` (an allocator of
+    far offsets) places it, and each run of free pages it takes is a block of client
+    :data:`PAGES` in ``alloc``, so ``alloc`` keeps counting every physical byte. ``pages``
+    (``FarPages``, absent in pure bookkeeping) maps far pages in the card's process and
+    publishes them to the others.
+    """
+
+    def __init__(self, seg: shm.Segment, kind: int, far: int = 0,
+                 pages: FarPages | None = None) -> None:
         self.seg = seg
         self.kind = kind
         self.alloc = Allocator(seg.size, classify=_page_class)
+        self.near = far_base(seg.size)  # arena offset of the far range
+        self.far = Allocator(far) if far else None
+        self.span = self.near + far if far else seg.size  # addresses of the arena
+        self.far_runs: dict[int, list[tuple[int, int]]] = {}  # far offset -> (phys, bytes)
+        self.pages = pages
         self.normal = NormalChunks()  # the normal-page pool's 2 MiB chunks (pools.py)
         self._committed = bytearray(-(-seg.size // COMMIT_CHUNK))
         self.committed_bytes = 0
@@ -82,10 +112,109 @@ class Arena:
                 self.committed_bytes += COMMIT_CHUNK
                 self.progress()
 
+    # blocks, near or far -----------------------------------------------------------------
+    def find(self, offset: int) -> tuple[int, int, Tag] | None:
+        """The live block ``(start, span, tag)`` holding arena ``offset`` (a far block's
+        pages found through their near addresses are client :data:`PAGES`)."""
+        if offset < self.near:
+            return self.alloc.find(offset)  # type: ignore[return-value]
+        found = self.far.find(offset - self.near) if self.far else None
+        return None if found is None else (found[0] + self.near, found[1], found[2])
+
+    def tag_at(self, offset: int) -> Tag | None:
+        if offset < self.near:
+            return self.alloc.tag_at(offset)  # type: ignore[return-value]
+        return self.far.tag_at(offset - self.near) if self.far else None  # type: ignore
+
+    def retag(self, offset: int, tag: Tag) -> int:
+        if offset < self.near:
+            return self.alloc.retag(offset, tag)
+        return self.far.retag(offset - self.near, tag)  # type: ignore[union-attr]
+
+    def blocks(self) -> list[tuple[int, int, Tag]]:
+        """Live blocks ``(start, span, tag)``: near ones by address, then far ones."""
+        out = [b for b in self.alloc.snapshot() if b[2].client != PAGES]  # type: ignore
+        if self.far_runs:
+            near = self.near
+            out += [(start + near, span, tag) for start, span, tag in self.far.snapshot()]
+        return out  # type: ignore[return-value]
+
+    def assemble(self, span: int, tag: Tag) -> int | None:
+        """Arena offset of a far block of ``span`` bytes (whole huge pages) made of free
+        pages of the segment, smallest free runs first (large runs stay whole for
+        contiguous requests); None when there are not enough free pages (or they lie in
+        more than :data:`MAX_RUNS` runs). Bookkeeping only: the caller commits and
+        publishes (O(free blocks))."""
+        if self.far is None:
+            return None
+        runs = sorted((hi - lo, lo) for lo, hi in self._free_pages() if hi > lo)
+        chosen, left = [], span
+        for size, start in runs:
+            take = min(size, left)
+            chosen.append((start, take))
+            left -= take
+            if not left:
+                break
+        if left or len(chosen) > MAX_RUNS:
+            return None
+        at = self.far.alloc(span, HUGE_PAGE, tag)
+        if at is None:
+            return None
+        chosen.sort()
+        for start, size in chosen:
+            self.alloc.take(start, size, Tag(PAGES, PageClass.HUGE, tag.p2p))
+        self.far_runs[at] = chosen
+        return self.near + at
+
+    def _free_pages(self) -> list[tuple[int, int]]:
+        """Free whole-page runs ``(lo, hi)`` of the segment."""
+        return [(-(-start // HUGE_PAGE) * HUGE_PAGE, (start + size) // HUGE_PAGE * HUGE_PAGE)
+                for start, size in self.alloc.free_blocks()]
+
+    def release(self, offset: int) -> tuple[int, Tag]:
+        """Free the live block at ``offset``; returns ``(span, tag)`` (KeyError if none)."""
+        if offset < self.near:
+            return self.alloc.free(offset)  # type: ignore[return-value]
+        at = offset - self.near
+        span, tag = self.far.free(at)  # type: ignore[union-attr]
+        for start, _size in self.far_runs.pop(at):
+            self.alloc.free(start)
+        if self.pages is not None:
+            self.pages.unpublish(at // HUGE_PAGE, span // HUGE_PAGE)
+        return span, tag  # type: ignore[return-value]
+
+    def file_runs(self, offset: int, length: int) -> list[tuple[int, int]]:
+        """``(segment offset, bytes)`` runs behind ``[offset, offset+length)`` of one block."""
+        if offset < self.near:
+            return [(offset, length)]
+        at = offset - self.near
+        start = max(s for s in self.far_runs if s <= at)
+        out, pos, skip = [], 0, at - start
+        for phys, size in self.far_runs[start]:
+            if skip >= size:
+                skip -= size
+                continue
+            n = min(size - skip, length - pos)
+            out.append((phys + skip, n))
+            pos, skip = pos + n, 0
+            if pos == length:
+                break
+        return out
+
+    def largest_block(self) -> int:
+        """The largest block a malloc could get now: the largest free run, or, with a far
+        range, every free whole page together (O(1))."""
+        largest = self.alloc.largest_free
+        if self.far is None:
+            return largest
+        return max(largest, self.alloc.free_pages * HUGE_PAGE)
+
     def free_at_granularity(self, page: int) -> int:
         """Free bytes usable by allocations of ``page``-sized pages."""
         if page <= 64:
             return self.alloc.stats().free
+        if page == HUGE_PAGE:
+            return self.alloc.free_pages * HUGE_PAGE
         total = 0
         for start, size in self.alloc.free_blocks():
             lo = -(-start // page) * page
@@ -160,6 +289,10 @@ class DeviceMemory:
             offset = arena.alloc.alloc(step.span, step.align, tag)
             if offset is not None:
                 return self._commit(arena, offset, step.span, tag)
+            if step.page_class is _HG:  # no free run: free pages from anywhere
+                offset = arena.assemble(step.span, tag)
+                if offset is not None:
+                    return self._commit_far(arena, offset, step.span, tag)
             step = step.fallback
         stats = arena.alloc.stats()
         raise errors.error_for(errors.ACL_ERROR_RT_MEMORY_ALLOCATION,
@@ -189,6 +322,31 @@ class DeviceMemory:
         self.on_change(tag.client, arena.kind, tag, span)
         return address.encode(self.dev, arena.kind, offset), span, int(tag.page_class)
 
+    def _commit_far(self, arena: Arena, offset: int, span: int,
+                    tag: Tag) -> tuple[int, int, int]:
+        """Commit, claim and publish the pages of an assembled block."""
+        runs = arena.far_runs[offset - arena.near]
+        try:
+            for start, size in runs:
+                arena.commit(start, size)
+        except OSError as err:
+            arena.release(offset)
+            code = errors.ACL_ERROR_RT_MEMORY_ALLOCATION
+            why = "host shared memory (/dev/shm) is full" if err.errno == errno.ENOSPC else err
+            raise errors.error_for(code, f"device {self.dev}: {why}") from err
+        if arena.normal.idle:
+            shrunk = sum(arena.normal.claim(start, size) for start, size in runs)
+            if shrunk:
+                self.merges += 1
+                if self.on_pool is not None:
+                    self.on_pool(arena, shrunk)
+        if arena.pages is not None:
+            arena.pages.publish((offset - arena.near) // HUGE_PAGE,
+                                [p // HUGE_PAGE for start, size in runs
+                                 for p in range(start, start + size, HUGE_PAGE)])
+        self.on_change(tag.client, arena.kind, tag, span)
+        return address.encode(self.dev, arena.kind, offset), span, int(tag.page_class)
+
     def free(self, client: int, ptr: int) -> int:
         """Free the block starting at ``ptr``; returns its span. Raises AclError (107000)."""
         with self.lock:
@@ -196,7 +354,7 @@ class DeviceMemory:
 
     def _free(self, client: int, ptr: int) -> int:
         arena, offset = self._arena_of(ptr)
-        tag = arena.alloc.tag_at(offset)
+        tag = arena.tag_at(offset)
         if tag is None or tag.client != client:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"0x{ptr:x} is not the start of a live allocation of this "
@@ -204,13 +362,13 @@ class DeviceMemory:
         block = (arena.kind, offset)
         self.shares.unexport(block)
         if block in self.shares.importers:  # still imported: an orphan until they close
-            span = arena.alloc.retag(offset, Tag(ORPHAN, tag.page_class, tag.p2p))
+            span = arena.retag(offset, Tag(ORPHAN, tag.page_class, tag.p2p))
             self.on_change(client, arena.kind, tag, -span)
             return span
         return self._release(arena, offset, client)
 
     def _release(self, arena: Arena, offset: int, client: int) -> int:
-        span, tag = arena.alloc.free(offset)
+        span, tag = arena.release(offset)
         if tag.page_class is _N:
             arena.normal.remove(offset, span)  # an emptied chunk stays idle until a merge
         if client != ORPHAN:
@@ -244,7 +402,7 @@ class DeviceMemory:
         """Share key of the live block of ``client`` starting at ``ptr`` (107000 otherwise)."""
         with self.lock:
             arena, offset = self._arena_of(ptr)
-            tag = arena.alloc.tag_at(offset)
+            tag = arena.tag_at(offset)
             if tag is None or tag.client != client:
                 raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                        f"0x{ptr:x} is not the start of a live allocation of "
@@ -272,7 +430,7 @@ class DeviceMemory:
                 raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                        f"pid {pid} was not allowed to import {key:#x}")
             kind, offset = exp.block
-            found = self.arenas[kind].alloc.find(offset)
+            found = self.arenas[kind].find(offset)
             assert found is not None and found[0] == offset
             self.shares.add_importer(client, exp.block)
             return address.encode(self.dev, kind, offset), found[1]
@@ -289,7 +447,7 @@ class DeviceMemory:
 
     def _drop_import(self, client: int, arena: Arena, offset: int) -> None:
         if self.shares.drop_importer(client, (arena.kind, offset)):
-            tag = arena.alloc.tag_at(offset)
+            tag = arena.tag_at(offset)
             if tag is not None and tag.client == ORPHAN:  # the last user of an orphan
                 self._release(arena, offset, ORPHAN)
 
@@ -301,7 +459,7 @@ class DeviceMemory:
             for kind, offset in self.shares.blocks_imported_by(client):
                 self._drop_import(client, self.arenas[kind], offset)
             for arena in self.arenas:
-                for start, _span, tag in arena.alloc.snapshot():
+                for start, _span, tag in arena.blocks():
                     if tag.client == client:
                         freed += self._free(client, address.encode(self.dev, arena.kind, start))
         return freed
@@ -315,7 +473,7 @@ class DeviceMemory:
                                    f"bad device range {ptr!r}+{count!r}")
         arena, offset = self._arena_of(ptr)
         with self.lock:
-            found = arena.alloc.find(offset)
+            found = arena.find(offset)
         if found is None or (found[2].client != client and not (
                 self.shares.importers and self.shares.imported(client, (arena.kind, found[0])))):
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
@@ -333,7 +491,7 @@ class DeviceMemory:
             dev, kind, offset = address.decode(ptr)
         except ValueError as err:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, str(err)) from err
-        if dev != self.dev or offset >= self.arenas[kind].seg.size:
+        if dev != self.dev or offset >= self.arenas[kind].span:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"0x{ptr:x} is not memory of device {self.dev}")
         return self.arenas[kind], offset
@@ -352,7 +510,7 @@ class DeviceMemory:
     def pools(self) -> list[list[PoolStats]]:
         """Page pools of each arena (HBM first), see ``pools.py``. O(live + free blocks)."""
         with self.lock:
-            return [pool_stats(a.alloc, a.normal) for a in self.arenas]
+            return [pool_stats(a.alloc, a.normal, a.far is not None) for a in self.arenas]
 
     def snapshot(self) -> list[tuple[int, int, int, int]]:
         """Live blocks as ``(ptr, span, page class, client)``."""
@@ -361,4 +519,4 @@ class DeviceMemory:
 
     def _snapshot(self) -> list[tuple[int, int, int, int]]:
         return [(address.encode(self.dev, a.kind, start), span, int(tag.page_class), tag.client)
-                for a in self.arenas for start, span, tag in a.alloc.snapshot()]
+                for a in self.arenas for start, span, tag in a.blocks()]

@@ -19,9 +19,10 @@ after a model execute, on ``empty_cache``), or a huge-page allocation that needs
 Until then the huge pool's ``largest_free`` does not count idle chunks.
 
 Per pool, ``largest_free`` is the largest free run a request of that pool could use (normal:
-any run inside the normal chunks; huge: 2 MiB-aligned runs outside them; huge1g: 0, its pages
-are all in use) and ``fragmentation = 1 - largest_free / free`` (0 when nothing is free): the
-external fragmentation of the seed's table.
+any run inside the normal chunks; huge: 2 MiB-aligned runs outside them, or all of them
+together on a card that assembles huge-page blocks from scattered pages, ``arenas.py``;
+huge1g: 0, its pages are all in use) and ``fragmentation = 1 - largest_free / free`` (0 when
+nothing is free): the external fragmentation of the seed's table.
 
 :class:`NormalChunks` keeps the normal pool's chunk set incrementally (O(chunks a block
 touches) per malloc/free); :func:`pool_stats` is O(live + free blocks), for queries, not for
@@ -143,10 +144,10 @@ class NormalChunks:
 
 
 def _runs(free_blocks: list[tuple[int, int]], chunks: dict[int, int],
-          capacity: int) -> tuple[int, int]:
+          capacity: int, paged: bool) -> tuple[int, int]:
     """Largest free run inside the normal chunks and largest 2 MiB-aligned free run outside
-    them."""
-    best_normal = best_huge = 0
+    them (``paged``: all those runs together, as a far block joins them)."""
+    best_normal = best_huge = total_huge = 0
     for start, size in free_blocks:
         end = start + size
         pos = start
@@ -163,23 +164,26 @@ def _runs(free_blocks: list[tuple[int, int]], chunks: dict[int, int],
                 normal_run = 0
                 if pos == chunk * CHUNK and step_end == (chunk + 1) * CHUNK:
                     huge_run += CHUNK
+                    total_huge += CHUNK
                 else:  # a partial chunk cannot hold a huge page
                     best_huge = max(best_huge, huge_run)
                     huge_run = 0
             pos = step_end
         best_normal = max(best_normal, normal_run)
         best_huge = max(best_huge, huge_run)
-    return best_normal, best_huge
+    return best_normal, total_huge if paged else best_huge
 
 
-def pool_stats(heap: Allocator, chunks: NormalChunks) -> list[PoolStats]:
-    """The three pools of ``heap`` (see the module docstring), normal first."""
+def pool_stats(heap: Allocator, chunks: NormalChunks, paged: bool = False) -> list[PoolStats]:
+    """The three pools of ``heap`` (see the module docstring), normal first; ``paged``: the
+    arena has a far range, so a huge-page request can use every free page at once."""
     used_by = heap.stats().used_by
     used = [used_by.get(PageClass.NORMAL, 0), used_by.get(PageClass.HUGE, 0),
             used_by.get(PageClass.HUGE1G, 0)]
     normal_reserved = chunks.reserved
     reserved = [normal_reserved, heap.capacity - normal_reserved - used[2], used[2]]
-    largest_normal, largest_huge = _runs(heap.free_blocks(), chunks.counts, heap.capacity)
+    largest_normal, largest_huge = _runs(heap.free_blocks(), chunks.counts, heap.capacity,
+                                         paged)
     largest = [largest_normal, largest_huge, 0]
     out = []
     for i, name in enumerate(POOL_NAMES):

@@ -34,32 +34,15 @@ window itself is unmapped only when its client is released, after its last task 
 from __future__ import annotations
 
 import bisect
-import ctypes
 import mmap
-import os
 from dataclasses import dataclass
 
-from npuemu.shared import address, errors
+from npuemu.shared import address, errors, pages
 
 _PAGE = mmap.PAGESIZE
-_PROT_NONE, _PROT_RW = 0, mmap.PROT_READ | mmap.PROT_WRITE
-_MAP_SHARED, _MAP_PRIVATE, _MAP_FIXED = mmap.MAP_SHARED, mmap.MAP_PRIVATE, 0x10
-_MAP_ANON, _MAP_NORESERVE = mmap.MAP_ANONYMOUS, 0x4000
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_long)
-_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-_MAP_FAILED = ctypes.c_void_p(-1).value
-
-
-def _mmap(addr: int, length: int, prot: int, flags: int, fd: int, offset: int) -> int:
-    got = _libc.mmap(addr or None, length, prot, flags, fd, offset)
-    if got is None or got == _MAP_FAILED:
-        err = ctypes.get_errno()
-        raise errors.error_for(errors.ACL_ERROR_RT_MEMORY_ALLOCATION,
-                               f"mmap of {length} bytes failed: {os.strerror(err)}")
-    return got
+_map, _RW = pages.map_memory, pages.PROT_RW
+_SHARED_FIXED = pages.MAP_SHARED | pages.MAP_FIXED
+_SCRATCH = pages.MAP_PRIVATE | pages.MAP_ANON | pages.MAP_NORESERVE | pages.MAP_FIXED
 
 
 @dataclass(frozen=True)
@@ -91,9 +74,10 @@ class Windows:
 
     # loop thread ----------------------------------------------------------------------------
     def map(self, va: int, size: int, offset: int, phys: int, length: int,
-            arena_fd: int, arena_offset: int) -> None:
-        """``VMM_MAP``: ``[va+offset, +length)`` shows the physical block at ``phys``
-        (``arena_offset`` in the arena whose descriptor is ``arena_fd``)."""
+            arena_fd: int, runs: list[tuple[int, int]]) -> None:
+        """``VMM_MAP``: ``[va+offset, +length)`` shows the physical block at ``phys``, whose
+        bytes are ``runs`` (``(file offset, bytes)`` in the arena whose descriptor is
+        ``arena_fd``: one run, or a far block's runs of pages, ``Arena.file_runs``)."""
         if not (address.is_virtual(va) and address.is_virtual(va + size - 1) and size > 0
                 and va % _PAGE == 0
                 and size % _PAGE == 0 and offset % _PAGE == 0 and length > 0
@@ -103,7 +87,7 @@ class Windows:
         win = self.by_va.get(va)
         if win is None or win.size != size:
             self._clear(va, size)  # windows of released reservations there go
-            base = _mmap(0, size, _PROT_NONE, _MAP_PRIVATE | _MAP_ANON | _MAP_NORESERVE, -1, 0)
+            base = pages.reserve(size)
             win = self.by_va[va] = Window(va, size, base)
             bisect.insort(self.vas, va)
         pieces, starts = win.table
@@ -111,10 +95,12 @@ class Windows:
         if (i >= 0 and pieces[i].offset + pieces[i].size > offset) or \
                 (i + 1 < len(pieces) and pieces[i + 1].offset < offset + length):
             raise _invalid(f"0x{va + offset:x}+{length} overlaps a mapping")
-        windowed = arena_offset % _PAGE == 0
+        windowed = all(start % _PAGE == 0 for start, _n in runs)
         if windowed:
-            _mmap(win.base + offset, length, _PROT_RW, _MAP_SHARED | _MAP_FIXED, arena_fd,
-                  arena_offset)
+            at = win.base + offset
+            for start, n in runs:
+                _map(at, n, _RW, _SHARED_FIXED, arena_fd, start)
+                at += n
         win.set([*pieces, Piece(offset, length, phys, windowed)])
 
     def unmap(self, va: int, offset: int) -> None:
@@ -126,8 +112,7 @@ class Windows:
         if piece is None:
             raise _invalid(f"0x{va + offset:x} is not the start of a mapping of this card")
         if piece.windowed:
-            _mmap(win.base + offset, piece.size, _PROT_RW,
-                  _MAP_PRIVATE | _MAP_ANON | _MAP_NORESERVE | _MAP_FIXED, -1, 0)
+            _map(win.base + offset, piece.size, _RW, _SCRATCH, -1, 0)
         win.set([p for p in pieces if p is not piece])
 
     def release(self) -> None:
@@ -136,7 +121,7 @@ class Windows:
             self._drop(win)
 
     def _drop(self, win: Window) -> None:
-        _libc.munmap(win.base, win.size)
+        pages.unmap_memory(win.base, win.size)
         del self.by_va[win.va]
         self.vas.remove(win.va)
 

@@ -233,7 +233,10 @@ def _device_address(ptr: int, count: int) -> tuple[Allocation, int]:
         raise errors.error_for(errors.ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR,
                                f"0x{ptr:x}+{count} touches an isolated HBM page")
     _dev, arena, offset = address.decode(ptr)
-    return alloc, alloc.link.arena_addr[arena] + offset
+    link = alloc.link
+    if offset + count > link.arena_near[arena]:  # a block of far pages (shared/pages.py)
+        link.far[arena].ensure()
+    return alloc, link.arena_addr[arena] + offset
 
 
 def host_view(ptr: int, count: int) -> memoryview:

@@ -104,6 +104,8 @@ class FakeLink:
         self._arenas = [mmap.mmap(-1, size) for size in (node.hbm_bytes, node.ddr_bytes)]
         self._views = [ctypes.c_char.from_buffer(m) for m in self._arenas]
         self.arena_addr = [ctypes.addressof(v) for v in self._views]
+        self.arena_near = [node.hbm_bytes, node.ddr_bytes]  # no far pages here
+        self.far = [None, None]
         self._top = [0, 0]  # bump pointer per arena
         self._blocks: dict[int, int] = {}  # ptr -> span
         self._used, self._peak, self._peak_ddr = [0, 0], 0, 0

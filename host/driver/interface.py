@@ -61,6 +61,8 @@ class Link(Protocol):
     reporter: threading.Thread | None  # the report thread (host/core/callbacks.py)
     host_func_queues: dict[int, Any]  # stream slot -> its host-func queue
     arena_addr: list[int]  # this process's address of each arena mapping (address.ARENA_NAMES)
+    arena_near: list[int]  # bytes of each arena's segment; far pages (shared/pages.py) above
+    far: list  # each arena's FarPages: ``ensure()`` before touching an address above its near
     # completion columns, indexed by slot (written by the device, read-only here)
     completed: Sequence[int]  # stream: sequence number of its last completed task
     stream_hung: Sequence[int]  # stream: 1 while its head task hangs (injected fault)

@@ -33,7 +33,9 @@ submission ring: one request in flight (``call``), fire-and-forget frames and st
 pushed in the order their sequence numbers were given (``post``, ``submit_locked``). The
 host writes one word of the worker's control block besides its client entry: a pusher that
 sees ``sleeping`` set clears it and posts the doorbell (once per worker sleep, ``_push``).
-``_poll_lock`` guards the pidfd poll object (it must not be polled concurrently);
+``_poll_lock`` guards the pidfd poll object (it must not be polled concurrently); each
+arena's ``FarPages`` (``far``) its own mapped list (any thread maps far pages before it
+copies, ``shared/pages.py``);
 ``_waiters_lock`` the ``sync_waiters`` count. ``lost_detail`` only ever goes from "" to a
 message (a racy read sees either); ``_beat``/``_beat_seen`` (the last heartbeat seen) are
 written by whichever thread checks liveness, without a lock: every write is a true
@@ -162,8 +164,11 @@ class DeviceLink:
         self._poll.register(self.pidfd, select.POLLIN)
         self._poll_lock = threading.Lock()  # a poll object must not be polled concurrently
         self.bell = shm.semaphore(shm.name(n, d, "bell"))
-        self.arenas = [shm.Segment(shm.name(n, d, name)) for name in address.ARENA_NAMES]
+        self._maps = [shm.open_arena(n, self.dev, kind) for kind in (address.HBM, address.DDR)]
+        self.arenas = [seg for seg, _table, _far in self._maps]
         self.arena_addr = [seg.address for seg in self.arenas]
+        self.arena_near = [seg.size for seg in self.arenas]
+        self.far = [far for _seg, _table, far in self._maps]
 
     def _create_client(self) -> None:
         sizes = region_size(SUB_CAPACITY), region_size(CPL_CAPACITY), region_size(REP_CAPACITY)
@@ -449,7 +454,9 @@ class DeviceLink:
                             (self.reports, ".report")):
             sem.close()
             shm.unlink_semaphore(self.seg.name + suffix)
-        for seg in self.arenas:
+        for seg, table, far in self._maps:
+            far.close()
+            table.close()
             seg.close()
         self.bell.close()
         self.ctl.release()

@@ -11,12 +11,13 @@ allocator called in-process in the same run (the machine may be loaded: read the
 
 ``fragmentation`` (in-process, no node): a workload generator drives the card's real
 ``DeviceMemory`` (``device/memory/arenas.py``: best-fit heap, HUGE_FIRST plans, page pools,
-``merge_free``) over a 384 MiB HBM arena with a mix of dynamic-shape requests: per iteration
-("model execute") 40 transient blocks (sizes: 60 % 256 B-64 KiB, 30 % 64 KiB-1 MiB, 10 %
-1-24 MiB) freed at its end, and 4 outputs of the same mix kept for 1-30 iterations.
-Fragmentation is ``1 - largest free block / free bytes`` after each execute (averaged over the
-run), where free bytes include blocks a host cache keeps but nobody uses. Three set-ups, same
-sequence (same seed):
+``merge_free``, huge-page blocks assembled from scattered pages) over a 384 MiB HBM arena
+with a mix of dynamic-shape requests: per iteration ("model execute") 40 transient blocks
+(sizes: 60 % 256 B-64 KiB, 30 % 64 KiB-1 MiB, 10 % 1-24 MiB) freed at its end, and 4 outputs
+of the same mix kept for 1-30 iterations. Fragmentation is ``1 - largest block a malloc
+could get / free bytes`` after each execute (averaged over the run), where free bytes
+include blocks a host cache keeps but nobody uses. Three set-ups, same sequence (same
+seed):
 
 * no pooling: every request goes to the device (which merges free neighbours);
 * level 1 (pooling): the transient blocks of an execute are carved from one workspace block
@@ -24,16 +25,19 @@ sequence (same seed):
   allocator's policy (``caching.round_size`` classes, freed blocks kept for reuse; the cache
   is given back only when the card is full);
 * level 1+2: the same, and after each execute the cache is given back and the device's
-  level-2 merge runs (``empty_cache`` then ``DeviceMemory.merge_free``).
+  level-2 merge runs (``empty_cache`` then ``DeviceMemory.merge_free``): free runs go back
+  to the huge-page pool, whose pages a huge-page request takes wherever they lie.
 
-Why level 1 alone is worse than none: random sizes rarely meet their size class again, so
-the cache keeps growing with blocks nobody uses (counted as free, never the largest). What
-keeps level 1+2 well above the seed's 5-10 %: the kept outputs (about half of the live
-bytes, a few 1-24 MiB blocks with random lifetimes) stay where they were placed; a block
-is one contiguous range of the arena here (no page remapping), so the holes they leave
-cannot be merged until their neighbours die. Measured on this generator (seed 12, 120
-executes) with the outputs' lifetime bound changed, none / level 1 / level 1+2: at most 1
-execute 15 / 68 / 5 %; 3: 17 / 64 / 14 %; 10: 30 / 69 / 20 %; 30 (the figure): 41 / 73 / 29 %.
+Each set-up runs twice: on the card as it is (a huge-page request that no free run can
+hold is assembled from free pages anywhere, ``shared/pages.py``, so the largest block is
+every free whole page together), and with every block one contiguous run of the arena (no
+far range: the seed's "before", where the holes the kept outputs leave cannot be used until
+their neighbours die). Why level 1 alone is worse than none: random sizes rarely meet their
+size class again, so the cache keeps growing with blocks nobody uses (counted as free, never
+the largest). Measured on other seeds (1-4) of this generator, none / level 1 / level 1+2:
+contiguous 34-56 % / 61 % or out of memory / 37 % or out of memory; with pages 4-6 / 45-54 /
+3-5 %: on a paged card most of what is left after level 1+2 is free bytes inside partly
+used pages.
 """
 
 from __future__ import annotations
@@ -148,10 +152,12 @@ class _Sim:
     and 1+2, a workspace block and the host caching allocator's policy (size classes of
     ``caching.round_size``, freed blocks kept for reuse, never split)."""
 
-    def __init__(self, pooling: bool, merge: bool) -> None:
+    def __init__(self, pooling: bool, merge: bool, paged: bool) -> None:
         from npuemu.device.memory.arenas import Arena, DeviceMemory
+        from npuemu.shared.pages import far_size
 
-        self.arena = Arena(_Segment(HEAP), 0)  # type: ignore[arg-type]
+        far = far_size(HEAP) if paged else 0
+        self.arena = Arena(_Segment(HEAP), 0, far)  # type: ignore[arg-type]
         self.mem = DeviceMemory(0, [self.arena], lambda *_: None)
         self.pooling, self.merge = pooling, merge
         self.cache: dict[int, list[tuple[int, int]]] = {}
@@ -218,11 +224,11 @@ class _Sim:
     def fragmentation(self) -> float:
         heap = self.arena.alloc
         free = heap.capacity - heap.used + self.cached_bytes
-        return 1.0 - heap.largest_free / free if free else 0.0
+        return 1.0 - self.arena.largest_block() / free if free else 0.0
 
 
-def _run(pooling: bool, merge: bool, work: list) -> float:
-    sim = _Sim(pooling, merge)
+def _run(pooling: bool, merge: bool, paged: bool, work: list) -> float:
+    sim = _Sim(pooling, merge, paged)
     kept: list[tuple[int, tuple[int, int, int]]] = []  # (last execute, block)
     samples = []
     for i, (transient, outputs) in enumerate(work):
@@ -242,15 +248,17 @@ def _run(pooling: bool, merge: bool, work: list) -> float:
 
 @figure("fragmentation")
 def fig_fragmentation(ctx: Context) -> list[Record]:
-    """Mean HBM fragmentation after each execute: no pooling, level 1, level 1+2."""
+    """Mean HBM fragmentation after each execute: no pooling, level 1, level 1+2, on the
+    card as it is (huge pages joined) and with contiguous blocks only."""
     work = _workload(12, EXECUTES)
-    none = _run(False, False, work)
-    level1 = _run(True, False, work)
-    level12 = _run(True, True, work)
-    ref = "no pooling"
-    return [
-        Record("fragmentation, no pooling", none, "%", ref, none, None),
-        Record("fragmentation, level 1 (pooling)", level1, "%", ref, none, None),
-        Record("fragmentation, level 1+2 (merge)", level12, "%", ref, none,
-               Target("≤ 10 %", "value", "<=", 10.0)),
-    ]
+    out = []
+    for paged, how in ((False, "contiguous blocks"), (True, "pages joined")):
+        none = _run(False, False, paged, work)
+        ref = f"no pooling, {how}"
+        target = Target("≤ 10 %", "value", "<=", 10.0) if paged else None
+        out += [Record(f"fragmentation, no pooling, {how}", none, "%", ref, none, None),
+                Record(f"fragmentation, level 1 (pooling), {how}", _run(True, False, paged, work),
+                       "%", ref, none, None),
+                Record(f"fragmentation, level 1+2 (merge), {how}", _run(True, True, paged, work),
+                       "%", ref, none, target)]
+    return out
