@@ -30,6 +30,7 @@ of any process calls ``ensure``, and ``_lock`` guards this process's mapped list
 
 from __future__ import annotations
 
+import array
 import ctypes
 import mmap
 import os
@@ -110,8 +111,7 @@ class FarPages:
         words = table.cast("q")
         n = far_size(phys) // PAGE
         words[1] = n
-        for i in range(n):
-            words[2 + i] = -1
+        words[2 : 2 + n] = array.array("q", [-1]) * n
         words.release()
         return cls(table, base, fd, phys)
 
