@@ -294,11 +294,11 @@ class DeviceMemory:
                 if offset is not None:
                     return self._commit_far(arena, offset, step.span, tag)
             step = step.fallback
-        stats = arena.alloc.stats()
         raise errors.error_for(errors.ACL_ERROR_RT_MEMORY_ALLOCATION,
                                f"device {self.dev} {address.ARENA_NAMES[kind]}: no room for "
-                               f"{size} bytes (policy {policy:#x}); {stats.free} free, "
-                               f"largest block {stats.largest_free}")
+                               f"{size} bytes (policy {policy:#x}); "
+                               f"{arena.alloc.capacity - arena.alloc.used} free, largest "
+                               f"block {arena.largest_block()}")
 
     def _commit(self, arena: Arena, offset: int, span: int, tag: Tag) -> tuple[int, int, int]:
         try:
