@@ -341,9 +341,13 @@ class DeviceMemory:
                 if self.on_pool is not None:
                     self.on_pool(arena, shrunk)
         if arena.pages is not None:
-            arena.pages.publish((offset - arena.near) // HUGE_PAGE,
-                                [p // HUGE_PAGE for start, size in runs
-                                 for p in range(start, start + size, HUGE_PAGE)])
+            try:
+                arena.pages.publish((offset - arena.near) // HUGE_PAGE,
+                                    [p // HUGE_PAGE for start, size in runs
+                                     for p in range(start, start + size, HUGE_PAGE)])
+            except errors.AclError:  # the kernel refused a mapping (vm.max_map_count)
+                arena.release(offset)
+                raise
         self.on_change(tag.client, arena.kind, tag, span)
         return address.encode(self.dev, arena.kind, offset), span, int(tag.page_class)
 
