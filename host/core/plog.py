@@ -11,6 +11,7 @@ can be aligned by time.
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 import sys
@@ -48,6 +49,8 @@ def log(level: int, message: str, module: str = "RUNTIME") -> None:
     with _lock:
         if _file is None:
             _file = _open()
+            if _file is not None:
+                atexit.register(_file.close)  # flushed after every line; closed at exit
         if _file is not None:
             _file.write(line)
             _file.flush()
