@@ -24,7 +24,7 @@ def fragment():
     only 2 MiB holes. Returns the pages kept.'''
     pages = []
     while True:
-        p, ret = acl.rt.malloc(G, HUGE_ONLY)
+        p, ret = acl.rt.malloc(G - 64, HUGE_ONLY)   # one page with aclrtMalloc's padding
         if ret:
             break
         pages.append(p)
@@ -77,6 +77,26 @@ def test_a_block_of_scattered_pages_works_like_any_block(run_py):
         ok(acl.rt.memcpy(got.ctypes.data, 4 * n, c, 4 * n, 2))
         R["p2p_ok"] = bool((got == back).all())
         ok(acl.rt.set_device(0))
+        # a physical handle of scattered pages, mapped into a reserved range: a kernel
+        # through the card's window of it (the window maps the handle's runs of pages)
+        prop = {"handleType": 0, "allocationType": 0, "memAttr": 13,
+                "location": {"type": 1, "id": 0}}
+        h, ret = acl.rt.malloc_physical(2 * G, prop, 0); ok(ret)
+        from npuemu.host.core import vmm
+        R["handle_far"] = far(vmm.lookup_physical(h).alloc.ptr)
+        va, ret = acl.rt.reserve_mem_address(2 * G, 0, 0, 0); ok(ret)
+        ok(acl.rt.map_mem(va, 2 * G, 0, h, 0))
+        m = 2 * G // 4
+        ones = np.ones(m, dtype=np.float32)
+        ok(acl.rt.memcpy(va, 4 * m, ones.ctypes.data, 4 * m, 1))
+        ok(acl.rt.launch_kernel(add, 2, [va, va, va, m, "float32"], s))
+        ok(acl.rt.synchronize_stream(s))
+        out = np.zeros(m, dtype=np.float32)
+        ok(acl.rt.memcpy(out.ctypes.data, 4 * m, va, 4 * m, 2))
+        R["window_ok"] = bool((out == 2).all())
+        ok(acl.rt.unmap_mem(va))
+        ok(acl.rt.release_mem_address(va))
+        ok(acl.rt.free_physical(h))
         # freed, its pages are holes again: the same request is assembled again
         ok(acl.rt.free(a))
         free2, _total, ret = acl.rt.get_mem_info(1); ok(ret)
@@ -94,6 +114,7 @@ def test_a_block_of_scattered_pages_works_like_any_block(run_py):
     assert r["info_drop"] == 3 * MiB * 2
     assert r["copy_ok"] and r["kernel_ok"] and r["fill_ok"]
     assert r["p2p_ok"]
+    assert (r["handle_far"], r["window_ok"]) == (True, True)
     assert r["info_back"]
     assert r["too_big"] == 207001
     assert r["whole_again"]
