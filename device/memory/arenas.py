@@ -23,7 +23,9 @@ first) and gets an address in the arena's far range, which every process maps pa
 as a card's MMU joins physical pages into one virtual block. So on a card whose free memory
 is in holes of whole pages, a large malloc succeeds as on hardware; a huge-page pool has no
 external fragmentation (``pools.py``), only free bytes inside partly used pages do.
-Partial: NORMAL-page and 1 GiB-page requests are never assembled (they need one free run).
+A NORMAL-page request of more than 2 MiB is assembled alike (its span rounded up to whole
+pages, which join the normal-page pool). Partial: 1 GiB-page requests are never assembled
+(they need one free run), nor is memory joined at a granule finer than 2 MiB.
 
 Threading model: the loop thread mallocs, frees and resolves; kernels on engine threads
 resolve (``KernelContext.tensor``); the models' task runner calls ``merge_free``.
@@ -140,8 +142,8 @@ class Arena:
         return out  # type: ignore[return-value]
 
     def assemble(self, span: int, tag: Tag) -> int | None:
-        """Arena offset of a far block of ``span`` bytes (whole huge pages) made of free
-        pages of the segment, smallest free runs first (large runs stay whole for
+        """Arena offset of a far block of ``span`` bytes (whole 2 MiB pages, which hold
+        huge pages or normal ones as ``tag`` says) made of free pages of the segment, smallest free runs first (large runs stay whole for
         contiguous requests); None when there are not enough free pages (or they lie in
         more than :data:`MAX_RUNS` runs). Bookkeeping only: the caller commits and
         publishes (O(free blocks))."""
@@ -162,7 +164,7 @@ class Arena:
             return None
         chosen.sort()
         for start, size in chosen:
-            self.alloc.take(start, size, Tag(PAGES, PageClass.HUGE, tag.p2p))
+            self.alloc.take(start, size, Tag(PAGES, tag.page_class, tag.p2p))
         self.far_runs[at] = chosen
         return self.near + at
 
@@ -172,13 +174,20 @@ class Arena:
                 for start, size in self.alloc.free_blocks()]
 
     def release(self, offset: int) -> tuple[int, Tag]:
-        """Free the live block at ``offset``; returns ``(span, tag)`` (KeyError if none)."""
+        """Free the live block at ``offset``; returns ``(span, tag)`` (KeyError if none). A
+        normal-page chunk it empties stays in the normal pool, idle, until a merge."""
         if offset < self.near:
-            return self.alloc.free(offset)  # type: ignore[return-value]
+            span, tag = self.alloc.free(offset)
+            if tag.page_class is PageClass.NORMAL:  # type: ignore[attr-defined]
+                self.normal.remove(offset, span)
+            return span, tag  # type: ignore[return-value]
         at = offset - self.near
         span, tag = self.far.free(at)  # type: ignore[union-attr]
-        for start, _size in self.far_runs.pop(at):
+        normal = tag.page_class is PageClass.NORMAL  # type: ignore[attr-defined]
+        for start, size in self.far_runs.pop(at):
             self.alloc.free(start)
+            if normal:
+                self.normal.remove(start, size)
         if self.pages is not None:
             self.pages.unpublish(at // HUGE_PAGE, span // HUGE_PAGE)
         return span, tag  # type: ignore[return-value]
@@ -289,10 +298,11 @@ class DeviceMemory:
             offset = arena.alloc.alloc(step.span, step.align, tag)
             if offset is not None:
                 return self._commit(arena, offset, step.span, tag)
-            if step.page_class is _HG:  # no free run: free pages from anywhere
-                offset = arena.assemble(step.span, tag)
+            if step.page_class is _HG or (step.page_class is _N and step.span > HUGE_PAGE):
+                span = -(-step.span // HUGE_PAGE) * HUGE_PAGE  # no free run: pages from
+                offset = arena.assemble(span, tag)             # anywhere, whole ones
                 if offset is not None:
-                    return self._commit_far(arena, offset, step.span, tag)
+                    return self._commit_far(arena, offset, span, tag)
             step = step.fallback
         raise errors.error_for(errors.ACL_ERROR_RT_MEMORY_ALLOCATION,
                                f"device {self.dev} {address.ARENA_NAMES[kind]}: no room for "
@@ -324,8 +334,19 @@ class DeviceMemory:
 
     def _commit_far(self, arena: Arena, offset: int, span: int,
                     tag: Tag) -> tuple[int, int, int]:
-        """Commit, claim and publish the pages of an assembled block."""
+        """Pool, commit and publish the pages of an assembled block: a NORMAL block's
+        pages join the normal-page pool, a huge one takes idle normal chunks back."""
         runs = arena.far_runs[offset - arena.near]
+        if tag.page_class is _N:
+            grown = sum(arena.normal.add(start, size) for start, size in runs)
+            if grown and self.on_pool is not None:
+                self.on_pool(arena, grown)
+        elif arena.normal.idle:
+            shrunk = sum(arena.normal.claim(start, size) for start, size in runs)
+            if shrunk:
+                self.merges += 1
+                if self.on_pool is not None:
+                    self.on_pool(arena, shrunk)
         try:
             for start, size in runs:
                 arena.commit(start, size)
@@ -334,12 +355,6 @@ class DeviceMemory:
             code = errors.ACL_ERROR_RT_MEMORY_ALLOCATION
             why = "host shared memory (/dev/shm) is full" if err.errno == errno.ENOSPC else err
             raise errors.error_for(code, f"device {self.dev}: {why}") from err
-        if arena.normal.idle:
-            shrunk = sum(arena.normal.claim(start, size) for start, size in runs)
-            if shrunk:
-                self.merges += 1
-                if self.on_pool is not None:
-                    self.on_pool(arena, shrunk)
         if arena.pages is not None:
             try:
                 arena.pages.publish((offset - arena.near) // HUGE_PAGE,
@@ -373,8 +388,6 @@ class DeviceMemory:
 
     def _release(self, arena: Arena, offset: int, client: int) -> int:
         span, tag = arena.release(offset)
-        if tag.page_class is _N:
-            arena.normal.remove(offset, span)  # an emptied chunk stays idle until a merge
         if client != ORPHAN:
             self.on_change(client, arena.kind, tag, -span)
         return span

@@ -86,6 +86,22 @@ def test_a_request_larger_than_every_hole_is_assembled_and_given_back() -> None:
     assert arena.alloc.free_blocks() == [(0, PAGES_N * G)] and not arena.far_runs
 
 
+def test_a_large_normal_page_request_is_assembled_into_the_normal_pool() -> None:
+    arena, mem = _memory()
+    kept = _fragment(mem)
+    ptr, span, cls = mem.malloc(1, 5 * (G // 2), 2)  # NORMAL_ONLY, 5 MiB: 3 whole pages
+    assert _offset(ptr) >= arena.near and span == 3 * G and cls == 0
+    assert arena.normal.reserved == 3 * G
+    normal = next(p for p in mem.pools()[0] if p.name == "normal")
+    assert normal.used == normal.reserved == 3 * G
+    mem.free(1, ptr)
+    assert arena.normal.reserved == 3 * G and len(arena.normal.idle) == 3  # idle until merged
+    assert mem.merge_free() == 3 * G and arena.normal.reserved == 0
+    for p in kept:
+        mem.free(1, p)
+    assert arena.alloc.free_blocks() == [(0, PAGES_N * G)]
+
+
 def test_without_a_far_range_the_same_request_fails() -> None:
     _arena, mem = _memory(far=False)
     _fragment(mem)
@@ -133,12 +149,15 @@ def test_accounting_holds_through_random_sequences(seed: int, steps: int) -> Non
             size = rng.choice([rng.randint(1, 64 << 10), rng.randint(1, 3 * G),
                                rng.randint(G, 9 * G)])
             with contextlib.suppress(errors.AclError):
-                live.append(mem.malloc(1, size, rng.choice([0, HUGE_ONLY]))[0])
+                live.append(mem.malloc(1, size, rng.choice([0, HUGE_ONLY, 2]))[0])
         heap = arena.alloc
         assert heap.used + heap.stats().free == heap.capacity
         far_spans = sum(span for _s, span, _t in arena.far.snapshot())
         held = sum(span for _s, span, tag in heap.snapshot() if tag.client == PAGES)
         assert far_spans == held
+        pools = mem.pools()[0]
+        assert sum(p.reserved for p in pools) == heap.capacity
+        assert all(p.used + p.free == p.reserved for p in pools)
         assert heap.free_pages == sum(max(0, (s + n) // G - -(-s // G))
                                       for s, n in heap.free_blocks())
         ranges = sorted((s, s + span) for s, span, _t in heap.snapshot())
