@@ -343,13 +343,16 @@ class Allocator:
         self._carve(start, size, at, span, tag)
         return at
 
-    def take(self, at: int, span: int, tag: object) -> None:
+    def take(self, at: int, span: int, tag: object, within: int | None = None) -> None:
         """Make ``[at, at+span)``, which must lie inside one free block, a live block
-        (placement chosen by the caller; O(F) to find the free block). ValueError if it is
-        not free."""
+        (placement chosen by the caller; O(1) when ``within`` names the free block's start,
+        else O(F) to find it). ValueError if it is not free."""
         if span <= 0 or span & 63 or at & 63:
             raise ValueError(f"span and offset must be multiples of 64: {at}, {span}")
-        for start, size in self._free_start.items():
+        free_start = self._free_start
+        blocks = ((within, free_start.get(within, 0)),) if within is not None \
+            else free_start.items()
+        for start, size in blocks:
             if start <= at and at + span <= start + size:
                 break
         else:

@@ -143,35 +143,33 @@ class Arena:
 
     def assemble(self, span: int, tag: Tag) -> int | None:
         """Arena offset of a far block of ``span`` bytes (whole 2 MiB pages, which hold
-        huge pages or normal ones as ``tag`` says) made of free pages of the segment, smallest free runs first (large runs stay whole for
-        contiguous requests); None when there are not enough free pages (or they lie in
-        more than :data:`MAX_RUNS` runs). Bookkeeping only: the caller commits and
-        publishes (O(free blocks))."""
+        huge pages or normal ones as ``tag`` says) made of free pages of the segment:
+        smallest free runs first (large runs stay whole for contiguous requests), or the
+        largest first when that would take more than :data:`MAX_RUNS` runs; None when
+        there are not enough free pages (or not in so few runs). Bookkeeping only: the
+        caller commits and publishes (O(free blocks))."""
         if self.far is None:
             return None
-        runs = sorted((hi - lo, lo) for lo, hi in self._free_pages() if hi > lo)
-        chosen, left = [], span
-        for size, start in runs:
-            take = min(size, left)
-            chosen.append((start, take))
-            left -= take
-            if not left:
-                break
-        if left or len(chosen) > MAX_RUNS:
+        runs = sorted((hi - lo, lo, block) for lo, hi, block in self._free_pages() if hi > lo)
+        chosen = _cover(runs, span)
+        if len(chosen) > MAX_RUNS:  # too many small holes: the largest runs first then
+            chosen = _cover(runs[::-1], span)
+        if not chosen or len(chosen) > MAX_RUNS:
             return None
         at = self.far.alloc(span, HUGE_PAGE, tag)
         if at is None:
             return None
         chosen.sort()
-        for start, size in chosen:
-            self.alloc.take(start, size, Tag(PAGES, tag.page_class, tag.p2p))
-        self.far_runs[at] = chosen
+        pages = Tag(PAGES, tag.page_class, tag.p2p)
+        for start, size, block in chosen:  # one run per free block: each still whole
+            self.alloc.take(start, size, pages, within=block)
+        self.far_runs[at] = [(start, size) for start, size, _block in chosen]
         return self.near + at
 
-    def _free_pages(self) -> list[tuple[int, int]]:
-        """Free whole-page runs ``(lo, hi)`` of the segment."""
-        return [(-(-start // HUGE_PAGE) * HUGE_PAGE, (start + size) // HUGE_PAGE * HUGE_PAGE)
-                for start, size in self.alloc.free_blocks()]
+    def _free_pages(self) -> list[tuple[int, int, int]]:
+        """Free whole-page runs ``(lo, hi, start of their free block)`` of the segment."""
+        return [(-(-start // HUGE_PAGE) * HUGE_PAGE, (start + size) // HUGE_PAGE * HUGE_PAGE,
+                 start) for start, size in self.alloc.free_blocks()]
 
     def release(self, offset: int) -> tuple[int, Tag]:
         """Free the live block at ``offset``; returns ``(span, tag)`` (KeyError if none). A
@@ -234,6 +232,19 @@ class Arena:
 
 def _no_progress() -> None:
     pass
+
+
+def _cover(runs: list[tuple[int, int, int]], span: int) -> list[tuple[int, int, int]]:
+    """Pieces ``(start, bytes, free block)`` of ``runs`` (``(bytes, start, free block)``, in
+    the order given) that add up to ``span``; [] when they are not enough."""
+    chosen, left = [], span
+    for size, start, block in runs:
+        take = min(size, left)
+        chosen.append((start, take, block))
+        left -= take
+        if not left:
+            return chosen
+    return []
 
 
 def _page_class(tag: object) -> PageClass:

@@ -102,6 +102,22 @@ def test_a_large_normal_page_request_is_assembled_into_the_normal_pool() -> None
     assert arena.alloc.free_blocks() == [(0, PAGES_N * G)]
 
 
+def test_too_many_small_holes_take_the_largest_runs_first(monkeypatch) -> None:
+    from npuemu.device.memory import arenas
+
+    monkeypatch.setattr(arenas, "MAX_RUNS", 4)
+    arena, mem = _memory()
+    kept = _fragment(mem)
+    for p in kept[-3:]:  # the top pages join into one run of 6 pages (+ 13 single holes)
+        mem.free(1, p)
+    ptr = mem.malloc(1, 8 * G - 64, HUGE_ONLY)[0]  # 8 single holes would be 8 runs
+    assert [n for _s, n in arena.file_runs(_offset(ptr), 8 * G)] in ([6 * G, G, G],
+                                                                     [G, 6 * G, G],
+                                                                     [G, G, 6 * G])
+    with pytest.raises(errors.AclError):  # 11 single holes left: 8 runs either way
+        mem.malloc(1, 8 * G - 64, HUGE_ONLY)
+
+
 def test_without_a_far_range_the_same_request_fails() -> None:
     _arena, mem = _memory(far=False)
     _fragment(mem)
