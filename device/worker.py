@@ -173,11 +173,12 @@ class Peer:
         ``kind`` (its far pages mapped first); 107000 outside the arena."""
         seg = self.arenas[kind]
         if offset + count > seg.size:
-            if offset + count > pages.span(seg.size):
+            try:
+                self.far[kind].ensure_range(offset, count)
+            except errors.AclError:
                 raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                        f"0x{ptr:x}+{count} is outside device {self.dev}'s "
-                                       "memory")
-            self.far[kind].ensure()
+                                       "memory") from None
         return seg.address + offset
 
     def serves(self, pid: int, ctime: int) -> bool:

@@ -124,7 +124,8 @@ class FarPages:
             words[2 + i] = p
         with self._lock:
             self._map(first, phys_pages)
-        words[0] += 1
+            words[0] += 1
+            self.gen = words[0]  # the card maps all it publishes: nothing to follow here
 
     def unpublish(self, first: int, count: int) -> None:
         """Far pages of a freed block: unused (their mappings stay until reused)."""
@@ -137,6 +138,19 @@ class FarPages:
         """Map every page the card has published (O(1) when nothing changed)."""
         if self.words[0] != self.gen:
             self._sync()
+
+    def ensure_range(self, offset: int, count: int) -> None:
+        """:meth:`ensure`, then check that ``[offset, offset+count)`` (arena offsets past the
+        segment) lies on far pages mapped here; AclError 107000 otherwise (touching a page
+        never published would fault this process). A range that starts in the segment is
+        refused too: no block spans both."""
+        self.ensure()
+        first = (offset - self.first) // PAGE
+        last = (offset + max(count, 1) - 1 - self.first) // PAGE
+        if offset < self.first or last >= len(self.mapped) or min(self.mapped[first:last + 1]) < 0:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"arena offset {offset:#x}+{count} is not in far pages of "
+                                   "a block")
 
     def _sync(self) -> None:
         with self._lock:

@@ -273,9 +273,13 @@ class Comm:
         dev, kind, offset = address.decode(ptr)
         if dev == self.worker.dev:
             arena = self.worker.memory.arenas[kind]
-            if offset + nbytes > arena.span:
-                raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
-                                      f"0x{ptr:x}+{nbytes} is outside device {dev}'s memory")
+            if offset + nbytes > arena.seg.size:  # far pages: only those published
+                try:
+                    arena.pages.ensure_range(offset, nbytes)
+                except errors.AclError:
+                    raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
+                                          f"0x{ptr:x}+{nbytes} is outside device {dev}'s "
+                                          "memory") from None
             at = arena.seg.address + offset
         else:
             peer = self.peers.get(dev)

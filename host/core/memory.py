@@ -235,7 +235,7 @@ def _device_address(ptr: int, count: int) -> tuple[Allocation, int]:
     _dev, arena, offset = address.decode(ptr)
     link = alloc.link
     if offset + count > link.arena_near[arena]:  # a block of far pages (shared/pages.py)
-        link.far[arena].ensure()
+        link.far[arena].ensure_range(offset, count)
     return alloc, link.arena_addr[arena] + offset
 
 

@@ -538,3 +538,27 @@ def test_idle_card_reports_the_firmware_reservation(run_py):
     assert ret == 0 and r["soc"] == "Ascend910B1" and total == 64 << 30
     assert free == total - (3 << 30)
     assert r["ddr"][0] == r["ddr"][1]  # device DDR has no firmware share
+
+
+# 11. far pages (shared/pages.py) -----------------------------------------------------------
+def test_raw_frames_naming_far_pages_never_published_are_refused(run_py):
+    """The far range of an arena is address space with nothing mapped until the card
+    publishes a block there: a raw copy naming it on a peer card, or running from a card's
+    memory into it, is refused (107000), never a fault that kills the worker."""
+    r = scenario(run_py, """
+        ok(acl.rt.set_device(1))
+        ok(acl.rt.set_device(0))
+        mine = malloc(4096)
+        far1 = address.encode(1, address.HBM, 64 << 20)     # card 1's far range, unused
+        edge1 = address.encode(1, address.HBM, (64 << 20) - 16)
+        R["peer_far"] = call(Op.COPY, mine, far1, 4096)
+        R["peer_far_write"] = call(Op.COPY, far1 + (8 << 20), mine, 4096)
+        R["peer_edge"] = call(Op.COPY, mine, edge1, 64)       # segment end into the far range
+        R["own_far"] = call(Op.COPY, mine, address.encode(0, address.HBM, 64 << 20), 64)
+        R["serves"] = serves()
+        ok(acl.rt.set_device(1))
+        R["peer_serves"] = serves()
+    """)
+    bad = ["err", PARAM_INVALID]
+    assert [r["peer_far"], r["peer_far_write"], r["peer_edge"], r["own_far"]] == [bad] * 4
+    assert r["serves"] and r["peer_serves"]

@@ -208,6 +208,12 @@ def test_another_mapping_follows_the_published_pages() -> None:
             far.publish(0, [6, 7])  # reused, other pages: followed at the next ensure
             hfar.ensure()
             assert at(hseg, 0) == b"C" and at(hseg, G) == b"\0"
+            hfar.ensure_range(base + 16, 2 * G - 32)  # mapped here: no error
+            for offset, count in ((base + 3 * G, 16),  # page 3: never published
+                                  (base + 2 * G, G + 1),  # runs into it
+                                  (base - 16, 32)):  # from the segment into the far range
+                with pytest.raises(errors.AclError):
+                    hfar.ensure_range(offset, count)
         finally:
             for part in host[::-1]:
                 part.close()
