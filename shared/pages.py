@@ -19,8 +19,10 @@ the worker), 64-bit words:
 
 The card writes the entries of a new block, maps them in its own process, bumps the
 generation and only then replies to the malloc; any other process calls
-:meth:`FarPages.ensure` before it touches a far address, so it has mapped every page of a
-block whose pointer it was given (the pointer came after the reply). A freed block's
+:meth:`FarPages.ensure_range` before it touches a far address, so it has mapped every page
+of a block whose pointer it was given (the pointer came after the reply), and a range on a
+page never published (inaccessible address space: touching it would fault the process) is
+refused with 107000 instead. A freed block's
 entries go back to -1 without a bump: a process keeps mapping the old pages until the far
 page is used again (the runtime refuses access to freed memory before any byte moves).
 
