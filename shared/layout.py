@@ -374,8 +374,16 @@ def comm_pair(rank: int, peer: int) -> int:
 COMM_SIZE = comm_pair(COMM_MAX_RANKS, 0) * 8
 
 
+PAGE_TABLE = Layout("PAGE_TABLE", [
+    Field("generation", 1, "bumped by the card after it set entries (shared/pages.py)"),
+    Field("pages", 1, "n = far pages of the arena (far_size / 2 MiB); then n words: the "
+                      "physical page (file offset / 2 MiB) shown at far page i, or -1"),
+])
+"""Header of an arena's far page table (``/npuemu.<node>.d<id>.<arena>.pages``)."""
+
 ALL = (REGISTRY, DEVICE_ENTRY, DEVICE_CTL, CLIENT_ENTRY, LINK_ENTRY, POISON_ENTRY,
-       CLIENT_HEADER, RING_HEADER, STREAM_ENTRY, EVENT_ENTRY, COMM_HEADER, COMM_RANK, COMM_PAIR)
+       CLIENT_HEADER, RING_HEADER, STREAM_ENTRY, EVENT_ENTRY, COMM_HEADER, COMM_RANK, COMM_PAIR,
+       PAGE_TABLE)
 
 if __name__ == "__main__":
     print("\n\n".join(layout.table() for layout in ALL))

@@ -9,13 +9,8 @@ So a device pointer into the far range is an ordinary pointer of the arena: ever
 that maps an arena (``shm.Segment(far=True)``) reserves ``span(P)`` bytes of address space,
 maps the segment over the first ``P`` and maps far pages as the card publishes them in the
 arena's page table, a segment of its own (``/npuemu.<node>.d<id>.<arena>.pages``, created by
-the worker), 64-bit words:
-
-| word  | meaning                                                        |
-|-------|----------------------------------------------------------------|
-| 0     | generation: bumped by the card after it set entries            |
-| 1     | n = number of far pages (``far_size(P) / PAGE``)                |
-| 2 + i | physical page (file offset / ``PAGE``) of far page i, or -1      |
+the worker; its words are ``layout.PAGE_TABLE``: a generation, the number of far pages, then
+one word per far page: the physical page it shows, or -1).
 
 The card writes the entries of a new block, maps them in its own process, bumps the
 generation and only then replies to the malloc; any other process calls
@@ -39,6 +34,7 @@ import os
 import threading
 
 from npuemu.shared import address, errors
+from npuemu.shared.layout import PAGE_TABLE
 
 PAGE = 2 << 20
 """A far page: one huge page."""
@@ -89,8 +85,11 @@ def span(phys: int) -> int:
     return far_base(phys) + far_size(phys)
 
 
+_GEN, _N, _ENTRIES = PAGE_TABLE.GENERATION, PAGE_TABLE.PAGES, PAGE_TABLE.words
+
+
 def table_size(phys: int) -> int:
-    return 8 * (2 + far_size(phys) // PAGE)
+    return 8 * (_ENTRIES + far_size(phys) // PAGE)
 
 
 class FarPages:
@@ -112,8 +111,8 @@ class FarPages:
         """The card's side: a table of unused far pages."""
         words = table.cast("q")
         n = far_size(phys) // PAGE
-        words[1] = n
-        words[2 : 2 + n] = array.array("q", [-1]) * n
+        words[_N] = n
+        words[_ENTRIES : _ENTRIES + n] = array.array("q", [-1]) * n
         words.release()
         return cls(table, base, fd, phys)
 
@@ -123,22 +122,22 @@ class FarPages:
         generation is bumped."""
         words = self.words
         for i, p in enumerate(phys_pages, first):
-            words[2 + i] = p
+            words[_ENTRIES + i] = p
         with self._lock:
             self._map(first, phys_pages)
-            words[0] += 1
-            self.gen = words[0]  # the card maps all it publishes: nothing to follow here
+            words[_GEN] += 1
+            self.gen = words[_GEN]  # the card maps all it publishes: nothing to follow here
 
     def unpublish(self, first: int, count: int) -> None:
         """Far pages of a freed block: unused (their mappings stay until reused)."""
         words = self.words
         for i in range(first, first + count):
-            words[2 + i] = -1
+            words[_ENTRIES + i] = -1
 
     # any process ----------------------------------------------------------------------------
     def ensure(self) -> None:
         """Map every page the card has published (O(1) when nothing changed)."""
-        if self.words[0] != self.gen:
+        if self.words[_GEN] != self.gen:
             self._sync()
 
     def ensure_range(self, offset: int, count: int) -> None:
@@ -156,8 +155,8 @@ class FarPages:
 
     def _sync(self) -> None:
         with self._lock:
-            gen = self.words[0]  # read before the entries: a later change bumps it again
-            table = self.words[2 : 2 + len(self.mapped)].tolist()
+            gen = self.words[_GEN]  # read before the entries: a later change bumps it again
+            table = self.words[_ENTRIES : _ENTRIES + len(self.mapped)].tolist()
             i, n = 0, len(table)
             while i < n:
                 p = table[i]
