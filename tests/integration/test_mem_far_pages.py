@@ -203,3 +203,40 @@ def test_ipc_import_of_a_block_of_scattered_pages(shared_node, spawn_py, tmp_pat
     a_out, a_err = a.communicate(timeout=30)
     assert a.returncode == 0, f"{a_out}\n{a_err}"
     assert 'RESULT {"far": true, "read_ok": true}' in out
+
+
+def test_random_blocks_near_and_far_never_share_a_byte(run_py):
+    """A card kept full by random huge-page mallocs (when one fails, two random blocks are
+    freed), many of them assembled, each block filled with its own byte by the card's
+    worker; after every malloc every live block still reads back its byte everywhere
+    through the host's mapping: no physical page serves two blocks."""
+    r = run_scenario(run_py, PRELUDE + """
+import random
+""", """
+        ok(acl.rt.set_device(0))
+        s, ret = acl.rt.create_stream(); ok(ret)
+        rng = random.Random(2)
+        live, far_seen, steps = {}, 0, 0
+        for step in range(120):
+            size = rng.choice([1, 1, 1, 2, 3, 5]) * G - 64
+            ptr, ret = acl.rt.malloc(size, HUGE_ONLY)
+            if ret:
+                for _ in range(2):
+                    p = rng.choice(list(live))
+                    ok(acl.rt.free(p))
+                    del live[p]
+                continue
+            byte = step % 251 + 1
+            ok(acl.rt.memset_async(ptr, size, byte, size, s))     # through the card's mapping
+            ok(acl.rt.synchronize_stream(s))
+            live[ptr] = (size, byte)
+            far_seen += far(ptr)
+            steps += 1
+            for p, (n, b) in live.items():                        # the host's mapping
+                out = bytearray(n)
+                ok(acl.rt.memcpy(acl.util.bytes_to_ptr(out), n, p, n, 2))
+                if out.count(b) != n:
+                    raise SystemExit(f"block 0x{p:x} lost its byte at step {step}")
+        R["far"], R["steps"] = far_seen, steps
+    """, ENV, timeout=180)
+    assert r["far"] >= 8 and r["steps"] >= 60
