@@ -38,8 +38,9 @@ def op_load(worker: Worker, client: Client, code: bytes, name: str) -> tuple:
     ptr, span, _cls = worker.memory.malloc(client.slot, len(code), _HUGE_FIRST)
     try:
         arena, offset = worker.memory.resolve(client.slot, ptr, len(code))
-        ctypes.memmove(arena.seg.address + offset, code, len(code))
-        image = bytes(arena.seg.buf[offset : offset + len(code)])
+        at = arena.seg.address + offset  # near or far (shared/pages.py): one address
+        ctypes.memmove(at, code, len(code))
+        image = ctypes.string_at(at, len(code))
         module = types.ModuleType(f"npuemu_op_{client.slot}_{client.next_binary + 1}")
         module.__file__ = name
         exec(marshal.loads(image), module.__dict__)
