@@ -150,7 +150,7 @@ class Arena:
         caller commits and publishes (O(free blocks))."""
         if self.far is None:
             return None
-        runs = sorted((hi - lo, lo, block) for lo, hi, block in self._free_pages() if hi > lo)
+        runs = sorted((hi - lo, lo, block) for lo, hi, block in self._free_page_runs() if hi > lo)
         chosen = _cover(runs, span)
         if len(chosen) > MAX_RUNS:  # too many small holes: the largest runs first then
             chosen = _cover(runs[::-1], span)
@@ -166,7 +166,7 @@ class Arena:
         self.far_runs[at] = [(start, size) for start, size, _block in chosen]
         return self.near + at
 
-    def _free_pages(self) -> list[tuple[int, int, int]]:
+    def _free_page_runs(self) -> list[tuple[int, int, int]]:
         """Free whole-page runs ``(lo, hi, start of their free block)`` of the segment."""
         return [(-(-start // HUGE_PAGE) * HUGE_PAGE, (start + size) // HUGE_PAGE * HUGE_PAGE,
                  start) for start, size in self.alloc.free_blocks()]
@@ -326,9 +326,7 @@ class DeviceMemory:
             arena.commit(offset, span)
         except OSError as err:
             arena.alloc.free(offset)
-            code = errors.ACL_ERROR_RT_MEMORY_ALLOCATION
-            why = "host shared memory (/dev/shm) is full" if err.errno == errno.ENOSPC else err
-            raise errors.error_for(code, f"device {self.dev}: {why}") from err
+            raise self._uncommitted(err) from err
         normal = arena.normal
         if tag.page_class is _N:
             grown = normal.add(offset, span)
@@ -342,6 +340,11 @@ class DeviceMemory:
                     self.on_pool(arena, shrunk)
         self.on_change(tag.client, arena.kind, tag, span)
         return address.encode(self.dev, arena.kind, offset), span, int(tag.page_class)
+
+    def _uncommitted(self, err: OSError) -> errors.AclError:
+        """207001 for pages that could not be committed."""
+        why = "host shared memory (/dev/shm) is full" if err.errno == errno.ENOSPC else err
+        return errors.error_for(errors.ACL_ERROR_RT_MEMORY_ALLOCATION, f"device {self.dev}: {why}")
 
     def _commit_far(self, arena: Arena, offset: int, span: int,
                     tag: Tag) -> tuple[int, int, int]:
@@ -363,9 +366,7 @@ class DeviceMemory:
                 arena.commit(start, size)
         except OSError as err:
             arena.release(offset)
-            code = errors.ACL_ERROR_RT_MEMORY_ALLOCATION
-            why = "host shared memory (/dev/shm) is full" if err.errno == errno.ENOSPC else err
-            raise errors.error_for(code, f"device {self.dev}: {why}") from err
+            raise self._uncommitted(err) from err
         if arena.pages is not None:
             try:
                 arena.pages.publish((offset - arena.near) // HUGE_PAGE,
