@@ -50,12 +50,12 @@ Data structures and complexity (F = free blocks, L = live blocks):
 * free blocks: ``dict start -> size`` and ``dict end -> start`` (O(1) neighbour lookup for
   coalescing) plus a sorted ``list`` of integer keys ``size << shift | start`` (ordered like
   ``(size, start)``) searched with :mod:`bisect` for best fit;
-* live blocks: ``dict start -> (span, tag, class)`` plus a sorted ``list`` of starts.
-
+* live blocks: ``dict start -> (span, tag, class)`` plus a sorted ``list`` of starts;
 * whole 2 MiB pages inside free blocks: one counter kept by every split and merge
   (``free_pages``, O(1)), what a huge-page block assembled from scattered pages can use.
 
-:meth:`Allocator.take` places a block at an offset the caller chose (O(F)).
+:meth:`Allocator.take` places a block at an offset the caller chose (O(1) when the caller
+names the free block, else O(F)).
 ``alloc`` and ``free`` are O(log F + log L) comparisons plus the list insert/delete memmoves
 (O(F + L) pointer moves, negligible at realistic sizes). With ``align == 64`` the first
 candidate always fits; a larger alignment may scan past candidates that are big enough but
