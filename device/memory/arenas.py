@@ -327,19 +327,26 @@ class DeviceMemory:
         except OSError as err:
             arena.alloc.free(offset)
             raise self._uncommitted(err) from err
-        normal = arena.normal
-        if tag.page_class is _N:
-            grown = normal.add(offset, span)
-            if grown and self.on_pool is not None:
-                self.on_pool(arena, grown)
-        elif normal.idle:  # a huge page placed on idle normal chunks takes them back
-            shrunk = normal.claim(offset, span)
-            if shrunk:
-                self.merges += 1
-                if self.on_pool is not None:
-                    self.on_pool(arena, shrunk)
+        delta = self._pool(arena, tag, offset, span)
+        if delta:
+            self._pool_changed(arena, delta)
         self.on_change(tag.client, arena.kind, tag, span)
         return address.encode(self.dev, arena.kind, offset), span, int(tag.page_class)
+
+    @staticmethod
+    def _pool(arena: Arena, tag: Tag, start: int, span: int) -> int:
+        """Pages of a new block in the page pools: NORMAL ones join the normal-page pool; a
+        huge block placed on idle normal chunks takes them back. Returns the change of the
+        normal pool's bytes."""
+        if tag.page_class is _N:
+            return arena.normal.add(start, span)
+        return arena.normal.claim(start, span) if arena.normal.idle else 0
+
+    def _pool_changed(self, arena: Arena, delta: int) -> None:
+        if delta < 0:  # chunks went back to the huge-page pool
+            self.merges += 1
+        if self.on_pool is not None:
+            self.on_pool(arena, delta)
 
     def _uncommitted(self, err: OSError) -> errors.AclError:
         """207001 for pages that could not be committed."""
@@ -351,16 +358,9 @@ class DeviceMemory:
         """Pool, commit and publish the pages of an assembled block: a NORMAL block's
         pages join the normal-page pool, a huge one takes idle normal chunks back."""
         runs = arena.far_runs[offset - arena.near]
-        if tag.page_class is _N:
-            grown = sum(arena.normal.add(start, size) for start, size in runs)
-            if grown and self.on_pool is not None:
-                self.on_pool(arena, grown)
-        elif arena.normal.idle:
-            shrunk = sum(arena.normal.claim(start, size) for start, size in runs)
-            if shrunk:
-                self.merges += 1
-                if self.on_pool is not None:
-                    self.on_pool(arena, shrunk)
+        delta = sum(self._pool(arena, tag, start, size) for start, size in runs)
+        if delta:
+            self._pool_changed(arena, delta)
         try:
             for start, size in runs:
                 arena.commit(start, size)
