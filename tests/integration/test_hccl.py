@@ -269,20 +269,19 @@ def test_send_recv_unmatched_and_dead_peer(run_py) -> None:
     hok(ret, "init all 2")
     ok(acl.rt.set_device(0))
     s0, b0 = stream(), malloc(4096)
+    def timed(key, s, comm):  # the stream's outcome, how long it took, the comm's error
+        t0 = time.monotonic()
+        R[key] = acl.rt.synchronize_stream(s)
+        R[key + "_s"] = time.monotonic() - t0
+        R[key + "_async"] = pyhccl.HcclGetCommAsyncError(comm)[1]
     hok(pyhccl.HcclRecv(b0, 1024, FP32, 1, first[0], s0))
-    t0 = time.monotonic()
-    R["unmatched"] = acl.rt.synchronize_stream(s0)
-    R["unmatched_s"] = time.monotonic() - t0
-    R["unmatched_async"] = pyhccl.HcclGetCommAsyncError(first[0])[1]
+    timed("unmatched", s0, first[0])
     faults.inject(1, "lost")
     time.sleep(0.5)
     ok(acl.rt.set_device(2))
     s2, b2 = stream(), malloc(4096)
     hok(pyhccl.HcclSend(b2, 1024, FP32, 1, second[2], s2))
-    t0 = time.monotonic()
-    R["dead"] = acl.rt.synchronize_stream(s2)
-    R["dead_s"] = time.monotonic() - t0
-    R["dead_async"] = pyhccl.HcclGetCommAsyncError(second[2])[1]
+    timed("dead", s2, second[2])
     R["self"] = pyhccl.HcclSend(b2, 4, FP32, 2, second[2], s2)
     R["destroy"] = [pyhccl.HcclCommDestroy(c) for c in (*first, *second)]
     acl.rt.reset_device(1)
