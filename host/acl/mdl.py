@@ -11,12 +11,12 @@ AIPP, bundles, dynamic HW/dims, ``get_op_attr``, dump.
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from npuemu.host.acl._wrap import ret_only, with_result
+from npuemu.host.core import hostread
 from npuemu.host.models import modeldesc, omfile
 from npuemu.host.models import runtime as models
 from npuemu.host.models.codes import ACL_ERROR_GE_PARAM_INVALID, ModelError
@@ -48,9 +48,9 @@ def _param(detail: str) -> errors.AclError:
 
 
 def _om_from_mem(ptr: int, size: int) -> omfile.OmModel:
-    if not isinstance(ptr, int) or not isinstance(size, int) or ptr <= 0 or size <= 0:
-        raise _param(f"model memory {ptr!r} of size {size!r}")
-    return omfile.read(ctypes.string_at(ptr, size))
+    """The OM image at host ``ptr``: 100000 unless ``[ptr, ptr + size)`` is readable host
+    memory of this process (checked before any read, ``host/core/hostread.py``)."""
+    return omfile.read(hostread.read(ptr, size, "model memory"))
 
 
 # load / query / unload ---------------------------------------------------------------------

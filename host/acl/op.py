@@ -20,7 +20,7 @@ op path is 100000, with one 200001 (custom op paths are not emulated); others 20
 from __future__ import annotations
 
 from npuemu.host.acl._wrap import ret_only, with_result
-from npuemu.host.core import runtime
+from npuemu.host.core import hostread, runtime
 from npuemu.host.ops import cache, executor, models
 from npuemu.host.ops import desc as D
 from npuemu.host.ops import types as T
@@ -216,10 +216,6 @@ def load(model: object, size: int | None = None) -> None:
     """``aclopLoad(ptr, size)``: one model from host memory (``bytes`` is accepted too)."""
     if isinstance(model, bytes | bytearray):
         data = bytes(model)
-    else:
-        import ctypes
-
-        if not model or not size:
-            raise T.fail(T.ACL_ERROR_INVALID_PARAM, "model pointer or size is 0")
-        data = ctypes.string_at(int(model), int(size))
+    else:  # 100000 unless [model, model + size) is readable host memory (checked first)
+        data = hostread.read(model, size, "single-op model memory")
     models.load(data)

@@ -17,11 +17,11 @@ one while another thread executes an op with it is a program error, as in C.
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import threading
 from dataclasses import dataclass, field
 
+from npuemu.host.core import hostread
 from npuemu.host.ops import types as T
 
 _lock = threading.Lock()
@@ -154,10 +154,9 @@ def set_shape_range(desc: TensorDesc, ranges: object) -> None:
 
 def set_const(desc: TensorDesc, ptr: int, size: int) -> None:
     """``aclSetTensorConst``: marks the input const. The reference keeps a non-owning
-    pointer; we copy the host bytes now (they are part of the cache key)."""
-    if size < 0 or (size and not ptr):
-        raise T.fail(T.ACL_ERROR_INVALID_PARAM, "const data needs a host pointer and a size")
-    desc.const = ctypes.string_at(ptr, size) if size else b""
+    pointer; we copy the host bytes now (they are part of the cache key). 100000 unless
+    ``[ptr, ptr + size)`` is readable host memory (checked before the copy)."""
+    desc.const = hostread.read(ptr, size, "tensor const data", empty_ok=True)
     desc.changed()
 
 
