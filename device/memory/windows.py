@@ -23,6 +23,24 @@ its physical block; one that spans it and a neighbour is refused. A window whose
 reservation has no mapping left stays reserved (inaccessible) until the client detaches,
 and is reused if the host maps at the same base again with the same size.
 
+Limits (each ``Windows`` is one client's; a refused map changes nothing): every mapping the
+worker makes is a kernel memory area (VMA) of the worker process, and a process has at most
+``vm.max_map_count`` of them (65530 by default): past that every ``mmap`` of the worker fails,
+far pages and peers' arenas included, and the card dies. So
+
+- ``MAX_WINDOWS`` = 256 windows (reservations with a window on this card) per client;
+- ``MAX_WINDOW_BYTES`` = 1 TiB of window address space per client (the worker's own address
+  space is 128 TiB; 32 clients at their limit leave it three quarters free);
+- ``MAX_PIECES`` = 4096 mappings (``aclrtMapMem`` pieces) per client;
+- ``MAX_CLIENT_AREAS`` = 8192 memory areas per client, counted as an upper bound (a window is
+  1, a mapped piece 2 + its runs of pages, a piece's scratch after an unmap 2);
+
+each past which ``VMM_MAP`` is refused with ``ACL_ERROR_RT_OVER_LIMIT`` (207012), the
+runtime's code for a resource count past its limit. All clients' windows together may hold
+at most a quarter of ``vm.max_map_count`` areas (``area_budget``, read once); past that
+``VMM_MAP`` is refused with ``ACL_ERROR_RT_RESOURCE_ALLOC_FAIL`` (207005): the card has no
+mapping left to give, whatever this client holds.
+
 Threading model: the loop thread maps, unmaps and releases (``VMM_MAP``/``VMM_UNMAP``,
 client detach); engine threads look ranges up (``find``, from ``KernelContext.tensor``).
 A window's list of pieces is replaced, never changed in place, so a reader holds one
@@ -34,8 +52,9 @@ window itself is unmapped only when its client is released, after its last task 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import mmap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from npuemu.shared import address, errors, pages
 
@@ -43,6 +62,26 @@ _PAGE = mmap.PAGESIZE
 _map, _RW = pages.map_memory, pages.PROT_RW
 _SHARED_FIXED = pages.MAP_SHARED | pages.MAP_FIXED
 _SCRATCH = pages.MAP_PRIVATE | pages.MAP_ANON | pages.MAP_NORESERVE | pages.MAP_FIXED
+
+MAX_WINDOWS = 256
+MAX_WINDOW_BYTES = 1 << 40
+MAX_PIECES = 4096
+MAX_CLIENT_AREAS = 8192
+_areas_in_use = [0]  # memory areas of every client's windows in this worker (loop thread)
+
+
+def area_budget() -> int:
+    """Memory areas all windows of this worker may hold: a quarter of vm.max_map_count."""
+    if not _budget:
+        limit = 65530
+        with contextlib.suppress(OSError, ValueError), \
+                open("/proc/sys/vm/max_map_count") as f:
+            limit = int(f.read())
+        _budget.append(max(1024, limit // 4))
+    return _budget[0]
+
+
+_budget: list[int] = []
 
 
 @dataclass(frozen=True)
@@ -59,6 +98,9 @@ class Window:
     size: int
     base: int  # address of the window in this process
     table: tuple[tuple[Piece, ...], tuple[int, ...]] = ((), ())  # pieces, their offsets
+    runs: dict[int, int] = field(default_factory=dict)  # piece offset -> its runs of pages
+    scratch: dict[int, int] = field(default_factory=dict)  # offset -> size of unmapped pieces
+    spare: int = 0  # areas charged for maps that failed half way
 
     def set(self, pieces: list[Piece]) -> None:
         pieces.sort(key=lambda p: p.offset)
@@ -71,6 +113,9 @@ class Windows:
     def __init__(self) -> None:
         self.by_va: dict[int, Window] = {}
         self.vas: list[int] = []  # sorted reservation bases
+        self.areas = 0  # memory areas its windows hold, an upper bound (see the limits)
+        self.bytes = 0  # address space of its windows
+        self.pieces = 0  # its live mappings
 
     # loop thread ----------------------------------------------------------------------------
     def map(self, va: int, size: int, offset: int, phys: int, length: int,
@@ -85,23 +130,72 @@ class Windows:
             raise _invalid(f"VMM_MAP 0x{va:x}+{size}: piece {offset}+{length} is not whole "
                            "pages inside it")
         win = self.by_va.get(va)
+        windowed = all(start % _PAGE == 0 for start, _n in runs)
+        self._check_limits(win is None or win.size != size, size,
+                           2 + (len(runs) if windowed else 0))
         if win is None or win.size != size:
             self._clear(va, size)  # windows of released reservations there go
-            base = pages.reserve(size)
-            win = self.by_va[va] = Window(va, size, base)
-            bisect.insort(self.vas, va)
+            win = self._open(va, size)
         pieces, starts = win.table
         i = bisect.bisect_right(starts, offset) - 1
         if (i >= 0 and pieces[i].offset + pieces[i].size > offset) or \
                 (i + 1 < len(pieces) and pieces[i + 1].offset < offset + length):
             raise _invalid(f"0x{va + offset:x}+{length} overlaps a mapping")
-        windowed = all(start % _PAGE == 0 for start, _n in runs)
+        cost = 2 + (len(runs) if windowed else 0)
         if windowed:
+            self._map_runs(win, offset, length, cost, arena_fd, runs)
+        else:
+            self._charge(cost)
+        win.runs[offset] = cost
+        self.pieces += 1
+        win.set([*pieces, Piece(offset, length, phys, windowed)])
+
+    def _map_runs(self, win: Window, offset: int, length: int, cost: int, arena_fd: int,
+                  runs: list[tuple[int, int]]) -> None:
+        """Map a piece's runs of pages into its window (charged first: an upper bound)."""
+        self._charge(cost)
+        try:
             at = win.base + offset
             for start, n in runs:
                 _map(at, n, _RW, _SHARED_FIXED, arena_fd, start)
                 at += n
-        win.set([*pieces, Piece(offset, length, phys, windowed)])
+        except BaseException:
+            win.spare += cost  # some areas may have been made: kept until the window goes
+            raise
+        if win.scratch.get(offset) == length:  # the same place mapped again: no scratch left
+            del win.scratch[offset]
+            self._charge(-2)
+
+    def _check_limits(self, new_window: bool, size: int, areas: int) -> None:
+        """Refuse a map past this client's limits (207012) or the worker's budget (207005)."""
+        over = ""
+        if new_window and len(self.by_va) >= MAX_WINDOWS:
+            over = f"{MAX_WINDOWS} windows"
+        elif new_window and self.bytes + size > MAX_WINDOW_BYTES:
+            over = f"{MAX_WINDOW_BYTES >> 30} GiB of windows"
+        elif self.pieces >= MAX_PIECES:
+            over = f"{MAX_PIECES} mappings"
+        elif self.areas + areas + new_window > MAX_CLIENT_AREAS:
+            over = f"{MAX_CLIENT_AREAS} memory areas"
+        if over:
+            raise errors.error_for(errors.ACL_ERROR_RT_OVER_LIMIT,
+                                   f"VMM_MAP: this process has {over} on this card already")
+        if _areas_in_use[0] + areas + new_window > area_budget():
+            raise errors.error_for(errors.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL,
+                                   f"VMM_MAP: the card's {area_budget()} memory areas for "
+                                   "windows are all in use")
+
+    def _charge(self, areas: int) -> None:
+        self.areas += areas
+        _areas_in_use[0] += areas
+
+    def _open(self, va: int, size: int) -> Window:
+        base = pages.reserve(size)
+        win = self.by_va[va] = Window(va, size, base)
+        bisect.insort(self.vas, va)
+        self.bytes += size
+        self._charge(1)
+        return win
 
     def unmap(self, va: int, offset: int) -> None:
         """``VMM_UNMAP``: the piece at ``offset`` shows scratch memory and is no longer
@@ -113,6 +207,11 @@ class Windows:
             raise _invalid(f"0x{va + offset:x} is not the start of a mapping of this card")
         if piece.windowed:
             _map(win.base + offset, piece.size, _RW, _SCRATCH, -1, 0)
+            if win.scratch.get(offset) != piece.size:
+                win.scratch[offset] = piece.size
+                self._charge(2)
+        self._charge(-win.runs.pop(offset, 0))
+        self.pieces -= 1
         win.set([p for p in pieces if p is not piece])
 
     def release(self) -> None:
@@ -124,6 +223,9 @@ class Windows:
         pages.unmap_memory(win.base, win.size)
         del self.by_va[win.va]
         self.vas.remove(win.va)
+        self.bytes -= win.size
+        self.pieces -= len(win.table[0])
+        self._charge(-(1 + sum(win.runs.values()) + 2 * len(win.scratch) + win.spare))
 
     def _clear(self, va: int, size: int) -> None:
         """Drop the windows overlapping ``[va, va+size)``: they must have no mapping left
