@@ -16,7 +16,7 @@ import pytest
 from childprog import CHILD_HELPERS, run_scenario
 
 from npuemu.host.models import atc
-from tests.unit.test_models_frontend import light, run_ort
+from tests.unit.test_models_frontend import light, run_ort, without_final_softmax
 from tests.unit.test_models_lowering import randomize_weights
 from tests.unit.test_models_omfile import small_cnn
 
@@ -215,19 +215,15 @@ def _split_softmax(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelP
     last = model.graph.node[-1]
     if last.op_type != "Softmax":
         return model, None
-    body = onnx.ModelProto()
-    body.CopyFrom(model)
-    del body.graph.node[-1]
-    out = body.graph.output[0]
-    out.name = last.input[0]
     node = onnx.helper.make_node("Softmax", ["logits"], ["probs"])
     node.attribute.extend(last.attribute)
-    graph = onnx.helper.make_graph(
-        [node], "softmax", [onnx.helper.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, None)],
-        [onnx.helper.make_tensor_value_info("probs", onnx.TensorProto.FLOAT, None)])
+    value = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph([node], "softmax",
+                                   [value("logits", onnx.TensorProto.FLOAT, None)],
+                                   [value("probs", onnx.TensorProto.FLOAT, None)])
     alone = onnx.helper.make_model(graph, opset_imports=model.opset_import,
                                    ir_version=model.ir_version)
-    return body, alone
+    return without_final_softmax(model), alone
 
 
 def _typed(model: onnx.ModelProto, shape: tuple[int, ...]) -> onnx.ModelProto:
