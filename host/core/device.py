@@ -20,6 +20,7 @@ from npuemu.host.core import runtime
 from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Context, OpenDevice
 from npuemu.shared import errors
+from npuemu.shared.config import PROFILES, SocProfile
 from npuemu.shared.enums import DeviceStatus
 from npuemu.shared.protocol import Op
 
@@ -167,7 +168,28 @@ def current_context() -> Context:
     return runtime.get().current()
 
 
-def soc_name() -> str:
-    """Mirrors ``aclrtGetSocName`` (the node's SoC profile; the same for every card)."""
+def soc_name() -> str | None:
+    """Mirrors ``aclrtGetSocName``: the SoC of the node (the same for every card), as its
+    supervisor reported it, never this process's ``NPUEMU_SOC`` when the node is a shared one
+    (``NPUEMU_NODE``; attached here if not yet). None (the C call's NULL) if that node cannot
+    be reached. Before an embedded node starts, the SoC it will be started with."""
     rt = runtime.get()
+    if rt.node is None and rt.config.name:
+        try:
+            rt.ensure_node()
+        except errors.AclError:
+            return None
     return rt.node.soc if rt.node is not None else rt.config.soc.name
+
+
+def soc_profile() -> SocProfile:
+    """The hardware numbers (core counts, sizes) of :func:`soc_name`'s SoC: the AclError of
+    attaching (207004: no such node) if the node cannot be reached, 207000 if its SoC has no
+    profile in this host's ``shared/config.py``."""
+    name = soc_name()
+    if name is None:
+        runtime.get().ensure_node()  # raises the reason the node cannot be reached
+    if name not in PROFILES:
+        raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                               f"the node's SoC {name!r} has no profile in this host")
+    return PROFILES[name]

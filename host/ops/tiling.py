@@ -1,4 +1,5 @@
-"""Tiling: how one signature of an op is split across the card's cores (seed §2.1).
+"""Tiling: how one signature of an op is split across the card's cores (the block_dim an
+``aclopCompile``d kernel is launched with).
 
 Ops tile by rows of output 0's axis 0 (batch for elementwise, M for MatMul, N for Conv2D
 and pooling, the kept leading axis for norms and reductions). From the shapes the tiler
@@ -7,14 +8,17 @@ count, and fewer when each block would get less than ``MIN_BLOCK_BYTES``), ``til
 tile (so that one tile of every tensor fits the core's unified buffer, ``UB_BYTES``) and the
 ``loops`` each block runs. Ops that do not split (AI CPU ops, reductions over axis 0) run as
 one block and one tile.
+
+The core count is the one of the node's SoC (``host/core/device.py`` ``soc_profile``: what the
+node's supervisor reported), not this process's ``NPUEMU_SOC``: a program attached to a shared
+node started with another SoC tiles for the node's cores.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from npuemu.shared import config
+from npuemu.host.core import device
 
 UB_BYTES = 192 * 1024
 """Unified buffer of one AI Core / vector core (Ascend 910B: 192 KiB)."""
@@ -36,10 +40,11 @@ class Tiling:
 
 
 def core_count(engine: str) -> int:
-    """Cores of ``engine`` on this node's SoC (``shared/config.py`` profiles)."""
-    name = os.environ.get("NPUEMU_SOC") or config.DEFAULT_SOC
-    prof = config.PROFILES.get(name) or config.PROFILES[config.DEFAULT_SOC]
-    return {"aicore": prof.ai_core_num, "aivector": prof.vector_core_num}.get(engine, 1)
+    """Cores of ``engine`` on the node's SoC (``shared/config.py`` profiles; 1 for AI CPU)."""
+    if engine not in ("aicore", "aivector"):
+        return 1
+    prof = device.soc_profile()
+    return prof.ai_core_num if engine == "aicore" else prof.vector_core_num
 
 
 def rows_tiling(rows: int, row_bytes: int, engine: str) -> Tiling:

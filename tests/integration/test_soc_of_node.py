@@ -1,0 +1,51 @@
+"""Ops are tiled for the SoC of the node they run on, not for the host process's
+``NPUEMU_SOC``: a shared node (``npuemu start``) started with one SoC and a program whose
+environment names another. The program (``tests/progs/soc_tiling.py``) compiles and runs an
+AI Vector op (Add) and an AI Core op (MatMul), each large enough to use every core, and
+reports the SoC ``aclrtGetSocName`` gives, the block_dim each kernel was compiled with and
+the blocks the card really ran (its profiling task records)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+pytestmark = pytest.mark.integration
+PROG = os.path.join(os.path.dirname(os.path.dirname(__file__)), "progs", "soc_tiling.py")
+CORES = {"Ascend910B1": {"aicore": 24, "aivector": 48},
+         "Ascend910B4": {"aicore": 20, "aivector": 40}}
+"""Core counts of the two SoCs used here (their CANN platform files)."""
+
+
+def run_on(run_py, node: str, host_soc: str, prof_root: str) -> dict:
+    """Run the program against ``node`` with ``NPUEMU_SOC=host_soc``; its RESULT dict."""
+    launcher = (f"import runpy, sys\nsys.argv = [{PROG!r}, {prof_root!r}]\n"
+                f"runpy.run_path({PROG!r}, run_name='__main__')\n")
+    res = run_py(launcher, env={"NPUEMU_NODE": node, "NPUEMU_SOC": host_soc}, timeout=120)
+    assert res.returncode == 0, f"program failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, res.stdout + res.stderr
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def check(r: dict, node_soc: str) -> None:
+    cores = CORES[node_soc]
+    assert r["soc"] == node_soc
+    assert r["cores"] == cores
+    assert r["compiled"] == {"k_Add": cores["aivector"], "k_MatMul": cores["aicore"]}
+    assert r["ran"] == r["compiled"]  # the card ran the blocks the host tiled for
+
+
+def test_a_node_started_with_another_soc_tiles_for_its_own_cores(npuemu_cli, node_name,
+                                                                   run_py, tmp_path):
+    res = npuemu_cli("start", "--name", node_name, "--devices", "1", "--hbm", "1G", "--ddr",
+                     "256M", env={"NPUEMU_SOC": "Ascend910B4", "TMPDIR": str(tmp_path)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    check(run_on(run_py, node_name, "Ascend910B1", str(tmp_path / "prof")), "Ascend910B4")
+
+
+def test_a_host_saying_another_soc_still_tiles_for_the_nodes(module_node, run_py, tmp_path):
+    node = module_node(devices=1)  # started with the default SoC, Ascend910B1
+    check(run_on(run_py, node, "Ascend910B4", str(tmp_path / "prof")), "Ascend910B1")
