@@ -8,6 +8,13 @@ are classified (``handle``). Nothing a client sends can stop the worker loop:
 | ``OSError``         | shared memory the request named (a pinned | ``_os_code``: 107000,      |
 |                     | block already gone, /dev/shm full)       | 207001 or 507899            |
 | anything else       | a bug of ours: traceback to the device log | 507000 (internal error)   |
+| any other BaseException (``SystemExit``, ...) | likewise: the worker goes on | 507000 |
+
+The one BaseException that passes is the worker's own stop (``containment.is_stop``: the
+KeyboardInterrupt of a hand-run worker's SIGINT handler). User code a request runs (a
+kernel file's module at ``BINARY_LOAD``, a kernel looked up at ``LAUNCH``) is contained
+where it is called (``exec/kernels.py``), so its ``SystemExit`` is a load error (107000),
+not a 507000.
 
 A handler gets ``(worker, client, *args)`` and returns a tuple of results. The number of
 arguments is checked against the handler's signature before the call, and handlers check
@@ -27,6 +34,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from npuemu.device import containment
 from npuemu.device.exec import collective, kernels, model, opbin
 from npuemu.shared import errors, protocol, shm
 from npuemu.shared.layout import DEVICE_CTL
@@ -302,7 +310,9 @@ def handle(worker: Worker, client: Client, payload: bytes) -> None:
         _answer(worker, client, seq, err.code, err.detail or str(err))
     except OSError as err:
         _answer(worker, client, seq, _os_code(err), f"shared memory: {err}")
-    except Exception as err:
+    except BaseException as err:
+        if containment.is_stop(err):
+            raise
         worker.internal_error(f"request {payload[:40]!r}")
         _answer(worker, client, seq, errors.ACL_ERROR_RT_INTERNAL_ERROR,
                 f"internal error of device {worker.dev}: {err!r}")

@@ -13,8 +13,14 @@ Threading model: one thread per engine runs ``_loop``; it owns nothing but its t
 running it. ``submit`` (loop thread) feeds a ``SimpleQueue``; results go back through the
 ``done`` deque (atomic appends, popped by the loop thread only). ``busy_ns`` is written by
 the engine thread only and read (a single int load) by the loop's housekeeping; ``running``
-and ``inline_ns`` are touched by the loop thread only. An exception a task body raises fails
-that task with the engine's code; it never ends the thread.
+and ``inline_ns`` are touched by the loop thread only.
+
+Failures: whatever a task body raises fails that task with the engine's code, and the
+engine goes on with its next task at once: ``Exception`` and every other ``BaseException``
+(``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``: no signal reaches an engine
+thread, so none of them is the worker's stop). Kernels and model steps already turn their
+own failures into codes, with a device log line (``containment.py``); this is the net
+under everything else an engine runs (collectives, copies).
 """
 
 from __future__ import annotations
@@ -68,7 +74,7 @@ class Engine:
                 code = run(task)
             except errors.AclError as err:
                 code = err.code
-            except Exception:
+            except BaseException:  # the thread must outlive any task
                 code = FAILURE_CODE[self.name]
             end = time.monotonic_ns()
             self.busy_ns += end - start

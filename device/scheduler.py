@@ -31,7 +31,9 @@ to its engine from its next launch on. Its time counts as its engine's busy time
 limit: a kernel whose run time depends on device memory (e.g. one that waits for a flag
 another stream sets) and that was tiny last time runs inline once more: while it runs the
 loop serves nothing, and a kernel that waits for work of this same card never returns.
-Kernels of the op library and of models depend only on their shapes.
+Kernels of the op library and of models depend only on their shapes. Only plain functions
+qualify (their cost is kept as an attribute; a kernel object of another type could run code
+of its own when it is read or set).
 
 Late completions: a task whose stream was destroyed, aborted or timed out, or whose client
 detached, is marked ``cancelled`` before its engine reports it; the report is then dropped,
@@ -40,6 +42,12 @@ so it can never land in a reused stream slot or in a departed client's released 
 Validation: ``enqueue`` checks every field of a task frame (types, u64 ranges, slots,
 ``num_blocks``) and raises ``protocol.BadFrame`` for a frame that breaks the protocol; a
 frame that is well-formed but names bad memory fails its task with 107000 when it starts.
+
+Kernels that end their card: a kernel that raises ``SystemExit``, ``KeyboardInterrupt`` or
+any other BaseException, on an engine or inline, fails its task with its engine's exception
+code as any raising kernel does (``containment.py``); the engine and the loop go on at once.
+A failure of the scheduler itself while it starts a task (even a BaseException) fails that
+task with 507000 and the stream goes on; only the worker's own stop (``is_stop``) passes.
 
 Threading model: everything here runs in the worker's loop thread, except ``Task.run``
 functions, which run on engine threads (or, for tiny kernels, inline in the loop thread)
@@ -55,9 +63,10 @@ import collections
 import contextlib
 import ctypes
 import time
+import types
 from typing import TYPE_CHECKING, Any
 
-from npuemu.device import engines
+from npuemu.device import containment, engines
 from npuemu.device.exec import collective
 from npuemu.device.exec import model as model_tasks
 from npuemu.device.exec.kernels import launch as run_kernel
@@ -98,6 +107,7 @@ _COST = "__npu_last_run__"
 this worker (read by ``_tiny``; it goes with the function when its binary is unloaded)."""
 _LAUNCH, _RECORD = int(Op.LAUNCH), int(Op.RECORD)  # plain ints: enum lookups cost more
 _MODEL_EXECUTE = int(Op.MODEL_EXECUTE)
+_FUNCTION = types.FunctionType
 
 
 PASS_BUDGET = 2048
@@ -309,7 +319,9 @@ class Scheduler:
                 budget -= 1
                 try:
                     started = self._start(stream.queue[0], now)
-                except Exception:  # a bug of ours: fail this task, keep the stream going
+                except BaseException as err:  # a bug of ours: fail this task, go on
+                    if containment.is_stop(err):
+                        raise
                     self.worker.internal_error(f"task of stream {stream.sid}")
                     self._complete(stream.queue[0], errors.ACL_ERROR_RT_INTERNAL_ERROR)
                     started = True
@@ -382,6 +394,8 @@ class Scheduler:
         """True if ``task`` (a LAUNCH) repeats a launch measured as tiny (see the module
         docstring) and its client's execution timeout leaves ample room."""
         _bin, _name, num_blocks, args, fn = task.args
+        if type(fn) is not _FUNCTION:
+            return False
         last = getattr(fn, _COST, None)
         if last is None or last[2] > INLINE_KERNEL_NS or last[1] != num_blocks \
                 or last[0] != args:
@@ -391,10 +405,8 @@ class Scheduler:
 
     def _learn(self, task: Task, ns: int) -> None:
         _bin, _name, num_blocks, args, fn = task.args
-        try:  # noqa: SIM105  (cheaper than contextlib.suppress on the hot path)
+        if type(fn) is _FUNCTION:  # no code of the kernel's own runs here
             setattr(fn, _COST, (args, num_blocks, ns))
-        except (AttributeError, TypeError):  # a kernel object that takes no attributes
-            pass
 
     def _run_inline(self, task: Task, engine: str, run: Any) -> None:
         """Run a tiny kernel in the loop thread (``run`` reports failures as codes)."""

@@ -22,6 +22,14 @@ detached. A client that detaches while one of its tasks still runs on an engine 
 (``Client.inflight`` back to 0), so no engine writes into unmapped memory and no completion
 lands in a reused slot.
 
+Stop: a node's worker stops when its control block says ``STOPPING`` (the supervisor's
+stop) or its supervisor is gone, and the supervisor kills one that has not stopped within
+3 s; SIGINT is ignored (inherited from the supervisor). A worker run by hand stops on
+SIGINT: ``main`` installs ``containment.install_sigint``, whose KeyboardInterrupt is the one
+exception the loop lets through. Whatever else reaches the loop, a ``SystemExit`` a kernel
+raised included, is logged as an internal error and the card stays up (user code is
+contained where it is called: ``containment.py``).
+
 Heartbeat: the loop thread alone writes it, at each housekeeping pass and, through
 ``beat``, between the steps of a handler that can run for seconds (the 2 MiB chunks a malloc
 commits, the 64 MiB steps of a synchronous copy or memset). No other thread beats for the
@@ -50,7 +58,7 @@ import traceback
 
 import psutil
 
-from npuemu.device import dispatch, engines
+from npuemu.device import containment, dispatch, engines
 from npuemu.device.exec import collective
 from npuemu.device.exec.kernels import Ranges
 from npuemu.device.faults import Faults
@@ -108,6 +116,7 @@ class Client:
         self.unpinned: list[shm.Segment] = []
         self.binaries: dict[int, object] = {}
         self.next_binary = 0
+        self.op_bins: dict[int, int] = {}  # OP_LOAD bin id -> its HBM ptr (exec/opbin.py)
         self.models: dict[int, object] = {}  # registered task lists (device/exec/model.py)
         self.inflight = 0  # tasks handed to engines and not yet reaped (loop thread only)
         self.departed = False  # detached: nothing may be written into its tables any more
@@ -386,7 +395,9 @@ class Worker:
             try:
                 served = self.serve()
                 until = scheduler.pump()
-            except Exception:  # a bug of ours: keep the card up, say where
+            except BaseException as err:  # a bug of ours: keep the card up, say where
+                if containment.is_stop(err):
+                    raise
                 self.internal_error("main loop")
                 served, until = 0, 0.01
             if served:
@@ -400,6 +411,10 @@ class Worker:
             if now - last_house > HOUSEKEEPING_S:
                 last_house = now
                 self.housekeeping()
+
+    def stop(self) -> None:
+        """End the loop after its current pass (the SIGINT handler of a hand-run worker)."""
+        self.running = False
 
     def _sleep(self, timeout: float) -> None:
         self.ctl[_C.SLEEPING] = 1
@@ -594,6 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--supervisor", type=int, required=True)
     args = parser.parse_args(argv)
     worker = Worker(args.node, args.dev, args.hbm, args.ddr, args.supervisor)
+    containment.install_sigint(worker.stop)
     try:
         worker.run()
     finally:

@@ -54,7 +54,9 @@ left, or a peer that failed otherwise, 507057 and HCCL_E_REMOTE; ranks whose cal
 HCCL_E_PARA. A failed communicator stays failed (its ranks' step counters no longer
 agree): every later collective on it fails at once with the same code, as HCCL asks for
 a new communicator after an error. A cancelled task (stream destroyed or aborted, client
-gone, communicator detached) stops at its next wake.
+gone, communicator detached) stops at its next wake. A collective runs no user code; any
+other failure of it (ours, even a BaseException) is an internal error (507000) that breaks
+the communicator and wakes its peers, and the engine thread goes on.
 
 Threading model: ``attach`` (and detach), ``prepare`` and ``release`` run in the worker's
 loop thread and own ``Client.comms``. Each ``Comm`` has one engine thread (an
@@ -492,7 +494,7 @@ def _run(task: object) -> int:
         return _fail(comm, err)
     except errors.AclError as err:
         return _fail(comm, CollectiveError(err.code, _E_REMOTE, str(err)))
-    except Exception:
+    except BaseException:  # a bug of ours (no user code runs here): fail it, wake the peers
         comm.worker.internal_error(f"collective {kind}")
         return _fail(comm, CollectiveError(errors.ACL_ERROR_RT_INTERNAL_ERROR, 4, "internal"))
 

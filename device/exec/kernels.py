@@ -16,6 +16,12 @@ added only under the allocation generation they were checked in; the loop bumps
 ``Worker.alloc_changes`` at every malloc, free, VMM map/unmap and IPC close),
 ``Faults.check_ranges`` (reads of the control block) and ``Worker.log`` (which takes the
 log lock).
+
+Failures of user code: every call of it here (the module of a binary at load, the lookup of
+a kernel, the blocks of a launch) runs under ``containment.user_code``, so a kernel file or
+kernel that raises anything, ``SystemExit`` and ``KeyboardInterrupt`` included, fails its
+load (107000) or its task (its engine's exception code: AI Core 507015, AI Vector 507035,
+AI CPU 507018, with a device log line) and never ends the thread that ran it.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
+from npuemu.device.containment import user_code
 from npuemu.shared import address, errors
 from npuemu.shared.layout import DEVICE_CTL
 
@@ -172,22 +179,30 @@ def load(client: Client, source: str, filename: str) -> tuple[int, list[list[str
     module = types.ModuleType(f"npuemu_kernels_{client.slot}_{len(client.binaries)}")
     module.__file__ = filename
     try:
-        exec(compile(source, filename, "exec"), module.__dict__)
+        with user_code:
+            exec(compile(source, filename, "exec"), module.__dict__)
+            kernels = [[name, fn.__npu_kernel__] for name, fn in vars(module).items()
+                       if callable(fn) and hasattr(fn, "__npu_kernel__")]
     except Exception as err:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"kernel binary {filename} does not load: {err!r}") from None
-    kernels = [[name, fn.__npu_kernel__] for name, fn in vars(module).items()
-               if callable(fn) and hasattr(fn, "__npu_kernel__")]
     client.next_binary += 1
     client.binaries[client.next_binary] = module
     return client.next_binary, kernels
 
 
 def lookup(client: Client, bin_id: object, name: object) -> Any:
-    """The kernel function ``name`` of a loaded binary, or None."""
+    """The kernel function ``name`` of a loaded binary, or None (also when the binary's own
+    code, a module ``__getattr__`` say, fails while it is looked up)."""
     module = client.binaries.get(bin_id)  # type: ignore[call-overload]
-    fn = getattr(module, name, None) if module is not None and isinstance(name, str) else None
-    return fn if hasattr(fn, "__npu_kernel__") else None
+    if module is None or not isinstance(name, str):
+        return None
+    try:
+        with user_code:
+            fn = getattr(module, name, None)
+            return fn if hasattr(fn, "__npu_kernel__") else None
+    except Exception:
+        return None
 
 
 def launch(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
@@ -202,10 +217,11 @@ def launch(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
 
     def run(task: Task) -> int:
         try:
-            for block in range(num_blocks):
-                if task.cancelled:  # aborted, timed out, stream destroyed or client gone
-                    return errors.ACL_ERROR_RT_TASK_ABORT_STOP
-                fn(KernelContext(worker, client, block, num_blocks), *args)
+            with user_code:  # SystemExit & co. fail the task as any exception does
+                for block in range(num_blocks):
+                    if task.cancelled:  # aborted, timed out, stream destroyed or client gone
+                        return errors.ACL_ERROR_RT_TASK_ABORT_STOP
+                    fn(KernelContext(worker, client, block, num_blocks), *args)
         except errors.AclError as err:  # an isolated page was touched
             worker.log("ERROR", f"kernel {name}: {err}")
             return err.code

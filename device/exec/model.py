@@ -46,8 +46,12 @@ separately). The first op that fails ends the task (every stream stops at its ne
 with that op's code
 (its engine's exception code, 507053 for a memory fault, an injected engine fault's code),
 which reaches the stream, the exception callbacks (with the model task's id) and
-synchronize like any task failure. Abort, stream destroy, the execution timeout and a
-detaching client cancel a running model at its next op or block boundary (107035).
+synchronize like any task failure. The kernels run under ``containment.user_code``: one that
+raises ``SystemExit``, ``KeyboardInterrupt`` or any other BaseException fails the model
+task with its engine's exception code as any exception does, and neither the engine
+thread nor a helper thread ends (a helper also survives a failure of our own). Abort,
+stream destroy, the execution timeout and a detaching client cancel a running model at its
+next op or block boundary (107035).
 
 Unload (UNVERIFIED; the reference asks the caller to unload only after its executes are
 done and does not say what happens otherwise; our choice): ``MODEL_UNLOAD`` forgets the
@@ -79,6 +83,7 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
+from npuemu.device.containment import user_code
 from npuemu.device.exec.kernels import KernelContext, MemoryFault, Ranges, lookup
 from npuemu.shared import errors
 from npuemu.shared.kernel import MAX_BLOCKS
@@ -296,27 +301,28 @@ def _lane(worker: Worker, task: Task, steps: list[tuple[int, tuple]], run: _Run 
     users = (inputs, outputs)
     name = engine = ""
     try:
-        for i, (fn, name, engine, args, slots, ctxs, _lane_no, waits, records) in steps:
-            if run is not None:
-                code = _wait(task, run, waits)
-                if code:
-                    return code
-            if i == fail_at:
-                worker.log("ERROR", f"{engine} exception in kernel {name} (injected), "
-                                    f"model {record.mid} op {i}")
-                return _failed(run, fail_code)
-            if slots:
-                filled = list(args)
-                for index, kind, user in slots:
-                    filled[index] = users[kind][user]
-                args = tuple(filled)
-            for ctx in ctxs:
-                if task.cancelled or record.unloaded:
-                    return _failed(run, errors.ACL_ERROR_RT_TASK_ABORT_STOP)
-                fn(ctx, *args)
-            if records and run is not None:
-                for ev in records:
-                    run.events[ev].set()
+        with user_code:  # SystemExit & co. of a kernel fail the task as any exception does
+            for i, (fn, name, engine, args, slots, ctxs, _lane_no, waits, records) in steps:
+                if run is not None:
+                    code = _wait(task, run, waits)
+                    if code:
+                        return code
+                if i == fail_at:
+                    worker.log("ERROR", f"{engine} exception in kernel {name} (injected), "
+                                        f"model {record.mid} op {i}")
+                    return _failed(run, fail_code)
+                if slots:
+                    filled = list(args)
+                    for index, kind, user in slots:
+                        filled[index] = users[kind][user]
+                    args = tuple(filled)
+                for ctx in ctxs:
+                    if task.cancelled or record.unloaded:
+                        return _failed(run, errors.ACL_ERROR_RT_TASK_ABORT_STOP)
+                    fn(ctx, *args)
+                if records and run is not None:
+                    for ev in records:
+                        run.events[ev].set()
     except errors.AclError as err:  # an isolated page was touched
         worker.log("ERROR", f"model {record.mid} kernel {name}: {err}")
         return _failed(run, err.code)
@@ -386,7 +392,7 @@ class _Helper:
             worker, task, steps, run, done = self._queue.get()
             try:
                 _lane(worker, task, steps, run)
-            except Exception:  # a bug of ours: fail the execute, keep the thread
+            except BaseException:  # a bug of ours: fail the execute, keep the thread
                 worker.internal_error("model stream")
                 run.fail(errors.ACL_ERROR_RT_INTERNAL_ERROR)
             finally:
