@@ -45,8 +45,8 @@ Segment and semaphore names: see ``npuemu.shared.shm``.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
+from typing import Any, ClassVar
 
 MAGIC_REGISTRY = 0x4E50_5545_5245_4731  # "NPUEREG1"
 MAGIC_DEVICE = 0x4E50_5545_4445_5631  # "NPUEDEV1"
@@ -55,179 +55,229 @@ PAGE = 4096
 MAX_CLIENTS = 32
 
 
-@dataclasses.dataclass(frozen=True)
 class Field:
-    name: str
-    words: int
-    doc: str
+    """A run of ``words`` words of a region, ``doc`` its meaning in the printed table.
+
+    Written once, as a capitalised class attribute of a ``Layout`` subclass, in byte order:
+    ``HEARTBEAT = Field(1, "...")``. The class then holds the field's word offset under that
+    name, a plain ``int`` at run time (set by ``Layout.__init_subclass__``: a descriptor call
+    on every ring access would cost); to a type checker the attribute is this descriptor,
+    whose ``__get__`` gives that same ``int``. ``name`` is the lower-case name of the table.
+    """
+
+    __slots__ = ("doc", "name", "offset", "words")
+
+    def __init__(self, words: int, doc: str) -> None:
+        self.words = words
+        self.doc = doc
+        self.name = ""
+        self.offset = -1
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: object, owner: type | None = None) -> int:
+        return self.offset
+
+
+def pad(words: int) -> Field:
+    return Field(words, "(padding to the next cache line)")
 
 
 class Layout:
-    """Named word offsets of one region: ``layout.NAME`` is the word index of field NAME."""
+    """Named word offsets of one region; each region is a subclass, never instantiated.
 
-    def __init__(self, title: str, fields: list[Field], stride: int | None = None) -> None:
-        self.title = title
-        self.fields = fields
+    ``DEVICE_CTL.HEARTBEAT`` is the word index of field heartbeat; ``fields`` lists the fields
+    in order, ``words`` and ``size`` are an entry's length (``stride=`` in the class line pads
+    it to that many words) and ``table()`` is the markdown table printed by
+    ``python -m npuemu.shared.layout``.
+    """
+
+    title: ClassVar[str] = ""
+    fields: ClassVar[tuple[Field, ...]] = ()
+    words: ClassVar[int] = 0
+    size: ClassVar[int] = 0
+
+    def __init_subclass__(cls, stride: int | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.title = cls.__name__
+        cls.fields = tuple(v for v in vars(cls).values() if isinstance(v, Field))
         index = 0
-        for f in fields:
-            setattr(self, f.name.upper(), index)
+        for f in cls.fields:
+            if f.name != f.name.upper():
+                raise ValueError(f"{cls.title}.{f.name}: a layout field is named in capitals")
+            setattr(cls, f.name, index)
+            f.name, f.offset = f.name.lower(), index
             index += f.words
-        self.words = stride or index
-        if self.words < index:
-            raise ValueError(f"{title}: fields need {index} words, stride is {stride}")
-        self.size = self.words * 8
+        cls.words = stride or index
+        if cls.words < index:
+            raise ValueError(f"{cls.title}: fields need {index} words, stride is {stride}")
+        cls.size = cls.words * 8
 
-    def table(self) -> str:
-        rows = [f"{self.title} ({self.size} bytes)", "| field | byte offset | size | meaning |",
+    @classmethod
+    def table(cls) -> str:
+        rows = [f"{cls.title} ({cls.size} bytes)", "| field | byte offset | size | meaning |",
                 "|---|---|---|---|"]
-        for f in self.fields:
-            offset = getattr(self, f.name.upper()) * 8
-            rows.append(f"| {f.name} | {offset} | {f.words * 8} | {f.doc} |")
+        for f in cls.fields:
+            rows.append(f"| {f.name} | {f.offset * 8} | {f.words * 8} | {f.doc} |")
         return "\n".join(rows)
 
 
-def _pad(name: str, words: int) -> Field:
-    return Field(name, words, "(padding to the next cache line)")
+class REGISTRY(Layout, stride=64):
+    MAGIC = Field(1, "MAGIC_REGISTRY")
+    VERSION = Field(1, "PROTOCOL_VERSION of the supervisor")
+    STATE = Field(1, "NodeState")
+    DEVICES = Field(1, "number of devices in the node")
+    SUP_PID = Field(1, "supervisor pid")
+    SUP_CTIME = Field(1, "supervisor create time, us since epoch")
+    OWNER_PID = Field(1, "embedded node: the host pid that owns it; 0 for a shared node")
+    HBM_BYTES = Field(1, "HBM arena size per device")
+    DDR_BYTES = Field(1, "DDR arena size per device")
+    SOC = Field(4, "SoC name, e.g. Ascend910B1")
+    NODE = Field(4, "node name")
+    STARTED_NS = Field(1, "monotonic time the node became ready")
 
 
-REGISTRY = Layout("REGISTRY", [
-    Field("magic", 1, "MAGIC_REGISTRY"),
-    Field("version", 1, "PROTOCOL_VERSION of the supervisor"),
-    Field("state", 1, "NodeState"),
-    Field("devices", 1, "number of devices in the node"),
-    Field("sup_pid", 1, "supervisor pid"),
-    Field("sup_ctime", 1, "supervisor create time, us since epoch"),
-    Field("owner_pid", 1, "embedded node: the host pid that owns it; 0 for a shared node"),
-    Field("hbm_bytes", 1, "HBM arena size per device"),
-    Field("ddr_bytes", 1, "DDR arena size per device"),
-    Field("soc", 4, "SoC name, e.g. Ascend910B1"),
-    Field("node", 4, "node name"),
-    Field("started_ns", 1, "monotonic time the node became ready"),
-], stride=64)
 REG_DEVICES = REGISTRY.words
 
-DEVICE_ENTRY = Layout("DEVICE_ENTRY", [
-    Field("state", 1, "DeviceState as the supervisor sees it"),
-    Field("pid", 1, "worker pid (0 if not started)"),
-    Field("ctime", 1, "worker create time, us since epoch"),
-    Field("starts", 1, "how many times a worker was started for this device"),
-    Field("exit_status", 1, "last worker exit: returncode + 1024 (signal n gives 1024 - n)"),
-    Field("lost_ns", 1, "monotonic time the supervisor saw the worker die"),
-    Field("hccs_group", 1, "HCCS group of the card (shared/topology.py)"),
-], stride=8)
+
+class DEVICE_ENTRY(Layout, stride=8):
+    STATE = Field(1, "DeviceState as the supervisor sees it")
+    PID = Field(1, "worker pid (0 if not started)")
+    CTIME = Field(1, "worker create time, us since epoch")
+    STARTS = Field(1, "how many times a worker was started for this device")
+    EXIT_STATUS = Field(1, "last worker exit: returncode + 1024 (signal n gives 1024 - n)")
+    LOST_NS = Field(1, "monotonic time the supervisor saw the worker die")
+    HCCS_GROUP = Field(1, "HCCS group of the card (shared/topology.py)")
+
+
 REGISTRY_SIZE = 2 * PAGE  # header + MAX_DEVICES (64) entries
 
-DEVICE_CTL = Layout("DEVICE_CTL", [
-    Field("magic", 1, "MAGIC_DEVICE"),
-    Field("version", 1, "PROTOCOL_VERSION of the worker"),
-    Field("dev", 1, "device id"),
-    Field("state", 1, "DeviceState (worker; LOST written by the supervisor)"),
-    Field("health", 1, "Health"),
-    Field("pid", 1, "worker pid"),
-    Field("ctime", 1, "worker create time, us since epoch"),
-    Field("heartbeat", 1, "monotonic ns of the worker's last loop pass"),
-    Field("sleeping", 1, "1 while the worker is (about to be) blocked on its doorbell; "
-          "the host that rings the doorbell clears it (one post per sleep)"),
-    Field("hbm_free_blocks", 1, "free blocks of the HBM heap (after every malloc/free)"),
-    Field("hbm_largest_free", 1, "largest HBM block a malloc could get (free pages joined); "
-          "1 - it / free = fragmentation"),
-    Field("hbm_normal_pool", 1, "HBM bytes of the normal-page pool (2 MiB chunks holding "
-          "normal-page blocks; the rest is the huge-page pool, device/memory/pools.py)"),
-    _pad("_pad0", 4),
-    Field("hbm_total", 1, "HBM arena bytes"),
-    Field("hbm_used", 1, "HBM bytes in live allocations (spans)"),
-    Field("hbm_peak", 1, "HBM high-water mark"),
-    Field("ddr_total", 1, "DDR arena bytes"),
-    Field("ddr_used", 1, "DDR bytes in live allocations"),
-    Field("ddr_peak", 1, "DDR high-water mark"),
-    Field("used_normal", 1, "bytes in normal-page allocations (both arenas)"),
-    Field("used_huge", 1, "bytes in 2 MiB-page allocations"),
-    Field("used_huge1g", 1, "bytes in 1 GiB-page allocations"),
-    Field("used_p2p", 1, "bytes allocated with a *_P2P policy"),
-    Field("live_allocs", 1, "number of live allocations"),
-    Field("committed", 1, "arena bytes backed by real pages (posix_fallocate)"),
-    Field("requests", 1, "frames served"),
-    Field("clients", 1, "attached host clients"),
-    Field("bad_frames", 1, "malformed frames dropped"),
-    Field("boot_ns", 1, "monotonic ns the worker started (device timestamps count from here)"),
-    Field("busy_dma", 1, "ns the DMA engine spent on tasks"),
-    Field("busy_aicore", 1, "ns the AI Core engine spent on tasks"),
-    Field("busy_aivector", 1, "ns the AI Vector engine spent on tasks"),
-    Field("busy_aicpu", 1, "ns the AI CPU engine spent on tasks"),
-    Field("tasks", 1, "stream tasks completed"),
-    Field("ecc_sbe", 1, "HBM single-bit (corrected) ECC errors since the last clear"),
-    Field("ecc_dbe", 1, "HBM multi-bit (uncorrectable) ECC errors since the last clear"),
-    Field("ecc_sbe_total", 1, "single-bit ECC errors ever (aggregate)"),
-    Field("ecc_dbe_total", 1, "multi-bit ECC errors ever (aggregate)"),
-    Field("poisoned", 1, "entries used in the POISON table (isolated pages)"),
-    Field("faults", 1, "faults injected so far"),
-    Field("last_error", 1, "ACL code of the last device-side failure (npu-smi Error Code)"),
-    Field("log_level", 1, "device log level 0..4 (tools may write it: msnpureport config)"),
-    Field("event_enable", 1, "1: EVENT log lines are written (tools may write it)"),
-    Field("link_faults", 1, "bit n set: the link to card n is faulty (injected)"),
-], stride=64)
+
+class DEVICE_CTL(Layout, stride=64):
+    MAGIC = Field(1, "MAGIC_DEVICE")
+    VERSION = Field(1, "PROTOCOL_VERSION of the worker")
+    DEV = Field(1, "device id")
+    STATE = Field(1, "DeviceState (worker; LOST written by the supervisor)")
+    HEALTH = Field(1, "Health")
+    PID = Field(1, "worker pid")
+    CTIME = Field(1, "worker create time, us since epoch")
+    HEARTBEAT = Field(1, "monotonic ns of the worker's last loop pass")
+    SLEEPING = Field(1, "1 while the worker is (about to be) blocked on its doorbell; "
+                     "the host that rings the doorbell clears it (one post per sleep)")
+    HBM_FREE_BLOCKS = Field(1, "free blocks of the HBM heap (after every malloc/free)")
+    HBM_LARGEST_FREE = Field(1, "largest HBM block a malloc could get (free pages joined); "
+                             "1 - it / free = fragmentation")
+    HBM_NORMAL_POOL = Field(1, "HBM bytes of the normal-page pool (2 MiB chunks holding "
+                            "normal-page blocks; the rest is the huge-page pool, "
+                            "device/memory/pools.py)")
+    _PAD0 = pad(4)
+    HBM_TOTAL = Field(1, "HBM arena bytes")
+    HBM_USED = Field(1, "HBM bytes in live allocations (spans)")
+    HBM_PEAK = Field(1, "HBM high-water mark")
+    DDR_TOTAL = Field(1, "DDR arena bytes")
+    DDR_USED = Field(1, "DDR bytes in live allocations")
+    DDR_PEAK = Field(1, "DDR high-water mark")
+    USED_NORMAL = Field(1, "bytes in normal-page allocations (both arenas)")
+    USED_HUGE = Field(1, "bytes in 2 MiB-page allocations")
+    USED_HUGE1G = Field(1, "bytes in 1 GiB-page allocations")
+    USED_P2P = Field(1, "bytes allocated with a *_P2P policy")
+    LIVE_ALLOCS = Field(1, "number of live allocations")
+    COMMITTED = Field(1, "arena bytes backed by real pages (posix_fallocate)")
+    REQUESTS = Field(1, "frames served")
+    CLIENTS = Field(1, "attached host clients")
+    BAD_FRAMES = Field(1, "malformed frames dropped")
+    BOOT_NS = Field(1, "monotonic ns the worker started (device timestamps count from here)")
+    BUSY_DMA = Field(1, "ns the DMA engine spent on tasks")
+    BUSY_AICORE = Field(1, "ns the AI Core engine spent on tasks")
+    BUSY_AIVECTOR = Field(1, "ns the AI Vector engine spent on tasks")
+    BUSY_AICPU = Field(1, "ns the AI CPU engine spent on tasks")
+    TASKS = Field(1, "stream tasks completed")
+    ECC_SBE = Field(1, "HBM single-bit (corrected) ECC errors since the last clear")
+    ECC_DBE = Field(1, "HBM multi-bit (uncorrectable) ECC errors since the last clear")
+    ECC_SBE_TOTAL = Field(1, "single-bit ECC errors ever (aggregate)")
+    ECC_DBE_TOTAL = Field(1, "multi-bit ECC errors ever (aggregate)")
+    POISONED = Field(1, "entries used in the POISON table (isolated pages)")
+    FAULTS = Field(1, "faults injected so far")
+    LAST_ERROR = Field(1, "ACL code of the last device-side failure (npu-smi Error Code)")
+    LOG_LEVEL = Field(1, "device log level 0..4 (tools may write it: msnpureport config)")
+    EVENT_ENABLE = Field(1, "1: EVENT log lines are written (tools may write it)")
+    LINK_FAULTS = Field(1, "bit n set: the link to card n is faulty (injected)")
+
+
 CTL_CLIENTS = DEVICE_CTL.words
 
-CLIENT_ENTRY = Layout("CLIENT_ENTRY", [
-    Field("state", 1, "ClientState (see its docstring for who writes which value)"),
-    Field("pid", 1, "host pid"),
-    Field("ctime", 1, "host create time, us since epoch"),
-    Field("used", 1, "bytes this client has allocated on the device"),
-    Field("peak", 1, "high-water mark of used"),
-    Field("allocs", 1, "live allocations of this client"),
-], stride=8)
+
+class CLIENT_ENTRY(Layout, stride=8):
+    STATE = Field(1, "ClientState (see its docstring for who writes which value)")
+    PID = Field(1, "host pid")
+    CTIME = Field(1, "host create time, us since epoch")
+    USED = Field(1, "bytes this client has allocated on the device")
+    PEAK = Field(1, "high-water mark of used")
+    ALLOCS = Field(1, "live allocations of this client")
+
+
 CTL_LINKS = CTL_CLIENTS + MAX_CLIENTS * CLIENT_ENTRY.words
 
-LINK_ENTRY = Layout("LINK_ENTRY", [
-    Field("tx_bytes", 1, "bytes this card's DMA engine copied to peer card <index>"),
-    Field("tx_copies", 1, "copies to that peer"),
-    Field("rx_bytes", 1, "bytes this card's DMA engine copied from that peer"),
-    Field("rx_copies", 1, "copies from that peer"),
-])
+
+class LINK_ENTRY(Layout):
+    TX_BYTES = Field(1, "bytes this card's DMA engine copied to peer card <index>")
+    TX_COPIES = Field(1, "copies to that peer")
+    RX_BYTES = Field(1, "bytes this card's DMA engine copied from that peer")
+    RX_COPIES = Field(1, "copies from that peer")
+
+
 CTL_POISON = CTL_LINKS + 64 * LINK_ENTRY.words
 MAX_POISON = 64
-POISON_ENTRY = Layout("POISON_ENTRY", [
-    Field("start", 1, "device pointer of the first byte of an isolated (poisoned) page"),
-    Field("length", 1, "bytes isolated"),
-])
+
+
+class POISON_ENTRY(Layout):
+    START = Field(1, "device pointer of the first byte of an isolated (poisoned) page")
+    LENGTH = Field(1, "bytes isolated")
+
+
 CTL_MODULE_LEVELS = CTL_POISON + MAX_POISON * POISON_ENTRY.words
 """One word per module of ``logring.MODULES``: its log level, or 0xFF to follow log_level."""
 DEVICE_CTL_SIZE = 2 * PAGE  # header, clients, links, poison table, module levels
 
-CLIENT_HEADER = Layout("CLIENT_HEADER", [
-    Field("magic", 1, "MAGIC_CLIENT"),
-    Field("version", 1, "PROTOCOL_VERSION of the host"),
-    Field("pid", 1, "host pid"),
-    Field("slot", 1, "client slot index"),
-    Field("sub_bytes", 1, "submission ring region size"),
-    Field("cpl_bytes", 1, "completion ring region size"),
-    Field("rep_bytes", 1, "report ring region size"),
-    Field("tables", 1, "byte offset of the stream table (the event table follows it)"),
-    Field("host_sleeping", 1, "1 while a host thread waits for a reply on .wake"),
-    _pad("_pad0", 7),
-    Field("sync_waiters", 1, "host threads sleeping on .sync (stream/event synchronize)"),
-    _pad("_pad1", 7),
-], stride=32)
+
+class CLIENT_HEADER(Layout, stride=32):
+    MAGIC = Field(1, "MAGIC_CLIENT")
+    VERSION = Field(1, "PROTOCOL_VERSION of the host")
+    PID = Field(1, "host pid")
+    SLOT = Field(1, "client slot index")
+    SUB_BYTES = Field(1, "submission ring region size")
+    CPL_BYTES = Field(1, "completion ring region size")
+    REP_BYTES = Field(1, "report ring region size")
+    TABLES = Field(1, "byte offset of the stream table (the event table follows it)")
+    HOST_SLEEPING = Field(1, "1 while a host thread waits for a reply on .wake")
+    _PAD0 = pad(7)
+    SYNC_WAITERS = Field(1, "host threads sleeping on .sync (stream/event synchronize)")
+    _PAD1 = pad(7)
+
+
 CLIENT_SUB_OFFSET = PAGE
 MAX_STREAMS = 1024
 """Streams per client (host process) and device: the size of its stream table."""
 MAX_EVENTS = 8192
 """Events per client and device: the size of its event table."""
 
-STREAM_ENTRY = Layout("STREAM_ENTRY", [
-    Field("completed", 1, "sequence number of the stream's last completed task"),
-    Field("err_count", 1, "failures so far (the host reports each new one once)"),
-    Field("err_code", 1, "ACL code of the latest failure"),
-    Field("err_task", 1, "sequence number of the task that failed"),
-    Field("hung", 1, "1 while the head task hangs (an injected fault) until an abort"),
-])
 
-EVENT_ENTRY = Layout("EVENT_ENTRY", [
-    Field("done_gen", 1, "generation of the last record that completed (0: none)"),
-    Field("timestamp", 1, "device ns since worker boot when that record completed"),
-    Field("error", 1, "failure code carried by that record (work before it failed)"),
-    _pad("_pad0", 1),
-])
+class STREAM_ENTRY(Layout):
+    COMPLETED = Field(1, "sequence number of the stream's last completed task")
+    ERR_COUNT = Field(1, "failures so far (the host reports each new one once)")
+    ERR_CODE = Field(1, "ACL code of the latest failure")
+    ERR_TASK = Field(1, "sequence number of the task that failed")
+    HUNG = Field(1, "1 while the head task hangs (an injected fault) until an abort")
+
+
+class EVENT_ENTRY(Layout):
+    DONE_GEN = Field(1, "generation of the last record that completed (0: none)")
+    TIMESTAMP = Field(1, "device ns since worker boot when that record completed")
+    ERROR = Field(1, "failure code carried by that record (work before it failed)")
+    _PAD0 = pad(1)
+
+
 
 
 def client_regions(sub: int, cpl: int, rep: int) -> tuple[int, int, int, int, int]:
@@ -243,13 +293,14 @@ def client_size(sub: int, cpl: int, rep: int) -> int:
     return client_regions(sub, cpl, rep)[4] + MAX_EVENTS * EVENT_ENTRY.size
 
 
-RING_HEADER = Layout("RING_HEADER", [
-    Field("head", 1, "bytes ever published by the producer"),
-    _pad("_pad0", 7),
-    Field("tail", 1, "bytes ever consumed by the consumer"),
-    _pad("_pad1", 7),
-    Field("capacity", 1, "data bytes (a power of two)"),
-], stride=24)
+class RING_HEADER(Layout, stride=24):
+    HEAD = Field(1, "bytes ever published by the producer")
+    _PAD0 = pad(7)
+    TAIL = Field(1, "bytes ever consumed by the consumer")
+    _PAD1 = pad(7)
+    CAPACITY = Field(1, "data bytes (a power of two)")
+
+
 
 
 class NodeState(enum.IntEnum):
@@ -313,29 +364,33 @@ COMM_MAX_RANKS = 64
 COMM_SMALL_BYTES = 4096
 """An all_reduce of at most this many bytes runs one-shot through the segment's slots."""
 
-COMM_HEADER = Layout("COMM_HEADER", [
-    Field("magic", 1, "MAGIC_COMM (written last by the creator)"),
-    Field("version", 1, "PROTOCOL_VERSION of the creator"),
-    Field("max_ranks", 1, "COMM_MAX_RANKS"),
-], stride=8)
+
+class COMM_HEADER(Layout, stride=8):
+    MAGIC = Field(1, "MAGIC_COMM (written last by the creator)")
+    VERSION = Field(1, "PROTOCOL_VERSION of the creator")
+    MAX_RANKS = Field(1, "COMM_MAX_RANKS")
+
+
 COMM_RANKS = COMM_HEADER.words
 
-COMM_RANK = Layout("COMM_RANK", [
-    Field("state", 1, "CommRankState, written by the rank's host"),
-    Field("n_ranks", 1, "rank count this rank was initialised with (all must agree)"),
-    Field("dev", 1, "the rank's card (node device id)"),
-    Field("pid", 1, "host pid of the rank"),
-    Field("error", 1, "HcclResult of the rank's first failed collective (its worker)"),
-    Field("group", 1, "HCCS group of the rank's card (the hierarchical algorithm)"),
-    _pad("_pad0", 2),
-    Field("step", 1, "phases of collectives this rank's card has completed (monotonic)"),
-    Field("send", 1, "device pointer of the rank's input of the running collective"),
-    Field("recv", 1, "device pointer of the rank's output of the running collective"),
-    Field("desc", 2, "kind | dtype << 8 | op << 16 | algo << 24 | root << 32 of its collective "
-                     "number 2k (word 0) or 2k+1 (word 1): a rank one call ahead writes the other"),
-    Field("count", 2, "element count of that collective (the same two words)"),
-    Field("waiting", 1, "2 * step it sleeps for (+1: on its ring neighbours only); 0 awake"),
-])
+
+class COMM_RANK(Layout):
+    STATE = Field(1, "CommRankState, written by the rank's host")
+    N_RANKS = Field(1, "rank count this rank was initialised with (all must agree)")
+    DEV = Field(1, "the rank's card (node device id)")
+    PID = Field(1, "host pid of the rank")
+    ERROR = Field(1, "HcclResult of the rank's first failed collective (its worker)")
+    GROUP = Field(1, "HCCS group of the rank's card (the hierarchical algorithm)")
+    _PAD0 = pad(2)
+    STEP = Field(1, "phases of collectives this rank's card has completed (monotonic)")
+    SEND = Field(1, "device pointer of the rank's input of the running collective")
+    RECV = Field(1, "device pointer of the rank's output of the running collective")
+    DESC = Field(2, "kind | dtype << 8 | op << 16 | algo << 24 | root << 32 of its collective "
+                    "number 2k (word 0) or 2k+1 (word 1): a rank one call ahead writes the other")
+    COUNT = Field(2, "element count of that collective (the same two words)")
+    WAITING = Field(1, "2 * step it sleeps for (+1: on its ring neighbours only); 0 awake")
+
+
 
 
 class CommRankState(enum.IntEnum):
@@ -351,18 +406,19 @@ def comm_small_offset(rank: int, parity: int) -> int:
         (2 * rank + parity) * COMM_SMALL_BYTES
 
 
-COMM_PAIR = Layout("COMM_PAIR", [
-    Field("sent", 1, "sends of rank to peer published (monotonic; HcclSend)"),
-    Field("ptr", 1, "device pointer of the newest send to peer"),
-    Field("count", 1, "its element count"),
-    Field("dtype", 1, "its dtype (index in the card's dtype list)"),
-    Field("taken", 1, "sends of peer to rank that rank's recv completed (HcclRecv)"),
-    Field("status", 1, "0, or the HcclResult of rank's newest recv from peer (E_PARA)"),
-    Field("v_displ", 1, "all_to_allv: sdispls[peer] of rank (elements)"),
-    Field("v_send", 1, "all_to_allv: send_counts[peer] of rank"),
-    Field("v_recv", 1, "all_to_allv: recv_counts[peer] of rank"),
-    _pad("_pad0", 7),
-])
+class COMM_PAIR(Layout):
+    SENT = Field(1, "sends of rank to peer published (monotonic; HcclSend)")
+    PTR = Field(1, "device pointer of the newest send to peer")
+    COUNT = Field(1, "its element count")
+    DTYPE = Field(1, "its dtype (index in the card's dtype list)")
+    TAKEN = Field(1, "sends of peer to rank that rank's recv completed (HcclRecv)")
+    STATUS = Field(1, "0, or the HcclResult of rank's newest recv from peer (E_PARA)")
+    V_DISPL = Field(1, "all_to_allv: sdispls[peer] of rank (elements)")
+    V_SEND = Field(1, "all_to_allv: send_counts[peer] of rank")
+    V_RECV = Field(1, "all_to_allv: recv_counts[peer] of rank")
+    _PAD0 = pad(7)
+
+
 
 
 def comm_pair(rank: int, peer: int) -> int:
@@ -374,16 +430,16 @@ def comm_pair(rank: int, peer: int) -> int:
 COMM_SIZE = comm_pair(COMM_MAX_RANKS, 0) * 8
 
 
-PAGE_TABLE = Layout("PAGE_TABLE", [
-    Field("generation", 1, "bumped by the card after it set entries (shared/pages.py)"),
-    Field("pages", 1, "n = far pages of the arena (far_size / 2 MiB); then n words: the "
-                      "physical page (file offset / 2 MiB) shown at far page i, or -1"),
-])
-"""Header of an arena's far page table (``/npuemu.<node>.d<id>.<arena>.pages``)."""
+class PAGE_TABLE(Layout):
+    """Header of an arena's far page table (``/npuemu.<node>.d<id>.<arena>.pages``)."""
 
-ALL = (REGISTRY, DEVICE_ENTRY, DEVICE_CTL, CLIENT_ENTRY, LINK_ENTRY, POISON_ENTRY,
-       CLIENT_HEADER, RING_HEADER, STREAM_ENTRY, EVENT_ENTRY, COMM_HEADER, COMM_RANK, COMM_PAIR,
-       PAGE_TABLE)
+    GENERATION = Field(1, "bumped by the card after it set entries (shared/pages.py)")
+    PAGES = Field(1, "n = far pages of the arena (far_size / 2 MiB); then n words: the "
+                     "physical page (file offset / 2 MiB) shown at far page i, or -1")
+
+ALL: tuple[type[Layout], ...] = (
+    REGISTRY, DEVICE_ENTRY, DEVICE_CTL, CLIENT_ENTRY, LINK_ENTRY, POISON_ENTRY, CLIENT_HEADER,
+    RING_HEADER, STREAM_ENTRY, EVENT_ENTRY, COMM_HEADER, COMM_RANK, COMM_PAIR, PAGE_TABLE)
 
 if __name__ == "__main__":
     print("\n\n".join(layout.table() for layout in ALL))

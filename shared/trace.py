@@ -28,7 +28,7 @@ sees the record before it.
 
 from __future__ import annotations
 
-from npuemu.shared.layout import PAGE, Field, Layout, _pad
+from npuemu.shared.layout import PAGE, Field, Layout, pad
 
 MAGIC_TRACE = 0x4E50_5545_5452_4331  # "NPUETRC1"
 TRACE_VERSION = 1
@@ -40,22 +40,24 @@ DEFAULT_RECORDS = 1 << 17
 """Default capacity (``NPUEMU_TRACE_RECORDS`` overrides): 131072 records = 16 MiB, sparse
 until touched. At 100k tasks/s and a 50 ms drain period a reader needs 5000 slots."""
 
-TRACE_HEADER = Layout("TRACE_HEADER", [
-    Field("magic", 1, "MAGIC_TRACE"),
-    Field("version", 1, "TRACE_VERSION"),
-    Field("capacity", 1, "number of record slots"),
-    Field("record_words", 1, "words per record (TRACE_RECORD.words)"),
-    Field("boot_ns", 1, "worker boot time, time.monotonic_ns()"),
-    Field("dev", 1, "physical device id"),
-    _pad("pad0", 2),
-    Field("write", 1, "records written so far (worker)"),
-    Field("dropped", 1, "records dropped because the ring was full (worker)"),
-    Field("names", 1, "kernel names in the name table (worker)"),
-    _pad("pad1", 5),
-    Field("read", 1, "records consumed so far (host reader)"),
-    Field("reader_pid", 1, "pid of the profiling host that drains the ring, 0 = none"),
-    _pad("pad2", 6),
-], stride=PAGE // 8)
+
+class TRACE_HEADER(Layout, stride=PAGE // 8):
+    MAGIC = Field(1, "MAGIC_TRACE")
+    VERSION = Field(1, "TRACE_VERSION")
+    CAPACITY = Field(1, "number of record slots")
+    RECORD_WORDS = Field(1, "words per record (TRACE_RECORD.words)")
+    BOOT_NS = Field(1, "worker boot time, time.monotonic_ns()")
+    DEV = Field(1, "physical device id")
+    PAD0 = pad(2)
+    WRITE = Field(1, "records written so far (worker)")
+    DROPPED = Field(1, "records dropped because the ring was full (worker)")
+    NAMES = Field(1, "kernel names in the name table (worker)")
+    PAD1 = pad(5)
+    READ = Field(1, "records consumed so far (host reader)")
+    READER_PID = Field(1, "pid of the profiling host that drains the ring, 0 = none")
+    PAD2 = pad(6)
+
+
 
 OP_REFUSED = 0xFFFF
 """TRACE_RECORD.op of a task the card refused (a frame that broke the protocol, failed in its
@@ -65,24 +67,26 @@ ENGINE_IDS = {"": 0, "dma": 1, "aicore": 2, "aivector": 3, "aicpu": 4}
 """TRACE_RECORD.engine: 0 = run by the scheduler itself (events, callbacks, small copies)."""
 ENGINE_NAMES = {v: k or "scheduler" for k, v in ENGINE_IDS.items()}
 
-TRACE_RECORD = Layout("TRACE_RECORD", [
-    Field("op", 1, "task op (protocol.Op: COPY_ASYNC, LAUNCH, RECORD, WAIT_EVENT, ...)"),
-    Field("client", 1, "client slot of the submitting process"),
-    Field("stream_slot", 1, "stream slot in that client"),
-    Field("stream_id", 1, "device stream id (aclrtStreamGetId)"),
-    Field("seq", 1, "task sequence number in its stream (the task id)"),
-    Field("engine", 1, "ENGINE_IDS value that ran it"),
-    Field("submit_ns", 1, "host submit time (monotonic ns; 0 if the host did not stamp it)"),
-    Field("start_ns", 1, "device start (monotonic ns): engine start, or first attempt of a wait"),
-    Field("end_ns", 1, "device end (monotonic ns)"),
-    Field("size", 1, "bytes of a copy/memset, blocks of a kernel"),
-    Field("code", 1, "ACL code the task completed with (0 = success)"),
-    Field("event_slot", 1, "event slot of a RECORD / WAIT_EVENT / RESET_EVENT"),
-    Field("event_gen", 1, "event generation of a RECORD / WAIT_EVENT"),
-    Field("name", 1, "1 + index of the kernel name in the name table (0 = none)"),
-    Field("peers", 1, "bit mask of the peer cards a P2P copy touched"),
-    Field("reserved", 1, "0"),
-])
+
+class TRACE_RECORD(Layout):
+    OP = Field(1, "task op (protocol.Op: COPY_ASYNC, LAUNCH, RECORD, WAIT_EVENT, ...)")
+    CLIENT = Field(1, "client slot of the submitting process")
+    STREAM_SLOT = Field(1, "stream slot in that client")
+    STREAM_ID = Field(1, "device stream id (aclrtStreamGetId)")
+    SEQ = Field(1, "task sequence number in its stream (the task id)")
+    ENGINE = Field(1, "ENGINE_IDS value that ran it")
+    SUBMIT_NS = Field(1, "host submit time (monotonic ns; 0 if the host did not stamp it)")
+    START_NS = Field(1, "device start (monotonic ns): engine start, or first attempt of a wait")
+    END_NS = Field(1, "device end (monotonic ns)")
+    SIZE = Field(1, "bytes of a copy/memset, blocks of a kernel")
+    CODE = Field(1, "ACL code the task completed with (0 = success)")
+    EVENT_SLOT = Field(1, "event slot of a RECORD / WAIT_EVENT / RESET_EVENT")
+    EVENT_GEN = Field(1, "event generation of a RECORD / WAIT_EVENT")
+    NAME = Field(1, "1 + index of the kernel name in the name table (0 = none)")
+    PEERS = Field(1, "bit mask of the peer cards a P2P copy touched")
+    RESERVED = Field(1, "0")
+
+
 
 
 def segment_name_parts(dev: int) -> tuple[str, str]:

@@ -32,8 +32,18 @@ def test_layout_offsets_are_derived_and_lines_do_not_overlap() -> None:
 
 
 def test_layout_refuses_a_stride_smaller_than_its_fields() -> None:
-    with pytest.raises(ValueError):
-        layout.Layout("X", [layout.Field("a", 4, "")], stride=2)
+    with pytest.raises(ValueError, match="fields need 4 words, stride is 2"):
+        class X(layout.Layout, stride=2):
+            A = layout.Field(4, "")
+
+
+def test_layout_field_offsets_are_plain_ints_in_field_order() -> None:
+    ring = layout.RING_HEADER
+    assert [f.name for f in ring.fields] == ["head", "_pad0", "tail", "_pad1", "capacity"]
+    assert type(ring.TAIL) is int and ring.TAIL == ring.fields[2].offset == 8
+    with pytest.raises(ValueError, match="named in capitals"):
+        class Y(layout.Layout):
+            a = layout.Field(1, "")
 
 
 def test_tables_name_every_field() -> None:
