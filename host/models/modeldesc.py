@@ -8,6 +8,7 @@ adds it. ``cur_output_dims`` gives the dims of the gear set last (the largest be
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,8 +27,7 @@ class IOTensor:
     dims: list[list[int]]  # per program (gear)
 
     def size(self, k: int) -> int:
-        count = int(np.prod(self.dims[k], dtype=np.int64))
-        return count * _itemsize(self.dtype)
+        return math.prod(self.dims[k]) * _itemsize(self.dtype)  # exact: no int64 wrap
 
     def shown_dims(self) -> list[int]:
         """Dims as ``aclmdlGetInputDims`` shows them: -1 where the gears differ."""

@@ -52,12 +52,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
+from npuemu.host.models import omcheck
 from npuemu.host.models.codes import (
     ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID,
     ACL_ERROR_GE_PARAM_INVALID,
@@ -71,6 +73,8 @@ ALIGN = 64
 _HEADER = struct.Struct("<4sII32sQIB32s")
 _ENTRY = struct.Struct("<IIQQ")
 _SUM = slice(12, 44)
+MAX_FILE_BYTES = 1 << 34
+"""Largest OM file read (16 GiB); a larger one is refused as a bad path (145002)."""
 
 MODEL_DEF, WEIGHTS_DATA, TASK_INFO, TENSOR_DESC, TILING_DATA, MEMORY_PLAN = 0, 1, 2, 8, 12, 100
 PARTITION_NAMES = {MODEL_DEF: "MODEL_DEF", WEIGHTS_DATA: "WEIGHTS_DATA", TASK_INFO: "TASK_INFO",
@@ -157,15 +161,41 @@ def encode(om: OmModel) -> bytes:
 
 
 def read_file(path: str | os.PathLike) -> OmModel:
-    """Read and decode an OM file (145002 if missing, unreadable or empty)."""
+    """Read and decode an OM file: 145002 if missing, unreadable, empty, larger than
+    :data:`MAX_FILE_BYTES` or not a regular file (a FIFO, a device such as ``/dev/zero``, a
+    directory: opened without blocking and refused before any read); 145000 if its
+    header's length is not the file's. At most the declared length is read."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, TypeError, ValueError) as exc:
-        raise ModelError(ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID, f"{path!r}: {exc}") from exc
-    if not data:
-        raise ModelError(ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID, f"{path!r}: empty file")
-    return read(data)
+        raise _no_path(path, str(exc)) from exc
+    try:
+        with os.fdopen(fd, "rb") as f:
+            return read(_read_bounded(f, path))
+    except OSError as exc:
+        raise _no_path(path, str(exc)) from exc
+
+
+def _no_path(path: object, detail: str) -> ModelError:
+    return ModelError(ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID, f"{path!r}: {detail}")
+
+
+def _read_bounded(f: Any, path: object) -> bytes:
+    """The file's bytes, never more than its size and its header's declared length."""
+    st = os.fstat(f.fileno())
+    if not stat.S_ISREG(st.st_mode):
+        raise _no_path(path, "not a regular file")
+    if st.st_size == 0 or st.st_size > MAX_FILE_BYTES:
+        raise _no_path(path, f"size {st.st_size} (an OM file has 1 to {MAX_FILE_BYTES} bytes)")
+    head = f.read(HEADER_SIZE)
+    total = _HEADER.unpack_from(head)[4] if len(head) == HEADER_SIZE else len(head)
+    if total != st.st_size:
+        raise _bad(f"OM file length {st.st_size} does not match its header ({total}): "
+                   "truncated or extended")
+    data = head + f.read(total - len(head))
+    if len(data) != total:
+        raise _bad(f"OM file shrank while read: {len(data)} of {total} bytes")
+    return data
 
 
 def read(data: bytes | bytearray | memoryview) -> OmModel:
@@ -228,7 +258,10 @@ def _unpack(parts: dict[int, bytes], ptype: int) -> Any:
 
 
 def validate(om: OmModel) -> None:
-    """Cross-check the partitions: every reference resolves, every range is in bounds."""
+    """Check every field's type and range (``omcheck.py``), then cross-check the
+    partitions: every reference resolves, every range is in bounds."""
+    omcheck.check(om.model_def, om.tensors, om.programs, om.op_refs, om.memory_plan,
+                  om.weight_size)
     names = {}
     blocks = {b[0]: b for b in om.memory_plan["blocks"]}
     for name, _dtype, kind, shapes, where in om.tensors:

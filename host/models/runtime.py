@@ -46,6 +46,7 @@ a model id to lock; we do it for them). No thread is started here.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -199,6 +200,9 @@ def _register(model: Model, prog: Program) -> None:
 def _region(model: Model, given: tuple[int, int] | None, need: int, what: str) -> int:
     if given is not None and given[0]:
         ptr, size = given
+        if type(ptr) is not int or type(size) is not int or size < 0:
+            raise ModelError(ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID,
+                             f"{what} memory {ptr!r} of size {size!r}")
         if size < need:
             raise ModelError(ACL_ERROR_GE_EXEC_MODEL_DATA_SIZE_INVALID,
                              f"{what} memory of {size} bytes, the model needs {need}")
@@ -266,7 +270,7 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
         if op_ref not in cache:
             req = executor.Request(op_type, descs[:len(names) - len(outs)],
                                    descs[len(names) - len(outs):], _attr(attrs))
-            cache[op_ref] = executor.compile_request(req, link, static=True)
+            cache[op_ref] = _compile(req, link)
         entry = cache[op_ref]
         if entry.empty:  # nothing to run; its events still order the streams
             tasks.append(_Task(0, "", 0, [], [], stream_no, waits.get(t, []),
@@ -295,12 +299,24 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
                            records.get(t, [])))
     def sizes(kind: str) -> tuple[list[int], list[list[int]]]:
         rows = sorted((t[4], t) for t in om.tensors if t[2] == kind)
-        return ([int(np.prod(t[3][k], dtype=np.int64)) * np.dtype(t[1]).itemsize
-                 for _, t in rows], [list(t[3][k]) for _, t in rows])
+        return ([math.prod(t[3][k]) * np.dtype(t[1]).itemsize for _, t in rows],
+                [list(t[3][k]) for _, t in rows])
     in_sizes, in_dims = sizes("input")
     out_sizes, out_dims = sizes("output")
     return Program(prog["batch"], tasks, in_sizes, out_sizes, in_dims, out_dims,
                    len(prog["streams"]), len(prog["events"]))
+
+
+def _compile(req: executor.Request, link: Any) -> Any:
+    """The op's static map entry; an attribute of the file the op compiler cannot take
+    (its type and range are the op's, not the file format's) is 145000, not an exception."""
+    try:
+        return executor.compile_request(req, link, static=True)
+    except AclError:
+        raise
+    except Exception as exc:  # the file's values, whatever the op makes of them
+        raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"op {req.op_type} of the model does not "
+                         f"compile with its attributes: {exc!r}") from exc
 
 
 def _desc(row: list, k: int) -> D.TensorDesc:
