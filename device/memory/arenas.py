@@ -474,8 +474,8 @@ class DeviceMemory:
                                        f"0x{ptr:x} is not imported by this process")
             self._drop_import(client, arena, offset)
 
-    def _drop_import(self, client: int, arena: Arena, offset: int) -> None:
-        if self.shares.drop_importer(client, (arena.kind, offset)):
+    def _drop_import(self, client: int, arena: Arena, offset: int, every: bool = False) -> None:
+        if self.shares.drop_importer(client, (arena.kind, offset), every):
             tag = arena.tag_at(offset)
             if tag is not None and tag.client == ORPHAN:  # the last user of an orphan
                 self._release(arena, offset, ORPHAN)
@@ -486,7 +486,7 @@ class DeviceMemory:
         freed = 0
         with self.lock:
             for kind, offset in self.shares.blocks_imported_by(client):
-                self._drop_import(client, self.arenas[kind], offset)
+                self._drop_import(client, self.arenas[kind], offset, every=True)
             for arena in self.arenas:
                 for start, _span, tag in arena.blocks():
                     if tag.client == client:

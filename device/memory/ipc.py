@@ -5,7 +5,9 @@ A share key names one live block (its arena and start offset, the base allocatio
 process that imports it gets the whole block). Only the exporting client may export a block
 and allow pids; a client imports only if its host pid was allowed. An importing client may
 copy through the block as if it were its own (``DeviceMemory.resolve``) until it closes the
-import or detaches.
+import or detaches. Imports are counted per client: a client that imports one key twice
+holds two imports and needs two closes (``aclrtFreePhysical`` of each imported handle),
+as the real runtime's reference count does.
 
 Lifetime: when the owner frees the block (or dies) while imports remain, the block becomes
 an orphan: the owner's accounting drops it at once, its export key is gone (no new
@@ -43,7 +45,7 @@ class Shares:
     def __init__(self) -> None:
         self.exports: dict[int, Export] = {}
         self.key_of: dict[tuple[int, int], int] = {}
-        self.importers: dict[tuple[int, int], set[int]] = {}
+        self.importers: dict[tuple[int, int], dict[int, int]] = {}  # client -> imports
 
     def export(self, owner: int, block: tuple[int, int]) -> int:
         key = self.key_of.get(block)
@@ -58,14 +60,19 @@ class Shares:
         return users is not None and client in users
 
     def add_importer(self, client: int, block: tuple[int, int]) -> None:
-        self.importers.setdefault(block, set()).add(client)
+        """One more import of ``block`` by ``client``."""
+        users = self.importers.setdefault(block, {})
+        users[client] = users.get(client, 0) + 1
 
-    def drop_importer(self, client: int, block: tuple[int, int]) -> bool:
-        """Forget one import; True if the block has no importer left."""
+    def drop_importer(self, client: int, block: tuple[int, int], every: bool = False) -> bool:
+        """Forget one import (all of ``client``'s with ``every``: it detached); True if the
+        block has no importer left."""
         users = self.importers.get(block)
         if users is None or client not in users:
             return False
-        users.discard(client)
+        users[client] -= 1
+        if every or not users[client]:
+            del users[client]
         if not users:
             del self.importers[block]
             return True

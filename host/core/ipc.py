@@ -1,21 +1,25 @@
 """IPC between host processes on one node: ``aclrtMemExportToShareableHandle``,
-``aclrtMemSetPidToShareableHandle``, ``aclrtMemImportFromShareableHandle`` (ACLRT_REFERENCE
-§2.10). Device side: ``device/ipc.py``.
+``aclrtMemSetPidToShareableHandle``, ``aclrtMemImportFromShareableHandle``. Device side:
+``device/memory/ipc.py``.
 
 Process A exports a physical handle (``aclrtMallocPhysical``, ``host/core/vmm.py``) and gets
 a share key (a u64 naming the base allocation on its card); it allows process B's pid; B
 imports the key on that card and gets a physical handle of its own for the same memory,
 which it maps into a reserved range (``aclrtMapMem``) and copies through. B's copies go
 straight to the card's memory (the worker checks B's right to it for device-side work).
-B's ``aclrtFreePhysical`` closes the import. If A frees its handle first, the memory stays
-alive for B until B closes it; if A dies, the same; if B dies, its imports are dropped. An
-import without A's permission, of an unknown key, or by a process of another node's card is
-107000 (UNVERIFIED code), and so is importing one's own export. ``handleType`` must be
-DEFAULT (1) or FABRIC (2) and ``flags`` 0.
+B's ``aclrtFreePhysical`` closes the import. Imports are counted per process, as the real
+runtime's reference count does: B importing one key twice holds two handles for the same
+memory, which stays in B's tables (and imported on the card) until both are closed. If A
+frees its handle first, the memory stays alive for B until B closes it; if A dies, the
+same; if B dies, its imports are dropped. An import without A's permission, of an unknown
+key, or by a process of another node's card is 107000 (UNVERIFIED code), and so is
+importing one's own export. ``handleType`` must be DEFAULT (1) or FABRIC (2) and ``flags`` 0.
 
 Each call is one round trip to the card's worker (blocks for it).
 
-Threading model: no threads; ``_lock`` guards ``_exported`` (key -> handle of this process).
+Threading model: no threads of its own; callers' threads share ``_lock``, which guards
+``_exported`` (key -> handle of this process) and ``_imports`` (block start -> its table
+entry and the live import count); it is taken after ``runtime.lock`` when both are held.
 """
 
 from __future__ import annotations
@@ -29,10 +33,11 @@ from npuemu.host.driver.interface import Link
 from npuemu.shared import errors
 from npuemu.shared.protocol import Op
 
-__all__ = ["export", "import_handle", "set_pids"]
+__all__ = ["close_import", "export", "import_handle", "set_pids"]
 
 _lock = threading.Lock()
 _exported: dict[int, vmm.Physical] = {}
+_imports: dict[int, list] = {}  # block start -> [Allocation, live imports of this process]
 
 
 def export(handle: object, handle_type: object = 1, flags: object = 0) -> int:
@@ -80,17 +85,47 @@ def import_handle(key: object, dev: object) -> vmm.Physical:
     rt.check_device_id(dev)
     link = rt.open_device(dev).link
     ptr, span = link.call(Op.IPC_IMPORT, key)
-    with rt.lock:
-        own = ptr in rt.allocations
-        if not own:  # another process's memory: this process may now copy through it
-            alloc = Allocation(ptr, span, span, 0, 0, link)
-            rt.allocations[ptr] = alloc
-            bisect.insort(rt.starts, ptr)
-    if own:
+    alloc = _count_import(rt, ptr, span, link)
+    if alloc is None:
         link.call(Op.IPC_CLOSE, ptr)
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"{key:#x} is this process's own export: use its handle")
     return rt.register(vmm.Physical(alloc, span, link, imported=True))
+
+
+def _count_import(rt: runtime.Runtime, ptr: int, span: int, link: Link) -> Allocation | None:
+    """One more import of the block at ``ptr``: its table entry (made by the first import,
+    so this process may copy through it); None if the block is this process's own memory."""
+    with rt.lock, _lock:
+        entry = _imports.get(ptr)
+        if entry is not None:
+            entry[1] += 1
+            return entry[0]
+        if ptr in rt.allocations:
+            return None
+        alloc = Allocation(ptr, span, span, 0, 0, link)
+        rt.allocations[ptr] = alloc
+        bisect.insort(rt.starts, ptr)
+        _imports[ptr] = [alloc, 1]
+        return alloc
+
+
+def close_import(phys: vmm.Physical) -> None:
+    """The imported side of ``aclrtFreePhysical``: one import closed on the card; the block
+    leaves this process's tables with its last import."""
+    rt = runtime.get()
+    ptr = phys.alloc.ptr
+    with rt.lock, _lock:
+        entry = _imports.get(ptr)
+        if entry is not None and entry[0] is phys.alloc:
+            entry[1] -= 1
+            if not entry[1]:
+                del _imports[ptr]
+                if rt.allocations.get(ptr) is phys.alloc:
+                    del rt.allocations[ptr]
+                    del rt.starts[bisect.bisect_left(rt.starts, ptr)]
+    if phys.link.alive():
+        phys.link.call(Op.IPC_CLOSE, ptr)
 
 
 def _forget(link: Link) -> None:
@@ -103,6 +138,8 @@ def _forget(link: Link) -> None:
     with _lock:
         for key in [k for k, p in _exported.items() if p.link is link]:
             del _exported[key]
+        for ptr in [p for p, (alloc, _n) in _imports.items() if alloc.link is link]:
+            del _imports[ptr]
 
 
 runtime.on_close_device(_forget)

