@@ -338,9 +338,13 @@ def destroy_dataset(ds: int) -> None:
 @with_result(0)
 def set_dataset_tensor_desc(ds: int, tdesc: int, i: int) -> int:
     """``aclmdlSetDatasetTensorDesc`` -> (ds, ret): recorded (dynamic-shape models, which
-    npuemu's ATC does not build, are where it matters)."""
+    npuemu's ATC does not build, are where it matters). 100000 unless ``i`` is the index of
+    a buffer already added, as the real call checks it against the dataset's buffers."""
     D.need_desc(tdesc)
-    _ds(ds).tensor_descs[int(i)] = tdesc
+    found = _ds(ds)
+    if type(i) is not int or not 0 <= i < len(found.buffers):
+        raise _param(f"tensor desc index {i!r} of a dataset of {len(found.buffers)} buffers")
+    found.tensor_descs[i] = tdesc
     return ds
 
 

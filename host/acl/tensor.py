@@ -52,7 +52,7 @@ get_tensor_desc_name = _get(lambda d: d.name, "")
 def get_tensor_desc_dim(desc: int, index: int) -> int:
     """``aclGetTensorDescDim`` (deprecated): -1 on error."""
     d = D.desc_of(desc)
-    if d is None or d.dims == (-2,) or not 0 <= index < len(d.dims):
+    if d is None or d.dims == (-2,) or type(index) is not int or not 0 <= index < len(d.dims):
         return -1
     return d.dims[index]
 
@@ -90,7 +90,7 @@ def _setter(attr: str, conv):
 
 
 def _fmt(v: object) -> int:
-    if type(v) is not int:
+    if type(v) is not int or not -(1 << 31) <= v < 1 << 31:  # a C enum
         raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"format {v!r}")
     return v
 
@@ -98,7 +98,7 @@ def _fmt(v: object) -> int:
 def _shape(v: object) -> tuple[int, ...]:
     try:
         return D._dims(v)
-    except TypeError as err:
+    except (TypeError, OverflowError) as err:  # a non-integer dim, or one outside int64
         raise T.fail(T.ACL_ERROR_INVALID_PARAM, str(err)) from err
 
 
@@ -122,7 +122,12 @@ def set_tensor_shape_range(desc: int, ranges: list) -> None:
 def set_tensor_value_range(desc: int, ranges: list) -> None:
     """``aclSetTensorValueRange``."""
     d = D.need_desc(desc)
-    d.value_range = tuple((int(lo), int(hi)) for lo, hi in ranges)
+    if not isinstance(ranges, list | tuple):
+        raise T.fail(T.ACL_ERROR_INVALID_PARAM, "value range must be a list of [lo, hi]")
+    try:
+        d.value_range = tuple((D._int64(lo), D._int64(hi)) for lo, hi in ranges)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"bad value range {ranges!r}") from err
     d.changed()
 
 

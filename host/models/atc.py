@@ -185,7 +185,8 @@ def _assemble(graphs: list[Graph], gears: list[int], sched: streams.Schedule,
 
 
 def dump(om_path: str | os.PathLike, json_path: str | os.PathLike) -> dict[str, Any]:
-    """OM -> JSON (ATC ``--mode=1 --om X.om --json X.json``): everything but weight bytes."""
+    """OM -> JSON (ATC ``--mode=1 --om X.om --json X.json``): everything but weight bytes.
+    A bad OM file is its read code (145000 / 145002), an unwritable JSON path 100004."""
     om = omfile.read_file(om_path)
     doc = {"format_version": om.version, "name": om.name, "dynamic": om.dynamic,
            "model_def": om.model_def, "weights_bytes": om.weight_size,
@@ -194,8 +195,16 @@ def dump(om_path: str | os.PathLike, json_path: str | os.PathLike) -> dict[str, 
            "op_refs": [dict(zip(("op", "attrs", "tiling"), r, strict=True))
                        for r in om.op_refs],
            "programs": om.programs, "memory_plan": om.memory_plan}
-    with open(json_path, "w") as f:
-        json.dump(doc, f, indent=1, default=str)
+    try:
+        text = json.dumps(doc, indent=1, default=str)
+    except (TypeError, ValueError, RecursionError) as exc:  # omcheck keeps these out
+        raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"{om_path}: cannot be dumped as JSON: "
+                         f"{exc!r}") from exc
+    try:
+        with open(json_path, "w") as f:
+            f.write(text)
+    except (OSError, TypeError, ValueError) as exc:
+        raise ModelError(100004, f"cannot write {json_path!r}: {exc}") from exc  # WRITE_FILE
     return doc
 
 

@@ -18,12 +18,17 @@ one while another thread executes an op with it is a program error, as in C.
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 from dataclasses import dataclass, field
 
 from npuemu.host.core import hostread
 from npuemu.host.ops import types as T
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+MAX_DIMS = 128
+"""Most dims a descriptor takes: ``ACL_MAX_DIM_CNT`` of the CANN headers (that the real
+``aclCreateTensorDesc`` refuses more is our assumption, UNVERIFIED)."""
 _lock = threading.Lock()
 _handles = itertools.count(0x7D000040, 0x40)
 DESCS: dict[int, TensorDesc] = {}
@@ -88,37 +93,66 @@ class TensorDesc:
         _bump()
 
     def element_count(self) -> int:
-        """``aclGetTensorDescElementCount``: 1 for a scalar, 0 when a dim is negative."""
+        """``aclGetTensorDescElementCount``: 1 for a scalar, 0 when a dim is negative or the
+        product overflows int64 (the reference's "overflow -> 0")."""
         n = 1
         for d in self.dims:
             if d < 0:
                 return 0
             n *= d
-        return n if n < 1 << 64 else 0
+        return n if n <= INT64_MAX else 0
 
     def size(self) -> int:
-        """``aclGetTensorDescSize``: element count x data type size, no padding."""
-        return self.element_count() * T.data_type_size(self.dtype)
+        """``aclGetTensorDescSize``: element count x data type size, no padding; 0 when that
+        product overflows int64 too (never a wrapped or negative size)."""
+        size = self.element_count() * T.data_type_size(self.dtype)
+        return size if size <= INT64_MAX else 0
 
 
 def _dims(dims: object) -> tuple[int, ...]:
+    """The dims as ``int64_t`` values: TypeError for a non-list or a non-integer dim,
+    OverflowError for a dim outside int64 (C cannot hold it)."""
     if not isinstance(dims, list | tuple):
         raise TypeError(f"dims must be a list of ints, not {type(dims).__name__}")
     out = []
     for d in dims:
-        if type(d) is not int and not hasattr(d, "__index__"):
+        if isinstance(d, bool) or not hasattr(type(d), "__index__"):
             raise TypeError(f"dim {d!r} is not an int")
-        out.append(int(d))
+        value = operator.index(d)
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise OverflowError(f"dim {value} is out of range for int64")
+        out.append(value)
     return tuple(out)
+
+
+def _int64(value: object) -> int:
+    """One ``int64_t`` (a dim, a range bound): TypeError / OverflowError otherwise."""
+    return _dims([value])[0]
+
+
+def _c_int(value: object) -> int | None:
+    """``value`` as a C ``int`` (an ``aclDataType`` or ``aclFormat``), None if it is not."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        return None
+    number = operator.index(value)  # type: ignore[call-overload]
+    return number if -(1 << 31) <= number < 1 << 31 else None
 
 
 def create_tensor_desc(dtype: int, dims: object, fmt: int) -> TensorDesc | None:
     """``aclCreateTensorDesc(dtype, numDims, dims, format)``; ``None`` (pyACL: 0) for bad
-    dims (a non-list raises TypeError, as pyACL's parser does). ``[]`` is a scalar."""
-    shape = _dims(dims)
+    dims: below -2, -2 with other dims, outside int64, more than :data:`MAX_DIMS`, or a
+    dtype or format that is not a C int (a non-list raises TypeError, as pyACL's parser
+    does). ``[]`` is a scalar."""
+    try:
+        shape = _dims(dims)
+    except OverflowError:
+        return None
+    kind, layout = _c_int(dtype), _c_int(fmt)
+    if kind is None or layout is None or len(shape) > MAX_DIMS:
+        return None
     if any(d < -2 for d in shape) or (-2 in shape and shape != (-2,)):
         return None
-    desc = TensorDesc(int(dtype), shape, int(fmt))
+    desc = TensorDesc(kind, shape, layout)
     desc.handle = _new_handle(DESCS, desc)
     return desc
 
@@ -146,8 +180,8 @@ def set_shape_range(desc: TensorDesc, ranges: object) -> None:
     if not isinstance(ranges, list | tuple):
         raise T.fail(T.ACL_ERROR_INVALID_PARAM, "shape range must be a list of [lo, hi]")
     try:
-        desc.shape_range = tuple((int(lo), int(hi)) for lo, hi in ranges)
-    except (TypeError, ValueError) as err:
+        desc.shape_range = tuple((_int64(lo), _int64(hi)) for lo, hi in ranges)
+    except (TypeError, ValueError, OverflowError) as err:
         raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"bad shape range {ranges!r}") from err
     desc.changed()
 
@@ -162,7 +196,7 @@ def set_const(desc: TensorDesc, ptr: int, size: int) -> None:
 
 def dim_range(desc: TensorDesc, idx: int, n: int) -> list[int]:
     """``aclGetTensorDescDimRange``: ``[lo, hi]`` of dim ``idx``; 100000 past the list."""
-    if n < 2 or not 0 <= idx < len(desc.shape_range):
+    if type(idx) is not int or n < 2 or not 0 <= idx < len(desc.shape_range):
         raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"no shape range for dim {idx}")
     return list(desc.shape_range[idx])
 
@@ -258,8 +292,9 @@ class DataBuffer:
 
 
 def create_data_buffer(ptr: int, size: int) -> DataBuffer:
-    """``aclCreateDataBuffer``: ``(0, 0)`` is legal (an absent optional tensor)."""
-    buf = DataBuffer(int(ptr), int(size))
+    """``aclCreateDataBuffer``: ``(0, 0)`` is legal (an absent optional tensor); 100000 for
+    an address or size outside ``size_t`` (never a negative or wrapped size)."""
+    buf = DataBuffer(*_span(ptr, size))
     buf.handle = _new_handle(BUFFERS, buf)
     return buf
 
@@ -281,5 +316,17 @@ def update_data_buffer(handle: object, ptr: int, size: int) -> None:
     buf = buffer_of(handle)
     if buf is None:
         raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"{handle!r} is not a data buffer")
-    buf.addr, buf.size = int(ptr), int(size)
+    buf.addr, buf.size = _span(ptr, size)
     _bump()
+
+
+def _span(ptr: object, size: object) -> tuple[int, int]:
+    """``(ptr, size)`` as ``void*`` / ``size_t`` values; 100000 otherwise."""
+    values = []
+    for value in (ptr, size):
+        if isinstance(value, bool) or not hasattr(type(value), "__index__") or not (
+                0 <= operator.index(value) < 1 << 64):  # type: ignore[call-overload]
+            raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"data buffer {ptr!r}, {size!r}: not a "
+                                                    "pointer and size_t size")
+        values.append(operator.index(value))  # type: ignore[call-overload]
+    return values[0], values[1]
