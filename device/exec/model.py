@@ -30,6 +30,19 @@ or the model's inputs/outputs, an event waited before any step records it, block
 [1, MAX_BLOCKS]) is a ``BadFrame`` (107000, nothing registered); a kernel that is not in
 its binary, or an unknown model id, is refused with 107000.
 
+Limits (per client; a refused frame registers nothing, and a refused extension leaves the
+model as it was): ``MAX_MODELS`` = 256 models, ``MAX_STEPS`` = 65536 steps in one model,
+``MAX_CLIENT_STEPS`` = 262144 steps in all of them, ``MAX_MODEL_EVENTS`` = 16384 distinct
+events in one model (each is a ``threading.Event`` made per execute). Past any of them
+``MODEL_LOAD`` is refused with ``ACL_ERROR_RT_OVER_LIMIT`` (207012), the runtime's code for
+a count past its limit, which the model layer passes through to ``aclmdlLoad*`` unchanged
+(it passes every code in [107000, 507999]). Counts are checked before anything is built.
+Memory a load costs follows what the frame spells out (its steps, arguments, slots and
+events): the block contexts of a step are built at load only for steps of at most
+``_PREBUILT_BLOCKS`` = 64 blocks and while the client's models hold fewer than
+``MAX_PREBUILT`` = 32768 of them; any other step builds its contexts one at a time at each
+execute (``_Blocks``), so ``blocks`` = 65535 costs a few bytes, not 65535 objects.
+
 Streams and events: each stream of the schedule is a lane of the task. Stream 0 runs on
 the engine thread; every other stream runs at the same time on a helper thread of this
 module (started on first use, one per extra stream, shared by all models: model tasks run
@@ -80,6 +93,7 @@ import itertools
 import queue
 import threading
 import traceback
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
@@ -97,6 +111,13 @@ ENGINE = engines.AICORE
 """The engine thread that runs a model task."""
 MAX_STREAMS = 64
 MAX_EVENTS = 1 << 16
+"""Event ids are below this; a model uses at most MAX_MODEL_EVENTS distinct ones."""
+MAX_MODELS = 256
+MAX_STEPS = 1 << 16
+MAX_CLIENT_STEPS = 1 << 18
+MAX_MODEL_EVENTS = 1 << 14
+MAX_PREBUILT = 1 << 15
+_PREBUILT_BLOCKS = 64
 _ARG_DEPTH = 4
 _SCALARS = (int, float, bool, str)
 _ids = itertools.count(1)
@@ -105,8 +126,8 @@ _ids = itertools.count(1)
 class ModelRecord:
     """One registered task list of a client."""
 
-    __slots__ = ("lanes", "mid", "n_inputs", "n_outputs", "ranges", "recorded", "steps",
-                 "unloaded")
+    __slots__ = ("lanes", "mid", "n_inputs", "n_outputs", "prebuilt", "ranges", "recorded",
+                 "steps", "unloaded")
 
     def __init__(self, mid: int, n_inputs: int, n_outputs: int) -> None:
         self.mid, self.n_inputs, self.n_outputs = mid, n_inputs, n_outputs
@@ -117,12 +138,17 @@ class ModelRecord:
         self.recorded: set[int] = set()  # events recorded by the steps so far (load check)
         self.unloaded = False
         self.ranges = Ranges()
+        self.prebuilt = 0  # block contexts its steps hold
 
     def add(self, steps: list[tuple]) -> None:
+        """Append steps (lanes grow in place: no pass over the steps already there; an
+        execute that runs meanwhile may run the new steps too, all checked already)."""
+        lanes = self.lanes
+        for i, st in enumerate(steps, len(self.steps)):
+            while len(lanes) <= st[6]:
+                lanes.append([])
+            lanes[st[6]].append((i, st))
         self.steps.extend(steps)
-        count = 1 + max(step[6] for step in self.steps) if self.steps else 1
-        self.lanes = [[(i, st) for i, st in enumerate(self.steps) if st[6] == k]
-                      for k in range(count)]
 
 
 def _models(client: Client) -> dict[int, ModelRecord]:
@@ -137,6 +163,7 @@ def model_load(worker: Worker, client: Client, mid: int, n_inputs: int, n_output
     mid, n_inputs, n_outputs = u64(mid), u64(n_inputs), u64(n_outputs)
     if type(steps) not in (list, tuple):
         raise BadFrame("MODEL_LOAD takes an array of steps")
+    _check_counts(models, mid, len(steps))
     if mid:
         record = models.get(mid)
         if record is None:
@@ -147,7 +174,10 @@ def model_load(worker: Worker, client: Client, mid: int, n_inputs: int, n_output
     else:
         record = ModelRecord(0, n_inputs, n_outputs)
     recorded = set(record.recorded)
-    record.add([_step(worker, client, record, row, recorded) for row in steps])
+    budget = [MAX_PREBUILT - sum(m.prebuilt for m in models.values())]
+    start = budget[0]
+    record.add([_step(worker, client, record, row, recorded, budget) for row in steps])
+    record.prebuilt += start - budget[0]
     record.recorded = recorded
     if not mid:
         record.mid = next(_ids)
@@ -155,6 +185,20 @@ def model_load(worker: Worker, client: Client, mid: int, n_inputs: int, n_output
     if worker.debug:
         worker.log("DEBUG", f"model {record.mid}: {len(record.steps)} steps registered")
     return (record.mid,)
+
+
+def _check_counts(models: dict[int, ModelRecord], mid: int, n_steps: int) -> None:
+    """Refuse a load past the client's limits on models and steps (207012)."""
+    over = ""
+    record = models.get(mid)
+    if not mid and len(models) >= MAX_MODELS:
+        over = f"{MAX_MODELS} models loaded already"
+    elif n_steps + (len(record.steps) if record else 0) > MAX_STEPS:
+        over = f"more than {MAX_STEPS} steps in one model"
+    elif n_steps + sum(len(m.steps) for m in models.values()) > MAX_CLIENT_STEPS:
+        over = f"more than {MAX_CLIENT_STEPS} steps in this process's models"
+    if over:
+        raise errors.error_for(errors.ACL_ERROR_RT_OVER_LIMIT, f"MODEL_LOAD: {over}")
 
 
 def model_unload(worker: Worker, client: Client, mid: int) -> tuple:
@@ -167,7 +211,7 @@ def model_unload(worker: Worker, client: Client, mid: int) -> tuple:
 
 
 def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
-          recorded: set[int]) -> tuple:
+          recorded: set[int], budget: list[int]) -> tuple:
     if type(row) not in (list, tuple) or len(row) != 8:
         raise BadFrame("a model step is [stream, bin id, kernel, blocks, args, slots, "
                        "waits, records]")
@@ -182,6 +226,9 @@ def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
         if ev >= MAX_EVENTS:
             raise BadFrame(f"event {ev} not below {MAX_EVENTS}")
         recorded.add(ev)
+    if len(recorded) > MAX_MODEL_EVENTS:
+        raise errors.error_for(errors.ACL_ERROR_RT_OVER_LIMIT,
+                               f"MODEL_LOAD: more than {MAX_MODEL_EVENTS} events in one model")
     if type(name) is not str:
         raise BadFrame(f"kernel name {name!r:.60} is not a string")
     if not name:  # an emptied op: only its events matter
@@ -198,9 +245,31 @@ def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
     if fn is None:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"no kernel {name!r} in binary {bin_id}")
-    ctxs = tuple(KernelContext(worker, client, b, blocks, record.ranges)
-                 for b in range(blocks))
+    ctxs = _contexts(worker, client, blocks, record.ranges, budget)
     return fn, name, fn.__npu_kernel__, tuple(args), bound, ctxs, stream, waits, records
+
+
+def _contexts(worker: Worker, client: Client, blocks: int, ranges: Ranges,
+              budget: list[int]) -> tuple | _Blocks:
+    """The block contexts of a step: built now within the client's budget of prebuilt
+    contexts (``budget[0]``, decremented), else one at a time at each execute."""
+    if blocks <= _PREBUILT_BLOCKS and blocks <= budget[0]:
+        budget[0] -= blocks
+        return tuple(KernelContext(worker, client, b, blocks, ranges) for b in range(blocks))
+    return _Blocks(worker, client, blocks, ranges)
+
+
+class _Blocks:
+    """The block contexts of a step of many blocks, made as the run reaches each one."""
+
+    __slots__ = ("blocks", "client", "ranges", "worker")
+
+    def __init__(self, worker: Worker, client: Client, blocks: int, ranges: Ranges) -> None:
+        self.worker, self.client, self.blocks, self.ranges = worker, client, blocks, ranges
+
+    def __iter__(self) -> Iterator[KernelContext]:
+        for b in range(self.blocks):
+            yield KernelContext(self.worker, self.client, b, self.blocks, self.ranges)
 
 
 def _slots(slots: object, n_args: int, record: ModelRecord) -> tuple:
