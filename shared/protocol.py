@@ -28,8 +28,8 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | CALLBACK_DONE | slot, task seq              |                         | (no reply) releases a BLOCK callback |
 | INJECT      | fault name, {parameters}      |                         | ``device/faults.py`` |
 | SET_TIMEOUT | task execution timeout in us  |                         | (no reply) ``aclrtSetOpExecuteTimeOut*``, per client; 0 = default |
-| OP_LOAD     | code bytes, name              | bin id, ptr, span, kernels | op binary into HBM (``device/exec/opbin.py``) |
-| OP_UNLOAD   | bin id, ptr                   |                         | frees its HBM     |
+| OP_LOAD     | kernel source (str), name (str) | bin id, ptr, span, kernels | op binary into HBM (``device/exec/opbin.py``); source is Python text of at most ``OP_SOURCE_MAX`` UTF-8 bytes, never bytes or marshalled code (``op_load_args``) |
+| OP_UNLOAD   | bin id, ptr (as OP_LOAD answered) |                     | frees its HBM; 107000 unless the pair is a loaded op binary |
 | MEM_POOLS   |                               | per arena (HBM, DDR): [[name, reserved, used, free, largest free, fragmentation ppm], ...] | page pools (``device/memory/pools.py``) |
 | IPC_EXPORT  | ptr (start of a live block)   | share key               | ``device/memory/ipc.py`` |
 | IPC_SET_PID | share key, host pid           |                         | exporter only     |
@@ -150,6 +150,33 @@ def u64(value: object) -> int:
     if type(value) is not int or not 0 <= value < U64_LIMIT:
         raise BadFrame(f"expected an integer in [0, 2**64), got {value!r}")
     return value
+
+
+OP_SOURCE_MAX = 256 << 10
+"""Largest kernel source an ``OP_LOAD`` carries, in UTF-8 bytes: half the largest frame of the
+submission ring (``host/driver/link.py``: a 1 MiB ring takes frames up to 512 KiB). A kernel
+the op compiler generates is a few KiB."""
+OP_NAME_MAX = 256
+"""Longest name (characters) of an ``OP_LOAD``ed binary."""
+
+
+def op_load_args(source: object, name: object) -> bytes:
+    """The UTF-8 bytes of an ``OP_LOAD``'s kernel source; BadFrame unless ``source`` is a
+    non-empty ``str`` of at most ``OP_SOURCE_MAX`` bytes and ``name`` a ``str`` of at most
+    ``OP_NAME_MAX`` characters. Bytes (marshalled code or anything else) are refused."""
+    if type(source) is not str or type(name) is not str:
+        raise BadFrame("OP_LOAD takes the kernel's Python source (str) and a name (str)")
+    if len(name) > OP_NAME_MAX:
+        raise BadFrame(f"OP_LOAD name of {len(name)} characters (at most {OP_NAME_MAX})")
+    if not source or len(source) > OP_SOURCE_MAX:
+        raise BadFrame(f"OP_LOAD source of {len(source)} characters (1 to {OP_SOURCE_MAX})")
+    try:
+        image = source.encode("utf-8")
+    except UnicodeError as err:
+        raise BadFrame(f"OP_LOAD source is not encodable as UTF-8: {err}") from None
+    if len(image) > OP_SOURCE_MAX:
+        raise BadFrame(f"OP_LOAD source of {len(image)} bytes (at most {OP_SOURCE_MAX})")
+    return image
 
 
 class Report(enum.IntEnum):

@@ -1,8 +1,9 @@
-"""The in-memory op map of one card (reference §2.5-2.6; seed §2.3).
+"""The in-memory op map of one card (the real runtime's op map and its LRU aging).
 
 Key: op type + every input's and output's dtype, format, storage format, dims, shape range,
 const flag and bytes, memtype + the attribute digest (``TensorDesc.key``, ``OpAttr.digest``).
-Each entry points at a loaded kernel binary (``Loaded``: bin id and HBM block on the card).
+Each entry points at a loaded kernel binary (``Loaded``: bin id and HBM block on the card of
+the binary's Python source, which the card compiled; ``compiler.py``).
 Several entries may share one binary: a *re-tiled* entry (a signature differing from a
 compiled one only along linear dims) and a *dynamic* entry (a concrete shape matched by a
 dynamic-shape compile) carry their own shapes and tiling as launch arguments. A binary's HBM
@@ -12,7 +13,7 @@ Aging: compiled entries are kept in LRU order (a hit moves the entry to the youn
 an insert makes the count exceed the capacity, the oldest compiled entries are evicted.
 Static entries (``set_model_dir``, ``load``) never age and are not counted against the
 capacity. Capacity: ``acl.op.set_max_op_queue_num``, the ``aclInit`` JSON key
-``max_opqueue_num``, or the seed's ``ASCEND_OP_CACHE_MAX_SIZE`` environment variable (entries);
+``max_opqueue_num``, or npuemu's ``ASCEND_OP_CACHE_MAX_SIZE`` environment variable (entries);
 default 20000 (``DEFAULT_MAX_OPQUEUE_NUM``).
 
 Threading model: each ``DeviceOpCache`` has a ``lock`` guarding its maps and stats; the

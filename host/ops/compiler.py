@@ -1,13 +1,13 @@
-"""The kernel compiler: one op signature -> a self-contained kernel binary (seed §2.2).
+"""The kernel compiler: one op signature -> a self-contained kernel binary.
 
 ``build`` generates the Python source of a kernel specialised for the signature: dtypes,
 attribute values and the op's tile code are written into the source, and the shapes and
 tiling are baked in as the defaults of the kernel's parameters, so a launch of that exact
-signature passes only its tensor pointers. The source is byte-compiled (``compile`` +
-``marshal``): the bytes are what is placed in the card's HBM and what the worker executes
-(``device/exec/opbin.py``); the worker never imports the op library. A re-tile (a signature that
-differs along a linear dimension) or a dynamic-shape launch passes shapes and tiling
-explicitly to the same binary.
+signature passes only its tensor pointers. The binary *is* that source (UTF-8 text, no byte
+code): ``OP_LOAD`` carries it to the card, which places it in HBM and compiles it there with
+CPython's own compiler (``device/exec/opbin.py``); the worker never imports the op library and
+never runs marshalled code. A re-tile (a signature that differs along a linear dimension) or a
+dynamic-shape launch passes shapes and tiling explicitly to the same binary.
 
 Kernel layout (``p0..`` are device pointers, inputs then outputs)::
 
@@ -15,29 +15,34 @@ Kernel layout (``p0..`` are device pointers, inputs then outputs)::
     def k_Add(ctx, p0, p1, p2, shapes=((8, 16), (16,), (8, 16)), rows=8, tile=8):
         x0 = ctx.tensor(p0, 'float32', _n(shapes[0])).reshape(shapes[0])   # views
         ...                                                                 # prep
-
-An op that declares a workspace (``OpDef.workspace``) gets a last parameter ``pw=0``: the
-device pointer of its scratch (a model passes a planned block of its workspace, with the
-shapes and tiling spelled out before it); the kernel sees it as ``ws`` (uint8 view, or
-``None`` when ``pw`` is 0, and then allocates its scratch itself).
         lo, hi = ctx.split(rows)
         for r in range(lo, hi, tile):                                       # this block's tiles
             s = slice(r, min(r + tile, hi))
             y0[s] = np.add(b0[s], b1[s])                                    # one tile
 
-Compile cost is whatever generating and byte-compiling really costs (nothing sleeps).
+An op that declares a workspace (``OpDef.workspace``) gets a last parameter ``pw=0``: the
+device pointer of its scratch (a model passes a planned block of its workspace, with the
+shapes and tiling spelled out before it); the kernel sees it as ``ws`` (uint8 view, or
+``None`` when ``pw`` is 0, and then allocates its scratch itself).
+
+``from_record`` rebuilds a binary from what the disk cache stored (source and metadata) and
+refuses metadata that is not what ``build`` writes (``check_tiling``: four ints in range).
+
+Compile cost is whatever generating the source really costs (nothing sleeps); the card's
+``compile()`` of it is part of the load.
 """
 
 from __future__ import annotations
 
 import hashlib
-import marshal
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from npuemu.host.ops.registry import OpDef, Spec
 from npuemu.host.ops.tiling import Tiling, rows_tiling, single
+from npuemu.shared.kernel import MAX_BLOCKS
+from npuemu.shared.protocol import OP_SOURCE_MAX
 
 _PRELUDE = """import math
 import numpy as np
@@ -48,15 +53,20 @@ def _n(shape):
 """
 
 
+TILING_MAX = 1 << 48
+"""Largest ``rows``, ``tile`` or ``loops`` a tiling read back from a file may hold."""
+WORKSPACE_MAX = 1 << 40
+"""Largest workspace (bytes) a binary read back from the disk cache may declare."""
+
+
 @dataclass
 class KernelBinary:
-    """A compiled kernel: marshalled code, the kernel's name and engine, and the tiling baked
-    in. ``compile_ns`` is what building it cost."""
+    """A compiled kernel: its Python source, the kernel's name and engine, and the tiling
+    baked in. ``compile_ns`` is what building it cost."""
 
     op_type: str
     name: str
     engine: str
-    code: bytes
     source: str
     tiling: Tiling
     shapes: tuple[tuple[int, ...], ...]
@@ -112,18 +122,64 @@ def _indent(code: str, n: int) -> list[str]:
     return [" " * n + line for line in code.strip("\n").splitlines() if line.strip()]
 
 
-def build(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> KernelBinary:
-    """Compile one signature: tiling, source, byte code."""
+def build(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any],
+          tiling: Tiling | None = None) -> KernelBinary:
+    """Compile one signature: tiling (computed unless given, e.g. by a single-op model),
+    source. Ops whose source exceeds what ``OP_LOAD`` carries raise ValueError (a bug)."""
     start = time.perf_counter_ns()
-    split = op.source(ins, outs, attrs).split
-    tiling = tiling_for(op, ins, outs, split)
+    if tiling is None:
+        tiling = tiling_for(op, ins, outs, op.source(ins, outs, attrs).split)
     name, source = generate(op, ins, outs, attrs, tiling)
-    code = marshal.dumps(compile(source, f"<npuemu op {op.type}>", "exec"))
-    digest = hashlib.sha256(code).hexdigest()[:16]
-    return KernelBinary(op.type, name, op.engine, code, source, tiling,
+    if len(source.encode()) > OP_SOURCE_MAX:
+        raise ValueError(f"{op.type} kernel source exceeds {OP_SOURCE_MAX} bytes")
+    return KernelBinary(op.type, name, op.engine, source, tiling,
                         tuple(s.shape for s in (*ins, *outs)),
-                        time.perf_counter_ns() - start, digest,
+                        time.perf_counter_ns() - start, source_digest(source),
                         workspace_of(op, ins, outs, attrs))
+
+
+def source_digest(source: str) -> str:
+    """The short SHA-256 of a kernel source that names its binary on the card."""
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def check_tiling(values: object) -> Tiling:
+    """A Tiling from ``[block_dim, rows, tile, loops]`` read from a file; ValueError unless
+    these are four ints (not bools) with ``1 <= block_dim <= MAX_BLOCKS`` and the others in
+    ``[1, TILING_MAX]``."""
+    if not isinstance(values, list | tuple) or len(values) != 4:
+        raise ValueError(f"tiling must be 4 integers, not {values!r:.80}")
+    if not all(type(v) is int for v in values):
+        raise ValueError(f"tiling {values!r:.80} holds a value that is not an integer")
+    block_dim, rows, tile, loops = values
+    if not 1 <= block_dim <= MAX_BLOCKS:
+        raise ValueError(f"tiling block_dim {block_dim} outside [1, {MAX_BLOCKS}]")
+    if not all(1 <= v <= TILING_MAX for v in (rows, tile, loops)):
+        raise ValueError(f"tiling {values!r:.80}: rows/tile/loops outside [1, 2**48]")
+    return Tiling(block_dim, rows, tile, loops)
+
+
+def tiling_list(tiling: Tiling) -> list[int]:
+    """``[block_dim, rows, tile, loops]`` as files store it."""
+    return [tiling.block_dim, tiling.rows, tiling.tile, tiling.loops]
+
+
+def from_record(op: OpDef, meta: object, source: str,
+                shapes: tuple[tuple[int, ...], ...]) -> KernelBinary:
+    """A binary from the disk cache's ``(meta, source)``; ValueError unless ``meta`` is what
+    ``executor`` stores for ``op``: the kernel name ``k_<type>``, the source's digest, a
+    valid tiling and a workspace in ``[0, WORKSPACE_MAX]``."""
+    if not isinstance(meta, dict):
+        raise ValueError("metadata is not a map")
+    name, digest, workspace = meta.get("name"), meta.get("digest"), meta.get("workspace", 0)
+    if name != f"k_{op.type}":
+        raise ValueError(f"kernel name {name!r:.80} is not k_{op.type}")
+    if digest != source_digest(source):
+        raise ValueError("digest does not match the source")
+    if type(workspace) is not int or not 0 <= workspace <= WORKSPACE_MAX:
+        raise ValueError(f"workspace {workspace!r:.80} out of range")
+    return KernelBinary(op.type, name, op.engine, source, check_tiling(meta.get("tiling")),
+                        shapes, 0, digest, workspace)
 
 
 def retile(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Tiling:

@@ -5,8 +5,10 @@ Compile (host work, blocks): resolve the signature (op definition, dtypes, forma
 inference) and look it up in the card's op map (``cache.py``). On a miss, in order: a
 dynamic-shape compile whose ranges hold the shapes (tile only), a cached compile differing
 only along linear dims (re-tile only; ``INCREMENTAL``), the on-disk cache (load only), and
-finally a real build (``compiler.build``). A built or disk-read binary is placed in the
-card's HBM (``OP_LOAD``, one round trip) and inserted in the map (which may evict).
+finally a real build (``compiler.build``). A built or disk-read binary (Python source, see
+``compiler.py``) is placed in the card's HBM (``OP_LOAD``, one round trip; the card compiles
+it) and inserted in the map (which may evict). A card that already holds
+``opbin.MAX_OP_BINARIES`` op binaries of this process refuses one more with 207012.
 
 Execute (async, never compiles): the match and checked launch arguments for the tuple of
 (op type, descriptor, buffer and attr handles) are remembered per card, stamped with
@@ -14,9 +16,9 @@ Execute (async, never compiles): the match and checked launch arguments for the 
 the stream's ring; the worker runs the kernel on the op's engine in stream order. An output
 descriptor with -1 dims (a max shape) makes the call synchronous and gets the real shape
 written back, as ``aclopExecuteV2`` does for dynamic ops. Without a compiled, loaded or
-dynamic match: ``ACL_ERROR_OP_NOT_FOUND`` (100024), as the reference.
+dynamic match: ``ACL_ERROR_OP_NOT_FOUND`` (100024), as the real runtime.
 
-Codes (beyond the reference where it is silent, our choice): unknown op type 100020;
+Codes (where the real runtime is silent, our choice): unknown op type 100020;
 wrong number of inputs 100021 / outputs 100022; a dtype the op does not take 100026; a
 format it does not take 100027; descriptor and buffer lists of different lengths, a
 buffer smaller than its descriptor, an output descriptor that contradicts shape inference,
@@ -40,7 +42,7 @@ from npuemu.shared import config, logring
 from npuemu.shared.protocol import Op
 
 INCREMENTAL = [config.op_incremental()]
-"""Re-tile instead of compiling when only linear dims differ (seed §2.3)."""
+"""Re-tile instead of compiling when only linear dims differ (``NPUEMU_OP_INCREMENTAL``)."""
 _GEN = D.GENERATION
 _LAUNCH = Op.LAUNCH
 
@@ -60,7 +62,8 @@ def _digest(attr: D.OpAttr | None) -> tuple:
 
 def full_key(op_type: str, ins: Sequence[D.TensorDesc], outs: Sequence[D.TensorDesc],
              attr: D.OpAttr | None) -> tuple:
-    """The op-map key (reference §2.5)."""
+    """The op-map key: op type, every descriptor's key and the attribute digest, as the
+    real runtime hashes a static op."""
     return (op_type, tuple(d.key for d in ins), tuple(d.key for d in outs), _digest(attr))
 
 
@@ -186,29 +189,33 @@ def compile_request(req: Request, link: Any, *, static: bool = False) -> Entry:
 
 
 def _build(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any],
-           key: tuple) -> tuple[compiler.KernelBinary, bool]:
-    """A binary for the signature: from the disk cache, else a real build (stored there)."""
-    cached = diskcache.read(key)
+           key: tuple, tiling: compiler.Tiling | None = None,
+           ) -> tuple[compiler.KernelBinary, bool]:
+    """A binary for the signature: from the disk cache, else a real build (stored there).
+    ``tiling`` (a single-op model's) is baked in instead of the computed one and is part of
+    the disk cache's key."""
+    disk_key = key if tiling is None else (key, tuple(compiler.tiling_list(tiling)))
+    shapes = tuple(s.shape for s in (*ins, *outs))
+    cached = diskcache.read(disk_key)
     if cached is not None:
-        meta, code = cached
-        tiling = compiler.Tiling(*meta["tiling"])
-        return compiler.KernelBinary(op.type, meta["name"], op.engine, code, "", tiling,
-                                     tuple(s.shape for s in (*ins, *outs)), 0,
-                                     meta["digest"], meta.get("workspace", 0)), True
-    binary = compiler.build(op, ins, outs, attrs)
+        try:
+            return compiler.from_record(op, cached[0], cached[1], shapes), True
+        except ValueError as err:
+            diskcache.invalid(disk_key, f"has bad metadata ({err})")
+    binary = compiler.build(op, ins, outs, attrs, tiling)
     if plog.debug:
         plog.log(logring.DEBUG, f"op compile {op.type} {[s.shape for s in ins]} "
                                 f"{[s.dtype for s in ins]}: {binary.compile_ns / 1e3:.0f} us, "
-                                f"{len(binary.code)} bytes, tiling {binary.tiling}")
-    diskcache.write(key, {"op": op.type, "name": binary.name, "digest": binary.digest,
-                          "tiling": list(binary.tiling.__dict__.values()),
-                          "workspace": binary.workspace}, binary.code)
+                                f"{len(binary.source)} characters, tiling {binary.tiling}")
+    diskcache.write(disk_key, {"op": op.type, "name": binary.name, "digest": binary.digest,
+                               "tiling": compiler.tiling_list(binary.tiling),
+                               "workspace": binary.workspace}, binary.source)
     return binary, False
 
 
 def _load(cache: DeviceOpCache, binary: compiler.KernelBinary) -> Loaded:
-    """Place the binary in the card's HBM and load it there (one round trip)."""
-    bin_id, ptr, span, _kernels = cache.link.call(Op.OP_LOAD, binary.code,
+    """Place the binary's source in the card's HBM and load it there (one round trip)."""
+    bin_id, ptr, span, _kernels = cache.link.call(Op.OP_LOAD, binary.source,
                                                   f"{binary.op_type}-{binary.digest}")
     loaded = Loaded(binary, bin_id, ptr, span)
     cache.add_loaded(loaded)
@@ -355,7 +362,7 @@ def launch(entry: Entry, stream: Any, in_bufs: Sequence[object],
 
 def _submit(entry: Entry, stream: Any, args: list) -> None:
     if entry.empty:
-        return  # every output is empty: nothing to run, as the reference
+        return  # every output is empty: nothing to run, as the real runtime does
     loaded = entry.loaded
     submit(stream, _LAUNCH, loaded.bin_id, loaded.binary.name, entry.tiling.block_dim, args)
 

@@ -66,7 +66,8 @@ x = np.arange(24, dtype=np.float32).reshape(4, 6)
 dx = acl.create_tensor_desc(0, [4, 6], 2); px = malloc(96); h2d(px, x.tobytes())
 axes = np.array([1], np.int32)
 dax = acl.create_tensor_desc(3, [1], 2); pax = malloc(4); h2d(pax, axes.tobytes())
-ok(acl.set_tensor_const(dax, acl.util.bytes_to_ptr(axes.tobytes()), 4))
+ax_bytes = axes.tobytes()  # kept alive: the pointer must outlive the call
+ok(acl.set_tensor_const(dax, acl.util.bytes_to_ptr(ax_bytes), 4))
 dy = acl.create_tensor_desc(0, [4, 1], 2); py = malloc(16)
 at2 = acl.op.create_attr(); ok(acl.op.set_attr_bool(at2, "keep_dims", 1))
 R["reduce"] = acl.op.execute_v2("ReduceSum", [dx, dax], [acl.create_data_buffer(px, 96),

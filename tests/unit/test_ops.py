@@ -6,7 +6,6 @@ model container."""
 from __future__ import annotations
 
 import json
-import marshal
 import os
 import time
 import types
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 
 from npuemu.host import acl
-from npuemu.host.ops import cache, compiler, diskcache, executor, models, registry, tiling
+from npuemu.host.ops import cache, compiler, diskcache, executor, models, opfile, registry, tiling
 from npuemu.host.ops import desc as D
 from npuemu.host.ops import types as T
 from npuemu.host.ops.registry import Spec
@@ -151,7 +150,7 @@ class FakeCtx:
 
 def _run_blocks(binary, arrays, out_shapes, dtype, extra=(), blocks=None):
     module = types.ModuleType("k")
-    exec(marshal.loads(binary.code), module.__dict__)
+    exec(compile(binary.source, binary.name, "exec"), module.__dict__)
     fn = getattr(module, binary.name)
     size = sum(a.nbytes for a in arrays) + sum(int(np.prod(s)) * 8 for s in out_shapes) + 64
     mem = bytearray(size)
@@ -233,8 +232,8 @@ def disk(tmp_path, monkeypatch):
 
 def test_disk_cache_round_trip_and_corruption(disk):
     key = ("Add", (1, 2), ())
-    diskcache.write(key, {"x": 1}, b"code-bytes")
-    assert diskcache.read(key) == ({"x": 1, "key": diskcache.key_digest(key)}, b"code-bytes")
+    diskcache.write(key, {"x": 1}, "source text")
+    assert diskcache.read(key) == ({"x": 1, "key": diskcache.key_digest(key)}, "source text")
     (f,) = disk.iterdir()
     f.write_bytes(f.read_bytes()[:-3] + b"xyz")
     assert diskcache.read(key) is None and not f.exists()
@@ -252,7 +251,7 @@ def test_disk_cache_disabled_by_mode_and_debug_level(disk, monkeypatch):
 def test_disk_cache_cap_ages_only_files_unused_for_half_an_hour(disk, monkeypatch):
     monkeypatch.setenv("ASCEND_MAX_OP_CACHE_SIZE", "1")   # 1 MB
     monkeypatch.setenv("ASCEND_REMAIN_CACHE_SIZE_RATIO", "50")
-    blob = b"x" * (300 << 10)
+    blob = "x" * (300 << 10)
     for i in range(3):
         diskcache.write(("k", i), {}, blob)
     old = time.time() - 3600
@@ -286,10 +285,11 @@ def test_single_op_model_container_round_trip():
     specs = [executor._spec(d) for d in ins]
     b = compiler.build(op, specs, executor.signature(op, specs, [], {}), {})
     data = models.encode("Relu", ins, ins, None, b)
-    assert data[:4] == b"IMOD" and len(data) > models.HEADER
-    parsed = models.decode(data)
-    assert parsed["code"] == b.code and parsed["model"]["op"] == "Relu"
+    assert data[:4] == b"IMOD" and len(data) > opfile.HEADER
+    parsed = opfile.decode(data)
+    assert parsed.op_type == "Relu" and parsed.tiling == b.tiling
+    assert b.source.encode() not in data  # no code in the file
     with pytest.raises(ValueError):
-        models.decode(b"IMOD" + bytes(300))
+        opfile.decode(b"IMOD" + bytes(300))
     with pytest.raises(ValueError):
-        models.decode(b"junk" * 100)
+        opfile.decode(b"junk" * 100)
