@@ -58,11 +58,29 @@ gone, communicator detached) stops at its next wake. A collective runs no user c
 other failure of it (ours, even a BaseException) is an internal error (507000) that breaks
 the communicator and wakes its peers, and the engine thread goes on.
 
+Limits and the segment's size: a client attaches at most ``MAX_COMMS`` = 32 communicators
+(past that ``COMM_ATTACH`` is 207012, ``ACL_ERROR_RT_OVER_LIMIT``), and the worker runs at
+most ``MAX_COMM_ENGINES`` = 64 communicator engine threads for all its clients (a detached
+communicator's thread is reused; past that 207005, ``ACL_ERROR_RT_RESOURCE_ALLOC_FAIL``: no
+thread left to give). The host's HCCL layer reports either as ``HCCL_E_RUNTIME`` naming the
+ACL code. A segment is checked at attach (``fstat`` of the descriptor against
+``layout.COMM_SIZE`` before it is read; a smaller one is 107000) and before each use where
+another process may have truncated it since: by the loop thread before a task is accepted
+and before ``_fail`` writes the rank's error word, and by the engine thread at the start of
+a task and after every wake in ``block`` (``Comm.intact``). A truncated segment fails the
+task with 107000 and the rank's communicator stays broken (HCCL_E_MEMORY, kept in the
+worker only: there is no segment to write it to). Size checks before each use, not a mapping
+that cannot fault: a POSIX shared-memory segment cannot be sealed against ``ftruncate``
+(tmpfs files refuse seals) and Python cannot recover from a SIGBUS, so a truncation that
+lands in the middle of one phase, between two checks, can still kill the worker; the checks
+leave that window at one phase of one task.
+
 Threading model: ``attach`` (and detach), ``prepare`` and ``release`` run in the worker's
 loop thread and own ``Client.comms``. Each ``Comm`` has one engine thread (an
 ``engines.Engine`` of the DMA class, registered in the scheduler's engine table under the
 key ``Comm.engine``, reused by later communicators of this worker) that runs ``_run`` and
-alone touches ``Comm.step`` and ``calls``; ``broken`` is set once, by that thread or by
+alone touches ``Comm.step``, ``calls`` and ``watches`` (the pidfds of peers'
+processes); ``broken`` is set once, by that thread or by
 ``prepare`` when a peer is already gone (a single assignment; the engine only reads it at
 the start of a task). ``Comm.closed`` is set by the loop and read by the engine thread.
 The segment's words are shared with other processes: each field has one writer (see the
@@ -73,14 +91,14 @@ and the reads of the peers' words that follow it.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 import time
 from collections.abc import Callable
+from os import fstat
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
-from npuemu.shared import address, errors, layout, protocol, shm
+from npuemu.shared import address, errors, layout, liveness, protocol, shm
 from npuemu.shared.layout import COMM_HEADER, COMM_PAIR, COMM_RANK, COMM_RANKS, CommRankState
 from npuemu.shared.protocol import BadFrame, u64
 
@@ -116,7 +134,11 @@ def _numpy() -> None:
         _UFUNCS.update(zip(_OPS, (numpy.add, numpy.multiply, numpy.maximum, numpy.minimum),
                            strict=True))
         bf16, np = bf16_module, numpy
-_E_PARA, _E_TIMEOUT, _E_REMOTE = 1, 9, 21  # HcclResult values (the host's types.py)
+_E_PARA, _E_MEMORY, _E_TIMEOUT, _E_REMOTE = 1, 3, 9, 21  # HcclResult values (host/hccl)
+MAX_COMMS = 32
+"""Communicators one client may have attached on this card."""
+MAX_COMM_ENGINES = 64
+"""Engine threads of communicators in this worker, all clients together."""
 _R = COMM_RANK
 _P = COMM_PAIR
 _P2P_WAIT = 1
@@ -138,6 +160,9 @@ class Comm:
         self.worker, self.name, self.rank = worker, name, rank
         self.seg = shm.Segment(name)  # refuses a segment of another user
         try:
+            if not self.intact():
+                raise _invalid(f"{name} is smaller than a communicator segment "
+                               f"({self.seg.size} < {layout.COMM_SIZE} bytes)")
             self.words = self.seg.buf.cast("Q")
             self._check()
             n = self.n = self.field(rank, _R.N_RANKS)
@@ -157,6 +182,21 @@ class Comm:
         self.broken: CollectiveError | None = None
         self.closed = False
         self.engine = _free_engines.pop() if _free_engines else ""  # scheduler key
+        self.watches: dict[int, liveness.ProcessWatch] = {}  # pid -> its pidfd (engine thread)
+
+    def intact(self) -> bool:
+        """The segment still has its whole size (no process truncated it since the last
+        look); reading or writing past a truncation would SIGBUS this process."""
+        try:
+            return fstat(self.seg.fd).st_size >= layout.COMM_SIZE <= self.seg.size
+        except OSError:
+            return False
+
+    def check_intact(self) -> None:
+        """CollectiveError (107000, HCCL_E_MEMORY) if the segment was truncated."""
+        if not self.intact():
+            raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_MEMORY,
+                                  f"communicator segment {self.name} was truncated")
 
     def _check(self) -> None:
         w, rank = self.words, self.rank
@@ -205,11 +245,13 @@ class Comm:
         the peer that makes it true posts it; checks ``ranks`` every wake (CollectiveError)."""
         while not ready():
             self._check_waiting(task, ranks, deadline)
+            self.check_intact()
             self.put(_R.WAITING, waiting)
             _fence()
             if not ready():  # a peer that came meanwhile saw WAITING
                 shm.wait(self.sems[self.rank],
                          max(0.0, min(_SLICE_S, deadline - time.monotonic())))
+            self.check_intact()
             self.put(_R.WAITING, 0)
 
     def poke(self, peer: int) -> None:
@@ -255,15 +297,29 @@ class Comm:
                 raise CollectiveError(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, _E_REMOTE,
                                       f"rank {j} failed ({failed})")
             peer = self.peers.get(self.devs[j])
-            if peer is not None and not _card_alive(peer):
+            if peer is not None and not self.card_alive(peer):
                 raise CollectiveError(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, _E_REMOTE,
                                       f"rank {j}: device {self.devs[j]} is not running")
-            if not _pid_alive(self.pids[j]):
+            if not self.pid_alive(self.pids[j]):
                 raise CollectiveError(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, _E_REMOTE,
                                       f"rank {j}: host process {self.pids[j]} is gone")
         if time.monotonic() >= deadline:
             raise CollectiveError(errors.ACL_ERROR_RT_WAIT_TIMEOUT, _E_TIMEOUT,
                                   "peers did not arrive within HCCL_EXEC_TIMEOUT")
+
+    def card_alive(self, peer: object) -> bool:
+        return peer.alive() and self.pid_alive(peer.ctl[layout.DEVICE_CTL.PID])
+
+    def pid_alive(self, pid: int) -> bool:
+        """False once process ``pid`` (a rank's host, a peer card's worker) has exited, a
+        zombie included (a pidfd, opened at the first look; ``os.kill(pid, 0)`` would count a
+        killed but unreaped rank as alive until the timeout)."""
+        if not pid:
+            return True
+        watch = self.watches.get(pid)
+        if watch is None:
+            watch = self.watches[pid] = liveness.ProcessWatch(pid)
+        return watch.alive()
 
     # memory ------------------------------------------------------------------------------
     def view(self, ptr: int, count: int, dt: np.dtype) -> np.ndarray:
@@ -322,24 +378,6 @@ def _hccs_groups(group_of: list[int]) -> list[list[int]] | None:
     if len(members) < 2 or len({len(m) for m in members}) != 1:
         return None
     return members
-
-
-def _card_alive(peer: object) -> bool:
-    if not peer.alive():
-        return False
-    return _pid_alive(peer.ctl[layout.DEVICE_CTL.PID])
-
-
-def _pid_alive(pid: int) -> bool:
-    if not pid:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _invalid(detail: str) -> errors.AclError:

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 
+import psutil
 import pytest
 
 pytestmark = pytest.mark.integration
@@ -55,3 +58,33 @@ def test_one_key_imported_twice_needs_two_closes(shared_node, spawn_py, tmp_path
                  "read_after_one_close": True, "held_after_one_close": True,
                  "card_empty_after_both": True,
                  "close_again": 107000, "import_again": 107000}, r
+
+
+EXEC_TIMEOUT_S = 20
+
+
+def test_a_zombie_rank_fails_its_peers_collective_by_liveness(shared_node, spawn_py,
+                                                              tmp_path) -> None:
+    """Rank 1 is killed and left unreaped (its parent, this test, does not wait for it):
+    its pid still exists, as a zombie. Rank 0's next all_reduce must fail with 507057
+    (HCCL_E_REMOTE: its peer's host is gone) within a few seconds; a timeout would be
+    107019 after HCCL_EXEC_TIMEOUT."""
+    name = shared_node(devices=2, hbm="64M", ddr="16M")
+    env = {"NPUEMU_NODE": name, "SYNC": str(tmp_path), "HCCL_EXEC_TIMEOUT": str(EXEC_TIMEOUT_S)}
+    ranks = [spawn_py(launcher("hccl_zombie_rank.py"), env={**env, "RANK": str(r)})
+             for r in (0, 1)]
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ready1").exists():
+        bad = [p.returncode for p in ranks if p.poll() is not None]
+        assert not bad and time.monotonic() < deadline, [p.communicate() for p in ranks]
+        time.sleep(0.02)
+    os.kill(ranks[1].pid, signal.SIGKILL)  # and never waited for until rank 0 is done
+    while psutil.Process(ranks[1].pid).status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.01)
+    (tmp_path / "killed").write_text("{}")
+    r = result(ranks[0], timeout=EXEC_TIMEOUT_S + 60)
+    assert psutil.Process(ranks[1].pid).status() == psutil.STATUS_ZOMBIE  # still unreaped
+    assert r["sync"] == 507057 and r["async"] == 21, r  # HCCL_E_REMOTE, not a timeout
+    assert r["seconds"] < EXEC_TIMEOUT_S / 4, r
+    assert r["destroy"] == 0
+    ranks[1].wait(timeout=10)
