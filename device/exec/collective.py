@@ -145,6 +145,7 @@ _P2P_WAIT = 1
 """``waiting`` of a rank asleep in a send or recv (a collective's is 2 * step >= 2)."""
 _PRESENT = (CommRankState.JOINED, CommRankState.ATTACHED)
 _free_engines: list[str] = []  # scheduler keys of engines of detached communicators
+_engines = [0]  # communicator engine threads started by this worker (loop thread)
 
 
 class CollectiveError(Exception):
@@ -188,9 +189,10 @@ class Comm:
         """The segment still has its whole size (no process truncated it since the last
         look); reading or writing past a truncation would SIGBUS this process."""
         try:
-            return fstat(self.seg.fd).st_size >= layout.COMM_SIZE <= self.seg.size
+            size = fstat(self.seg.fd).st_size
         except OSError:
             return False
+        return min(size, self.seg.size) >= layout.COMM_SIZE
 
     def check_intact(self) -> None:
         """CollectiveError (107000, HCCL_E_MEMORY) if the segment was truncated."""
@@ -399,11 +401,19 @@ def attach(worker: Worker, client: Client, name: str, rank: int) -> tuple:
         return ()
     if not name.startswith(shm.name(worker.node, "hccl") + "."):
         raise BadFrame(f"{name!r:.80} is not a communicator segment of this node")
+    if len(client.comms) >= MAX_COMMS:
+        raise errors.error_for(errors.ACL_ERROR_RT_OVER_LIMIT,
+                               f"COMM_ATTACH: {MAX_COMMS} communicators attached already")
+    if not _free_engines and _engines[0] >= MAX_COMM_ENGINES:
+        raise errors.error_for(errors.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL,
+                               f"COMM_ATTACH: the card runs {MAX_COMM_ENGINES} communicator "
+                               "threads, none free")
     comm = Comm(worker, name, rank)
     if not comm.engine:  # a DMA-class engine (its failure code) under a key of its own
         comm.engine = f"hccl{len(worker.scheduler.engines)}"
         worker.scheduler.engines[comm.engine] = engines.Engine(
             engines.DMA, worker.scheduler.done, worker.wake)
+        _engines[0] += 1
     cid = 1 + max(client.comms, default=0)
     client.comms[cid] = comm
     return (cid,)
@@ -489,6 +499,11 @@ def prepare(worker: Worker, client: Client, task: object) -> tuple[str, object]:
     comm = client.comms.get(cid)
     if comm is None:
         raise _invalid(f"no communicator {cid}")
+    try:
+        comm.check_intact()
+    except CollectiveError as err:
+        _fail(comm, err)
+        raise _invalid(str(err)) from None
     if not 0 <= root < comm.n:
         raise _invalid(f"root {root} not in [0, {comm.n})")
     dt = np.dtype(np.uint16 if dtype == "bfloat16" else dtype)
@@ -514,6 +529,7 @@ def _run(task: object) -> int:
     try:
         if comm.broken is not None:
             raise comm.broken
+        comm.check_intact()
         deadline = time.monotonic() + timeout_s
         desc = (_KINDS.index(kind) | _DTYPES.index(dtype) << 8 | _OPS.index(op) << 16
                 | _ALGOS.index(algo) << 24 | root << 32)
@@ -540,7 +556,7 @@ def _run(task: object) -> int:
 def _fail(comm: Comm, err: CollectiveError) -> int:
     if comm.broken is None:
         comm.broken = err
-        if not comm.closed:
+        if not comm.closed and comm.intact():
             comm.put(_R.ERROR, err.hccl)
             for sem in comm.sems:  # wake every waiting peer: it fails at once
                 sem.release()
