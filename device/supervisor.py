@@ -29,6 +29,14 @@ a peer's pid is the kernel's, never the one it announces; a malformed request cl
 connection only (``control.validate``); a connection holds at most one client slot per
 device and a peer process at most ``MAX_CONNS_PER_PEER`` connections (``MAX_CONNS`` in all).
 
+Segments it reads that others write (a communicator segment any process of the user may
+have made, truncated or filled with garbage; a worker's control block) never stop it: a
+communicator segment is read with ``pread`` from its descriptor, not mapped, so a
+truncation at any moment gives a short read instead of a SIGBUS, and one that is too small,
+short, garbage, not ours or unreadable is skipped with a log line (and kept); a control
+block is mapped only once ``fstat`` says it has ``layout.DEVICE_CTL_SIZE`` bytes, and a
+worker truncating its own is a worker failure the pidfd reports.
+
 Single-threaded: one ``selectors`` loop, so slot reservations need no locks.
 """
 
@@ -40,6 +48,8 @@ import os
 import selectors
 import signal
 import socket
+import stat
+import struct
 import subprocess
 import sys
 import time
@@ -171,9 +181,16 @@ class Supervisor:
 
     def _map_ctl(self, dp: DeviceProc) -> bool:
         if dp.ctl_seg is None:
+            name = shm.name(self.node, f"d{dp.dev}", "ctl")
             try:
-                dp.ctl_seg = shm.Segment(shm.name(self.node, f"d{dp.dev}", "ctl"))
+                size = _segment_size(name)
+                if size < layout.DEVICE_CTL_SIZE:  # not sized yet, or not the worker's
+                    return False
+                dp.ctl_seg = shm.Segment(name)
             except FileNotFoundError:
+                return False
+            except OSError as err:  # another user's, or unreadable: the worker fails to start
+                print(f"npuemu supervisor: {name} skipped: {err}", file=sys.stderr)
                 return False
         view = dp.ctl_seg.buf.cast("Q")
         if view[DEVICE_CTL.STATE] != DeviceState.READY:
@@ -319,9 +336,14 @@ class Supervisor:
         prefix = shm.node_prefix(self.node) + "hccl."
         for entry in shm.leftovers(self.node):
             if entry.startswith(prefix) and "." not in entry[len(prefix):]:
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    if _abandoned("/" + entry, gone):
-                        shm.unlink_segment("/" + entry)
+                try:
+                    abandoned = _abandoned("/" + entry, gone)
+                except Exception as err:  # any segment: ours to skip, never to die of
+                    print(f"npuemu supervisor: communicator segment {entry} skipped: {err}",
+                          file=sys.stderr)
+                    continue
+                if abandoned:
+                    shm.unlink_segment("/" + entry)
 
     # loop ----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -433,31 +455,70 @@ class Supervisor:
         self.listener.close()
 
 
+_RANKS_BYTES = (layout.COMM_RANKS + layout.COMM_MAX_RANKS * layout.COMM_RANK.words) * 8
+"""The header and rank table of a communicator segment: all the supervisor reads of it."""
+
+
+def _segment_size(name: str) -> int:
+    """Size of segment ``name`` (FileNotFoundError, PermissionError for another user's)."""
+    fd = _open_segment(name)
+    try:
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def _open_segment(name: str) -> int:
+    """A read-only descriptor of segment ``name``, checked like ``shm.Segment``'s opens."""
+    fd = os.open(shm.SHM_DIR + name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        shm.check_owner(os.fstat(fd), name)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_rank_table(name: str) -> tuple[int, ...] | None:
+    """The header and rank table of communicator segment ``name`` as words, read with
+    ``pread`` (a truncation meanwhile is a short read, never a SIGBUS); None when it is not
+    a regular file of a whole communicator segment's size. OSError if it cannot be read."""
+    fd = _open_segment(name)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size < layout.COMM_SIZE:
+            return None
+        data = os.pread(fd, _RANKS_BYTES, 0)
+    finally:
+        os.close(fd)
+    if len(data) < _RANKS_BYTES:
+        return None
+    return struct.unpack(f"<{_RANKS_BYTES // 8}Q", data)
+
+
 def _abandoned(name: str, gone: int) -> bool:
     """Some rank joined communicator segment ``name`` and none is present with a live host
-    process other than ``gone`` (``shared/layout.py``: COMM_HEADER, COMM_RANK)."""
-    seg = shm.Segment(name)
-    try:
-        words = seg.buf.cast("Q")
-        try:
-            if words[layout.COMM_HEADER.MAGIC] != layout.MAGIC_COMM:
-                return False  # its creator is still writing it
-            joined = False
-            for rank in range(layout.COMM_MAX_RANKS):
-                base = layout.COMM_RANKS + rank * layout.COMM_RANK.words
-                state = words[base + layout.COMM_RANK.STATE]
-                if state == layout.CommRankState.FREE:
-                    continue
-                joined = True
-                pid = words[base + layout.COMM_RANK.PID]
-                if state != layout.CommRankState.LEFT and pid not in (0, gone) and \
-                        psutil.pid_exists(pid):
-                    return False
-            return joined
-        finally:
-            words.release()
-    finally:
-        seg.close()
+    process other than ``gone`` (``shared/layout.py``: COMM_HEADER, COMM_RANK). A segment
+    too small to be one, or one whose creator has not written its magic yet, is kept."""
+    words = _read_rank_table(name)
+    if words is None:
+        print(f"npuemu supervisor: {name} is smaller than a communicator segment: kept, "
+              "not read", file=sys.stderr)
+        return False
+    if words[layout.COMM_HEADER.MAGIC] != layout.MAGIC_COMM:
+        return False  # its creator is still writing it
+    joined = False
+    for rank in range(layout.COMM_MAX_RANKS):
+        base = layout.COMM_RANKS + rank * layout.COMM_RANK.words
+        state = words[base + layout.COMM_RANK.STATE]
+        if state == layout.CommRankState.FREE:
+            continue
+        joined = True
+        pid = words[base + layout.COMM_RANK.PID]
+        if state != layout.CommRankState.LEFT and pid not in (0, gone) and \
+                0 < pid < 1 << 22 and psutil.pid_exists(pid):
+            return False
+    return joined
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -80,6 +80,7 @@ version differs (client slot state REJECTED), so mixed installs fail at attach, 
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import msgpack
 
@@ -186,13 +187,18 @@ class Report(enum.IntEnum):
 
 _packer = msgpack.Packer(autoreset=True, use_bin_type=True)
 
+Frame = tuple[Any, ...]
+"""One decoded frame: a request ``(op, ...)`` or a reply ``(seq, ret, ...)`` (msgpack arrays
+decode as tuples). What is sent may also be a list."""
 
-def pack(frame: list | tuple) -> bytes:
+
+def pack(frame: list[Any] | Frame) -> bytes:
     """Encode one frame (msgpack's C packer runs under the GIL, so threads may share it)."""
-    return _packer.pack(frame)
+    payload: bytes = _packer.pack(frame)
+    return payload
 
 
-def unpack(payload: bytes) -> tuple:
+def unpack(payload: bytes) -> Frame:
     """Decode one frame; raises BadFrame for anything that is not a non-empty array."""
     try:
         frame = msgpack.unpackb(payload, use_list=False, raw=False, strict_map_key=False)
