@@ -6,6 +6,8 @@
     npuemu stop [--name NAME] [--force]  # refused while programs are attached, unless --force
     npuemu run script.py [args...]      # `import acl` resolves to npuemu's pyACL module
     npuemu run -m module [args...]      # as python -m; errors reported as python reports them
+    npuemu run ./a.out [args...]        # a C/C++ program, with the SDK's environment
+    npuemu sdk [--prefix DIR]            # the C ABI: headers and libraries, as a CANN toolkit
     npuemu demo                          # a short tour on an embedded node
     npuemu bench [--quick] [--json PATH] [--only KEYS]
     npuemu inject [--name NAME] -d DEV KIND [key=value ...]   # a hardware fault
@@ -150,6 +152,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     if args.module is not None and args.script is not None:  # the module's first argument
         args.args = [args.script, *args.args]
+    if args.module is None:
+        from npuemu.tools import sdk
+
+        if sdk.is_native(args.script):  # a compiled program: libascendcl.so serves it
+            return sdk.run_native(args.script, args.args)
     install_acl()
     if args.module is None and not os.path.isfile(args.script):  # as python says it
         print(f"npuemu run: can't open file {os.path.abspath(args.script)!r}: no such file",
@@ -225,7 +232,9 @@ _DELEGATED = {"inject": "inject a hardware fault into a card of a running node",
                      "into .om files",
               "hccl-test": "hccl_test: collective benchmarks (all_reduce, ...) on the cards",
               "msprof": "msprof: profile a program, export, analyze and plot its timeline",
-              "memory": "device memory of a running node: snapshot (torch's format), pools"}
+              "memory": "device memory of a running node: snapshot (torch's format), pools",
+              "sdk": "the C ABI: a CANN-shaped toolkit tree (headers, libascendcl.so, "
+                     "set_env.sh) for C/C++ programs"}
 """Subcommands handled by ``npuemu.tools.<name>.main(argv) -> int`` (their own parsers)."""
 
 

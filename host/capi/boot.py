@@ -1,0 +1,74 @@
+"""What runs inside a C program when it first calls one of npuemu's C libraries.
+
+cffi starts an interpreter in the C process on the first call into ``libascendcl.so`` or
+``libhccl.so`` and runs the library's init code (``build._init_code``: it sets
+``sys.executable`` to the Python that built the library, since in an embedded interpreter it
+names the C program, then calls ``attach``). ``attach`` gives every function the library
+declares its body: the ``@export`` implementation of that name, or the not-emulated body
+(207000 and a log line).
+
+An embedded interpreter is never finalized, so the runtime's exit hooks (atexit teardown, a
+Python SIGTERM handler that could run only when the C program next entered Python) are not
+installed: the C program keeps its own signal behaviour, and when it exits, with or without
+``aclFinalize``, its node connection closes and the node cleans up (as for ``kill -9``).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any
+
+from npuemu.host.capi import exports
+from npuemu.host.core import plog
+from npuemu.shared import errors, logring
+
+_ERROR = errors.ACL_ERROR_INTERNAL_ERROR
+
+
+def _on_error(exc_type: type, exc: BaseException, tb: Any) -> None:
+    """An implementation raised (a bug of npuemu, never the C program's): log it; the C
+    call returns ACL_ERROR_INTERNAL_ERROR (500000), or NULL / 0."""
+    text = "".join(traceback.format_exception(exc_type, exc, tb))
+    plog.log(logring.ERROR, f"npuemu C ABI internal error: {text}", module="ASCENDCL")
+    print(f"npuemu: internal error in a C call:\n{text}", file=sys.stderr)
+
+
+def _kind(ctype: Any) -> str:
+    res = ctype.result
+    if res.kind == "pointer":
+        return "pointer"
+    if res.kind == "void":
+        return "void"
+    return "int" if res.cname == "int" else "other"
+
+
+def _keep_signals() -> None:
+    from npuemu.host.core import runtime
+
+    runtime._hooks_installed = True  # private flag: see the module docstring
+
+
+def attach(soname: str, ffi: Any, lib: Any) -> None:
+    """Give every function of ``lib`` its body (called once per library, by its init)."""
+    _keep_signals()
+    if soname == "libhccl.so":
+        from npuemu.host.capi import hccl as module
+    else:
+        exports.ffi = ffi
+        from npuemu.host.capi import ascendcl as module
+    if hasattr(module, "bind"):
+        module.bind(ffi)
+    for name in dir(lib):
+        obj = getattr(lib, name)
+        if not callable(obj) or name.startswith("npuemu_"):
+            continue
+        ctype = ffi.typeof(obj)
+        kind = _kind(ctype)
+        body = exports.implementation(name) or exports.not_emulated(name, kind)
+        extra = {"error": _ERROR} if kind == "int" else {}
+        ffi.def_extern(name=name, onerror=_on_error, **extra)(body)
+    if soname == "libascendcl.so":
+        from npuemu.host.capi import base
+
+        ffi.def_extern(name="npuemu_app_log", onerror=_on_error)(base.npuemu_app_log)

@@ -1,0 +1,151 @@
+"""C bodies of the memory calls of ``acl_rt.h`` (malloc with every policy, host memory,
+memset, memcpy and memcpy2d sync and async, memory info and usage, pointer attributes).
+
+Each mirrors the C call of its name through ``acl.rt``. Host pointers from C are plain
+addresses, as pyACL's ints are: a copy reads or writes the C buffer in place (the bytes move
+once, between the C memory and the card's shared memory). ``aclrtMemcpy`` blocks until the
+copy is done; the ``Async`` calls return once queued (with pageable host memory, after the
+copy, as the reference does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from npuemu.host.acl import rt
+from npuemu.host.capi import exports as X
+from npuemu.host.capi.exports import export
+
+
+def _malloc(func: str, fn: Any, p: Any, size: int, policy: int) -> int:
+    if p == X.ffi.NULL:
+        return X.invalid(func, "devPtr is NULL")
+    ptr, ret = fn(size, policy)
+    if ret == 0:
+        p[0] = X.ffi.cast("void *", ptr)
+    return ret
+
+
+@export
+def aclrtMalloc(p: Any, size: int, policy: int) -> int:
+    """Mirrors ``aclrtMalloc`` (every policy and modifier bit, as ``acl.rt.malloc``)."""
+    return _malloc("aclrtMalloc", rt.malloc, p, size, policy)
+
+
+@export
+def aclrtMallocCached(p: Any, size: int, policy: int) -> int:
+    return _malloc("aclrtMallocCached", rt.malloc_cached, p, size, policy)
+
+
+@export
+def aclrtMallocAlign32(p: Any, size: int, policy: int) -> int:
+    return _malloc("aclrtMallocAlign32", rt.malloc_align32, p, size, policy)
+
+
+def _null(func: str, *ptrs: Any) -> int:
+    """100000 if a pointer argument is NULL (the ACL layer's check), else 0."""
+    return X.invalid(func, "a pointer argument is NULL") if X.ffi.NULL in ptrs else 0
+
+
+@export
+def aclrtFree(ptr: Any) -> int:
+    return _null("aclrtFree", ptr) or rt.free(X.addr(ptr))
+
+
+@export
+def aclrtFreeWithDevSync(ptr: Any) -> int:
+    return _null("aclrtFreeWithDevSync", ptr) or rt.free_with_dev_sync(X.addr(ptr))
+
+
+@export
+def aclrtMallocHost(p: Any, size: int) -> int:
+    """Mirrors ``aclrtMallocHost``: pinned host memory (64-byte aligned)."""
+    if p == X.ffi.NULL:
+        return X.invalid("aclrtMallocHost", "hostPtr is NULL")
+    ptr, ret = rt.malloc_host(size)
+    if ret == 0:
+        p[0] = X.ffi.cast("void *", ptr)
+    return ret
+
+
+@export
+def aclrtFreeHost(ptr: Any) -> int:
+    return _null("aclrtFreeHost", ptr) or rt.free_host(X.addr(ptr))
+
+
+@export
+def aclrtMemset(ptr: Any, max_count: int, value: int, count: int) -> int:
+    return _null("aclrtMemset", ptr) or rt.memset(X.addr(ptr), max_count, value, count)
+
+
+@export
+def aclrtMemsetAsync(ptr: Any, max_count: int, value: int, count: int, s: Any) -> int:
+    return (_null("aclrtMemsetAsync", ptr)
+            or rt.memset_async(X.addr(ptr), max_count, value, count, X.addr(s)))
+
+
+@export
+def aclrtMemcpy(dst: Any, dst_max: int, src: Any, count: int, kind: int) -> int:
+    return (_null("aclrtMemcpy", dst, src)
+            or rt.memcpy(X.addr(dst), dst_max, X.addr(src), count, kind))
+
+
+@export
+def aclrtMemcpyAsync(dst: Any, dst_max: int, src: Any, count: int, kind: int, s: Any) -> int:
+    return (_null("aclrtMemcpyAsync", dst, src)
+            or rt.memcpy_async(X.addr(dst), dst_max, X.addr(src), count, kind, X.addr(s)))
+
+
+@export
+def aclrtMemcpy2d(dst: Any, dpitch: int, src: Any, spitch: int, width: int, height: int,
+                  kind: int) -> int:
+    return rt.memcpy2d(X.addr(dst), dpitch, X.addr(src), spitch, width, height, kind)
+
+
+@export
+def aclrtMemcpy2dAsync(dst: Any, dpitch: int, src: Any, spitch: int, width: int, height: int,
+                       kind: int, s: Any) -> int:
+    return rt.memcpy2d_async(X.addr(dst), dpitch, X.addr(src), spitch, width, height, kind,
+                             X.addr(s))
+
+
+@export
+def aclrtGetMemInfo(attr: int, free: Any, total: Any) -> int:
+    """Mirrors ``aclrtGetMemInfo`` on the current device."""
+    if free == X.ffi.NULL or total == X.ffi.NULL:
+        return X.invalid("aclrtGetMemInfo", "free or total is NULL")
+    free_b, total_b, ret = rt.get_mem_info(attr)
+    if ret == 0:
+        free[0], total[0] = free_b, total_b
+    return ret
+
+
+@export
+def aclrtGetMemUsageInfo(dev: int, arr: Any, input_num: int, output_num: Any) -> int:
+    """Mirrors ``aclrtGetMemUsageInfo``: at most ``inputNum`` entries, largest current
+    usage first; ``*outputNum`` is how many were written."""
+    if arr == X.ffi.NULL or output_num == X.ffi.NULL or input_num == 0:
+        return X.invalid("aclrtGetMemUsageInfo", "memUsageInfo/outputNum NULL or inputNum 0")
+    entries, ret = rt.get_mem_usage_info(dev)
+    if ret:
+        return ret
+    entries = entries[:input_num]
+    for i, entry in enumerate(entries):
+        arr[i].name = entry["name"].encode()[:31]
+        arr[i].curMemSize = entry["curMemSize"]
+        arr[i].memPeakSize = entry["memPeakSize"]
+    output_num[0] = len(entries)
+    return 0
+
+
+@export
+def aclrtPointerGetAttributes(ptr: Any, attrs: Any) -> int:
+    """Mirrors ``aclrtPointerGetAttributes`` (NULL pointer or record: 100000)."""
+    if ptr == X.ffi.NULL or attrs == X.ffi.NULL:
+        return X.invalid("aclrtPointerGetAttributes", "ptr or attributes is NULL")
+    found, ret = rt.pointer_get_attributes(X.addr(ptr))
+    if ret == 0:
+        attrs.location.id = found["location"]["id"]
+        attrs.location.type = found["location"]["type"]
+        attrs.pageSize = found["pageSize"]
+    return ret
