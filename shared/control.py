@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from typing import Any
 
 import msgpack
 
@@ -52,6 +53,9 @@ SCHEMA: dict[str, tuple[tuple[type, ...], ...]] = {
 argument may be left out."""
 
 _OPTIONAL_FROM = {"stop": 0}
+
+Message = tuple[Any, ...]
+"""A decoded control message: the verb (or a reply's status) first, then its arguments."""
 
 
 class BadMessage(ValueError):
@@ -86,7 +90,7 @@ def connect(node: str, timeout: float | None = None) -> socket.socket:
     return sock
 
 
-def send(sock: socket.socket, message: list | tuple) -> None:
+def send(sock: socket.socket, message: list[Any] | Message) -> None:
     body = msgpack.packb(message, use_bin_type=True)
     sock.sendall(_LEN.pack(len(body)) + body)
 
@@ -102,19 +106,19 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def recv(sock: socket.socket) -> tuple:
+def recv(sock: socket.socket) -> Message:
     (n,) = _LEN.unpack(_recv_exact(sock, 4))
     if n > MAX_MESSAGE:
         raise BadMessage(f"control message of {n} bytes")
     return decode(_recv_exact(sock, n))
 
 
-def call(sock: socket.socket, message: list | tuple) -> tuple:
+def call(sock: socket.socket, message: list[Any] | Message) -> Message:
     send(sock, message)
     return recv(sock)
 
 
-def decode(body: bytes) -> tuple:
+def decode(body: bytes) -> Message:
     """One message body as a tuple; BadMessage if it is not a msgpack array."""
     try:
         msg = msgpack.unpackb(body, use_list=False, raw=False)
@@ -125,7 +129,7 @@ def decode(body: bytes) -> tuple:
     return msg
 
 
-def validate(msg: tuple) -> tuple:
+def validate(msg: Message) -> Message:
     """``msg`` if it is a request of ``SCHEMA`` with arguments of the right types (``bool``
     is not taken for an ``int`` argument, nor an ``int`` outside 0..2**31 for either)."""
     if not msg or type(msg[0]) is not str or msg[0] not in SCHEMA:
@@ -147,7 +151,7 @@ class Reader:
     def __init__(self) -> None:
         self.buf = bytearray()
 
-    def feed(self, data: bytes) -> list[tuple]:
+    def feed(self, data: bytes) -> list[Message]:
         self.buf += data
         out = []
         while len(self.buf) >= 4:

@@ -22,7 +22,7 @@ AI Vector 507035, AI CPU 507018).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 ENGINES = ("aicore", "aivector", "aicpu")
 MAX_BLOCKS = 65535
@@ -50,6 +50,22 @@ def actual_timeout_us(timeout_us: int) -> int:
     if timeout_us <= 0:
         return MAX_TIMEOUT_US
     return min(-(-timeout_us // TIMEOUT_INTERVAL_US) * TIMEOUT_INTERVAL_US, MAX_TIMEOUT_US)
+
+
+class Context(Protocol):
+    """What a kernel gets as ``ctx``: the card's ``KernelContext`` (``device/exec/kernels.py``)
+    as kernel files see it, its block and numpy views of device memory."""
+
+    block_idx: int
+    block_num: int
+
+    def split(self, n: int) -> tuple[int, int]:
+        """This block's ``[lo, hi)`` share of ``n`` items."""
+        ...
+
+    def tensor(self, ptr: int, dtype: Any, count: int) -> Any:
+        """``count`` elements of ``dtype`` at device pointer ``ptr`` as a writable numpy view."""
+        ...
 
 
 def kernel(engine: str = "aicore") -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from npuemu.shared.kernel import kernel
+from npuemu.shared.kernel import Context, kernel
 
 
 @kernel("aivector")
-def add(ctx, x, y, z, n, dtype="float32"):
+def add(ctx: Context, x: int, y: int, z: int, n: int, dtype: str = "float32") -> None:
     lo, hi = ctx.split(n)
     out = ctx.tensor(z, dtype, n)
     np.add(ctx.tensor(x, dtype, n)[lo:hi], ctx.tensor(y, dtype, n)[lo:hi], out=out[lo:hi])
 
 
 @kernel("aivector")
-def mul(ctx, x, y, z, n, dtype="float32"):
+def mul(ctx: Context, x: int, y: int, z: int, n: int, dtype: str = "float32") -> None:
     lo, hi = ctx.split(n)
     out = ctx.tensor(z, dtype, n)
     np.multiply(ctx.tensor(x, dtype, n)[lo:hi], ctx.tensor(y, dtype, n)[lo:hi],
@@ -38,26 +38,27 @@ def mul(ctx, x, y, z, n, dtype="float32"):
 
 
 @kernel("aivector")
-def relu(ctx, x, y, n, dtype="float32"):
+def relu(ctx: Context, x: int, y: int, n: int, dtype: str = "float32") -> None:
     lo, hi = ctx.split(n)
     out = ctx.tensor(y, dtype, n)
     np.maximum(ctx.tensor(x, dtype, n)[lo:hi], 0, out=out[lo:hi])
 
 
 @kernel("aivector")
-def fill(ctx, x, n, value, dtype="float32"):
+def fill(ctx: Context, x: int, n: int, value: float, dtype: str = "float32") -> None:
     lo, hi = ctx.split(n)
     ctx.tensor(x, dtype, n)[lo:hi] = value
 
 
 @kernel("aivector")
-def cast(ctx, x, y, n, src_dtype="float32", dst_dtype="float16"):
+def cast(ctx: Context, x: int, y: int, n: int, src_dtype: str = "float32",
+         dst_dtype: str = "float16") -> None:
     lo, hi = ctx.split(n)
     ctx.tensor(y, dst_dtype, n)[lo:hi] = ctx.tensor(x, src_dtype, n)[lo:hi]
 
 
 @kernel("aivector")
-def softmax(ctx, x, y, rows, cols, dtype="float32"):
+def softmax(ctx: Context, x: int, y: int, rows: int, cols: int, dtype: str = "float32") -> None:
     lo, hi = ctx.split(rows)
     src = ctx.tensor(x, dtype, rows * cols).reshape(rows, cols)[lo:hi]
     shifted = np.exp(src - src.max(axis=1, keepdims=True))
@@ -66,13 +67,14 @@ def softmax(ctx, x, y, rows, cols, dtype="float32"):
 
 
 @kernel("aicpu")
-def reduce_sum(ctx, x, y, n, dtype="float32"):
+def reduce_sum(ctx: Context, x: int, y: int, n: int, dtype: str = "float32") -> None:
     if ctx.block_idx == 0:  # a scalar result: one block does the work
         ctx.tensor(y, dtype, 1)[0] = ctx.tensor(x, dtype, n).sum(dtype=dtype)
 
 
 @kernel("aicore")
-def matmul(ctx, a, b, c, m, k, n, dtype="float32"):
+def matmul(ctx: Context, a: int, b: int, c: int, m: int, k: int, n: int,
+           dtype: str = "float32") -> None:
     lo, hi = ctx.split(m)
     lhs = ctx.tensor(a, dtype, m * k).reshape(m, k)[lo:hi]
     out = ctx.tensor(c, dtype, m * n).reshape(m, n)

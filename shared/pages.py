@@ -51,7 +51,7 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 
 def map_memory(addr: int, length: int, prot: int, flags: int, fd: int, offset: int) -> int:
     """``mmap(2)`` (``addr`` 0: anywhere); AclError 207001 when the kernel refuses."""
-    got = _libc.mmap(addr or None, length, prot, flags, fd, offset)
+    got: int | None = _libc.mmap(addr or None, length, prot, flags, fd, offset)
     if got is None or got == _MAP_FAILED:
         err = ctypes.get_errno()
         raise errors.error_for(errors.ACL_ERROR_RT_MEMORY_ALLOCATION,

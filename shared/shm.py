@@ -82,9 +82,10 @@ class Segment:
     process. The creator owns ``unlink``. Sparse: a 64 GiB segment costs nothing until touched.
     """
 
+    buf: memoryview
+    """The mapping's bytes; released by ``close()`` (any use after it raises ValueError)."""
     mm: mmap.mmap | None = None
-    buf: memoryview | None = None
-    _addr_anchor: ctypes.Array | None = None
+    _addr_anchor: ctypes.Array[ctypes.c_char] | None = None
 
     _far_base = 0  # a far mapping (``far=True``): its reservation, and length
     _far_span = 0
@@ -117,6 +118,7 @@ class Segment:
                 self._map_far(shm.fd)
             else:
                 self.mm = mmap.mmap(shm.fd, shm.size)
+                self.buf = memoryview(self.mm)
             self.fd = os.dup(shm.fd)
         except BaseException:
             if create:
@@ -125,8 +127,6 @@ class Segment:
             raise
         finally:
             shm.close_fd()
-        if not far:
-            self.buf = memoryview(self.mm)
 
     def _map_far(self, fd: int) -> None:
         length = pages.span(self.size)
@@ -157,9 +157,7 @@ class Segment:
     def close(self) -> None:
         """Unmap in this process. Views handed out earlier must have been released."""
         self._addr_anchor = None
-        if self.buf is not None:
-            self.buf.release()
-            self.buf = None
+        self.buf.release()  # idempotent
         if self.mm is not None:
             with contextlib.suppress(BufferError):
                 self.mm.close()

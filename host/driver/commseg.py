@@ -27,6 +27,8 @@ import os
 import secrets
 import time
 
+import posix_ipc
+
 from npuemu.shared import layout, protocol, shm
 from npuemu.shared.layout import COMM_HEADER, COMM_RANK, COMM_RANKS, CommRankState
 
@@ -59,7 +61,7 @@ class CommSegment:
             w[COMM_HEADER.VERSION] = protocol.PROTOCOL_VERSION
             w[COMM_HEADER.MAX_RANKS] = MAX_RANKS
             w[COMM_HEADER.MAGIC] = layout.MAGIC_COMM
-        self.sems: dict[int, object] = {}
+        self.sems: dict[int, posix_ipc.Semaphore] = {}
 
     @classmethod
     def create(cls, node: str, token: str | None = None) -> CommSegment:

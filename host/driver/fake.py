@@ -46,7 +46,7 @@ from npuemu.host.driver.interface import ClientUsage, MemoryUsage, SlotPool
 from npuemu.host.driver.link import encode
 from npuemu.shared import address, errors, layout
 from npuemu.shared.enums import MemAttr, StreamFailureMode
-from npuemu.shared.protocol import Op, Report
+from npuemu.shared.protocol import Frame, Op, Report
 
 _DDR_ATTRS = {a for a in MemAttr if a.name.startswith("ACL_DDR")}
 
@@ -98,8 +98,8 @@ class FakeLink:
         self.event_stamp = [0] * layout.MAX_EVENTS
         self.event_error = [0] * layout.MAX_EVENTS
         self._failures = [(0, 0, 0)] * layout.MAX_STREAMS
-        self._reports: queue.Queue[tuple] = queue.Queue()
-        self.requests: list[tuple] = []  # every frame received, for tests to inspect
+        self._reports: queue.Queue[Frame] = queue.Queue()
+        self.requests: list[Frame] = []  # every frame received, for tests to inspect
         self._boot = time.monotonic_ns()
         self._arenas = [mmap.mmap(-1, size) for size in (node.hbm_bytes, node.ddr_bytes)]
         self._views = [ctypes.c_char.from_buffer(m) for m in self._arenas]
@@ -109,7 +109,7 @@ class FakeLink:
         self._top = [0, 0]  # bump pointer per arena
         self._blocks: dict[int, int] = {}  # ptr -> span
         self._used, self._peak, self._peak_ddr = [0, 0], 0, 0
-        self._streams: dict[int, dict] = {}  # slot -> {"sid", "mode", "queue", "held"}
+        self._streams: dict[int, dict[str, Any]] = {}  # slot -> {"sid", "mode", "queue", "held"}
         self._sids = itertools.count(1)
         self._fail_next: list[int] = []  # codes for the next tasks to fail
         self.bins: dict[int, dict[str, str]] = {}
@@ -145,7 +145,7 @@ class FakeLink:
         return self._hung
 
     # requests ---------------------------------------------------------------------------------
-    def call(self, op: int, *args: object) -> tuple:
+    def call(self, op: int, *args: object) -> Frame:
         encode((op, 1, *args))
         with self.lock:
             self.check_alive()
@@ -160,7 +160,7 @@ class FakeLink:
             with contextlib.suppress(errors.AclError):  # a fire-and-forget frame's failure
                 _HANDLERS[op](self, *args)  # goes to the device log only
 
-    def submit_locked(self, frame: tuple) -> None:
+    def submit_locked(self, frame: list[Any] | Frame) -> None:
         encode(frame)
         self.check_alive()
         op, _seq, slot, task, *args = frame
@@ -183,7 +183,7 @@ class FakeLink:
                 self._cond.wait(0.05 if left is None else min(left, 0.05))
         return True
 
-    def pop_report(self, timeout_s: float) -> tuple | None:
+    def pop_report(self, timeout_s: float) -> Frame | None:
         try:
             return self._reports.get(timeout=timeout_s)
         except queue.Empty:
@@ -274,11 +274,11 @@ class FakeLink:
 
 
 # requests -----------------------------------------------------------------------------------
-def _ping(link: FakeLink) -> tuple:
+def _ping(link: FakeLink) -> Frame:
     return (time.monotonic_ns(),)
 
 
-def _malloc(link: FakeLink, size: int, policy: int) -> tuple:
+def _malloc(link: FakeLink, size: int, policy: int) -> Frame:
     arena = address.DDR if policy & 0x10000 else address.HBM  # ACL_MEM_TYPE_LOW_BAND_WIDTH
     span = -(-(size + 32) // 64) * 64
     limit = (link.node.hbm_bytes, link.node.ddr_bytes)[arena]
@@ -294,7 +294,7 @@ def _malloc(link: FakeLink, size: int, policy: int) -> tuple:
     return ptr, span, 0
 
 
-def _free(link: FakeLink, ptr: int) -> tuple:
+def _free(link: FakeLink, ptr: int) -> Frame:
     span = link._blocks.pop(ptr, None)
     if span is None:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"0x{ptr:x} is not a block")
@@ -302,7 +302,7 @@ def _free(link: FakeLink, ptr: int) -> tuple:
     return ()
 
 
-def _mem_info(link: FakeLink, attr: int) -> tuple:
+def _mem_info(link: FakeLink, attr: int) -> Frame:
     if attr not in MemAttr._value2member_map_:
         return 0, 0
     arena = address.DDR if attr in _DDR_ATTRS else address.HBM
@@ -310,12 +310,12 @@ def _mem_info(link: FakeLink, attr: int) -> tuple:
     return total - link._top[arena], total
 
 
-def _copy(link: FakeLink, dst: int, src: int, count: int) -> tuple:
+def _copy(link: FakeLink, dst: int, src: int, count: int) -> Frame:
     ctypes.memmove(link._addr(dst, count), link._addr(src, count), count)
     return ()
 
 
-def _stream_create(link: FakeLink, slot: int, priority: int, flags: int) -> tuple:
+def _stream_create(link: FakeLink, slot: int, priority: int, flags: int) -> Frame:
     if len(link._streams) >= link.node.max_streams:
         raise errors.error_for(errors.ACL_ERROR_RT_NO_STREAM_RESOURCE,
                                f"fake device {link.dev}: {link.node.max_streams} streams")
@@ -326,17 +326,17 @@ def _stream_create(link: FakeLink, slot: int, priority: int, flags: int) -> tupl
     return (sid,)
 
 
-def _stream_destroy(link: FakeLink, slot: int) -> tuple:
+def _stream_destroy(link: FakeLink, slot: int) -> Frame:
     link._streams.pop(slot, None)
     return ()
 
 
-def _stream_mode(link: FakeLink, slot: int, mode: int) -> tuple:
+def _stream_mode(link: FakeLink, slot: int, mode: int) -> Frame:
     link._streams[slot]["mode"] = mode
     return ()
 
 
-def _stream_abort(link: FakeLink, slot: int) -> tuple:
+def _stream_abort(link: FakeLink, slot: int) -> Frame:
     stream = link._streams[slot]
     if stream["queue"]:
         with link._cond:
@@ -346,11 +346,11 @@ def _stream_abort(link: FakeLink, slot: int) -> tuple:
     return ()
 
 
-def _pin(link: FakeLink, base: int, size: int, name: str) -> tuple:
+def _pin(link: FakeLink, base: int, size: int, name: str) -> Frame:
     return ()
 
 
-def _binary_load(link: FakeLink, source: str, name: str) -> tuple:
+def _binary_load(link: FakeLink, source: str, name: str) -> Frame:
     scope: dict[str, Any] = {}
     try:
         exec(compile(source, name, "exec"), scope)  # the user's own kernel code
@@ -363,12 +363,12 @@ def _binary_load(link: FakeLink, source: str, name: str) -> tuple:
     return bin_id, tuple(kernels.items())
 
 
-def _binary_unload(link: FakeLink, bin_id: int) -> tuple:
+def _binary_unload(link: FakeLink, bin_id: int) -> Frame:
     link.bins.pop(bin_id, None)
     return ()
 
 
-def _callback_done(link: FakeLink, slot: int, task: int) -> tuple:
+def _callback_done(link: FakeLink, slot: int, task: int) -> Frame:
     stream = link._streams.get(slot)
     if stream is not None and stream["held"] == task:
         stream["held"] = 0
@@ -379,11 +379,11 @@ def _callback_done(link: FakeLink, slot: int, task: int) -> tuple:
     return ()
 
 
-def _inject(link: FakeLink, *args: object) -> tuple:
+def _inject(link: FakeLink, *args: object) -> Frame:
     raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "no faults on a fake link")
 
 
-_HANDLERS: dict[int, Callable[..., tuple]] = {
+_HANDLERS: dict[int, Callable[..., Frame]] = {
     Op.PING: _ping, Op.MALLOC: _malloc, Op.FREE: _free, Op.MEM_INFO: _mem_info,
     Op.COPY: _copy, Op.STREAM_CREATE: _stream_create, Op.STREAM_DESTROY: _stream_destroy,
     Op.STREAM_MODE: _stream_mode, Op.STREAM_ABORT: _stream_abort, Op.PIN: _pin,

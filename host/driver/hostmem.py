@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from typing import Protocol
 
 from npuemu.shared import errors, shm
 
@@ -127,6 +128,18 @@ class PinnedPool:
             self.free(ptr)
 
 
+class CopyStream(Protocol):
+    """What the staging pool asks of the stream a staged copy went to (host/core's
+    ``Stream``: the driver does not import the core)."""
+
+    @property
+    def destroyed(self) -> bool: ...
+
+    def done(self, target: int) -> bool:
+        """True once the stream's task number ``target`` has completed."""
+        ...
+
+
 class StagingPool:
     """Pinned bounce buffers for async copies of pageable host memory.
 
@@ -139,7 +152,7 @@ class StagingPool:
     def __init__(self, pinned: PinnedPool) -> None:
         self.pinned = pinned
         self.free: list[int] = []
-        self.busy: list[tuple[object, int, int]] = []
+        self.busy: list[tuple[CopyStream, int, int]] = []
         self._lock = threading.Lock()
 
     def take(self, count: int) -> int:
@@ -152,14 +165,14 @@ class StagingPool:
                 return best
         return self.pinned.malloc(max(count, self.MIN_BYTES))
 
-    def release_after(self, stream: object, seq: int, addr: int) -> None:
+    def release_after(self, stream: CopyStream, seq: int, addr: int) -> None:
         with self._lock:
             self.busy.append((stream, seq, addr))
 
     def _reclaim(self) -> None:
         still = []
         for stream, seq, addr in self.busy:
-            if stream.destroyed or stream.done(seq):  # type: ignore[attr-defined]
+            if stream.destroyed or stream.done(seq):
                 self.free.append(addr)
             else:
                 still.append((stream, seq, addr))

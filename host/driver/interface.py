@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from npuemu.shared import errors
+from npuemu.shared import errors, pages
+from npuemu.shared.protocol import Frame
 
 
 class MemoryUsage(NamedTuple):
@@ -62,7 +63,7 @@ class Link(Protocol):
     host_func_queues: dict[int, Any]  # stream slot -> its host-func queue
     arena_addr: list[int]  # this process's address of each arena mapping (address.ARENA_NAMES)
     arena_near: list[int]  # bytes of each arena's segment; far pages (shared/pages.py) above
-    far: list  # each arena's FarPages: ``ensure()`` before touching an address above its near
+    far: list[pages.FarPages]  # per arena: ``ensure()`` before touching an address above near
     # completion columns, indexed by slot (written by the device, read-only here)
     completed: Sequence[int]  # stream: sequence number of its last completed task
     stream_hung: Sequence[int]  # stream: 1 while its head task hangs (injected fault)
@@ -76,12 +77,12 @@ class Link(Protocol):
     def hung(self) -> bool: ...
 
     # requests
-    def call(self, op: int, *args: object) -> tuple: ...
+    def call(self, op: int, *args: object) -> Frame: ...
     def post(self, op: int, *args: object) -> None: ...
-    def submit_locked(self, frame: list | tuple) -> None: ...
+    def submit_locked(self, frame: list[Any] | Frame) -> None: ...
     def wait_until(self, done: Callable[[], bool], timeout_s: float | None,
                    spin_s: float = ...) -> bool: ...
-    def pop_report(self, timeout_s: float) -> tuple | None: ...
+    def pop_report(self, timeout_s: float) -> Frame | None: ...
 
     # tables and telemetry
     def stream_failure(self, slot: int) -> tuple[int, int, int]: ...

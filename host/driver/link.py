@@ -109,7 +109,7 @@ def _sleep(sem: posix_ipc.Semaphore, timeout_s: float) -> bool:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def encode(frame: tuple) -> bytes:
+def encode(frame: list[Any] | protocol.Frame) -> bytes:
     """One frame's bytes; an argument the wire cannot carry (an int outside the 64-bit
     range, an object of another type) is ``ACL_ERROR_RT_PARAM_INVALID`` (107000), raised
     before anything is queued or counted."""
@@ -269,7 +269,7 @@ class DeviceLink:
                 self.check_alive()
             self._push(payload)
 
-    def call(self, op: int, *args: object) -> tuple:
+    def call(self, op: int, *args: object) -> protocol.Frame:
         """Send a request and block until its reply; returns the results or raises AclError."""
         with self.lock:
             if self.lost_detail:  # a death is otherwise noticed while waiting for the reply
@@ -308,7 +308,7 @@ class DeviceLink:
             ctl[_SLEEPING] = 0
             self.bell.release()
 
-    def _wait_reply(self) -> tuple:
+    def _wait_reply(self) -> protocol.Frame:
         cpl = self.cpl
         end = time.perf_counter() + SPIN_S
         while (payload := cpl.pop()) is None:
@@ -328,7 +328,7 @@ class DeviceLink:
         return protocol.unpack(payload)
 
     # stream tasks and waits -----------------------------------------------------------------
-    def submit_locked(self, frame: list | tuple) -> None:
+    def submit_locked(self, frame: list[Any] | protocol.Frame) -> None:
         """Queue one stream task (no reply; completion shows in the tables). The caller holds
         ``lock``, so task numbers and ring order agree. Raises (107000 for an argument the
         wire cannot carry, 507010 for a lost device, 507901 for a stopped node) before
@@ -375,7 +375,7 @@ class DeviceLink:
                 return True
             self.check_alive()
 
-    def pop_report(self, timeout_s: float) -> tuple | None:
+    def pop_report(self, timeout_s: float) -> protocol.Frame | None:
         """Next exception/callback report from the worker, waiting at most ``timeout_s``.
         Only the link's report thread calls this."""
         payload = self.rep.pop()

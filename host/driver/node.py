@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import socket
 import stat
 import subprocess
 import sys
@@ -34,7 +35,8 @@ from npuemu.shared.layout import DEVICE_ENTRY, REG_DEVICES
 class Node:
     """A live connection to one node's supervisor."""
 
-    def __init__(self, name: str, sock, proc: subprocess.Popen | None = None) -> None:
+    def __init__(self, name: str, sock: socket.socket,
+                 proc: subprocess.Popen[bytes] | None = None) -> None:
         self.name = name
         self.sock = sock
         self.proc = proc
@@ -81,7 +83,7 @@ class Node:
                                    f"(start one with `npuemu start --name {name}`)") from err
         return cls(name, sock)
 
-    def request(self, *message: object) -> tuple:
+    def request(self, *message: object) -> control.Message:
         """One control round trip; a closed connection means the node is gone (507901)."""
         with self.lock:
             try:
@@ -137,7 +139,7 @@ def log_path(name: str) -> str:
 
 
 def spawn_supervisor(name: str, config: NodeConfig, *, owner: int = 0, eager: bool = False,
-                     log: int | None = None) -> subprocess.Popen:
+                     log: int | None = None) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "npuemu.device.supervisor", "--node", name,
            "--devices", str(config.devices), "--hbm", str(config.hbm_bytes),
            "--ddr", str(config.ddr_bytes), "--soc", config.soc.name]
@@ -150,7 +152,8 @@ def spawn_supervisor(name: str, config: NodeConfig, *, owner: int = 0, eager: bo
                             start_new_session=True, env=env)
 
 
-def wait_for_node(name: str, proc: subprocess.Popen, timeout: float = ATTACH_TIMEOUT_S):
+def wait_for_node(name: str, proc: subprocess.Popen[bytes],
+                  timeout: float = ATTACH_TIMEOUT_S) -> socket.socket:
     """Connect to a supervisor that is starting; raises AclError if it exits or times out."""
     deadline = time.monotonic() + timeout
     while True:

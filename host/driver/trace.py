@@ -28,6 +28,7 @@ import psutil
 from npuemu.shared import errors, logring, shm
 from npuemu.shared import trace as tl
 from npuemu.shared.layout import CTL_LINKS, DEVICE_CTL, LINK_ENTRY
+from npuemu.shared.protocol import Frame
 
 _H, _R = tl.TRACE_HEADER, tl.TRACE_RECORD
 RECORD_DTYPE = np.dtype([(f.name, "<u8") for f in _R.fields])
@@ -41,7 +42,8 @@ def _thread_label() -> str:
     """A label unique to the calling thread for the life of the process (idents are reused
     once a thread ends; these labels are not)."""
     try:
-        return _local.label
+        found: str = _local.label
+        return found
     except AttributeError:
         current = threading.current_thread()
         label = _local.label = (f"{current.name} (tid {threading.get_native_id()}, "
@@ -81,7 +83,7 @@ class TraceReader:
         words[_H.READER_PID] = os.getpid()
         words[_H.READ] = words[_H.WRITE]  # older records are someone else's run
         self.dropped_at_start = words[_H.DROPPED]
-        self.submitters: collections.Counter = collections.Counter()
+        self.submitters: collections.Counter[tuple[int, str]] = collections.Counter()
         """(stream slot, host thread label) -> turns that thread took submitting there."""
         self.last_thread: dict[int, str] = {}  # stream slot -> label of its last submitter
 
@@ -93,7 +95,7 @@ class TraceReader:
         if self.link.tracer is self:
             self.link.tracer = None
 
-    def stamp(self, frame: list | tuple) -> list | tuple:
+    def stamp(self, frame: list[Any] | Frame) -> list[Any] | Frame:
         """``frame`` with its submit time (a list is stamped in place, the cheap way the
         runtime's stream tasks take; a tuple is copied); notes which host thread submits to
         which stream slot (a turn is counted each time another thread than the last one
