@@ -35,7 +35,7 @@ static void policies(void)
 
 static void copies(aclrtStream stream)
 {
-    unsigned char *src = malloc(N), *dst = malloc(N);
+    unsigned char *src = (unsigned char *)malloc(N), *dst = (unsigned char *)malloc(N);
     void *pinned = NULL, *dev = NULL, *dev2 = NULL;
     unsigned i;
     for (i = 0; i < N; i++) {
