@@ -13,8 +13,8 @@ are classified (``handle``). Nothing a client sends can stop the worker loop:
 The one BaseException that passes is the worker's own stop (``containment.is_stop``: the
 KeyboardInterrupt of a hand-run worker's SIGINT handler). User code a request runs (a
 kernel file's module at ``BINARY_LOAD``, a kernel looked up at ``LAUNCH``) is contained
-where it is called (``exec/kernels.py``), so its ``SystemExit`` is a load error (107000),
-not a 507000.
+where it is called (``exec/kernels.py``), so its ``SystemExit`` is a 107000 (the binary
+does not load, or has no such kernel), not a 507000.
 
 A handler gets ``(worker, client, *args)`` and returns a tuple of results. The number of
 arguments is checked against the handler's signature before the call, and handlers check
