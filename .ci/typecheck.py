@@ -8,7 +8,9 @@ maps them with an import hook that mypy and editors cannot follow. So this scrip
 checkout, which ``[tool.mypy] mypy_path`` (and ``[tool.pyright] extraPaths``) point at. A
 package whose folder holds exactly its subpackages is one directory symlink (new modules show
 up at once); the others (``npuemu`` = ``tools/top``, ``npuemu.tools``, whose folder also holds
-``top/`` and ``acl_top/``) are real folders of per-file links, refreshed on every run.
+``top/`` and ``acl_top/``) are real folders of per-file links. Every run brings the tree up to
+date in place (links that are right are left alone, so runs side by side in one checkout do
+not break each other).
 
 Usage: ``python3 .ci/typecheck.py [mypy arguments]``. With no arguments mypy checks the
 ``packages`` of ``[tool.mypy]``; ``--tree`` only builds the tree (for editors). File names in
@@ -62,29 +64,60 @@ def _whole_folder(package: str, folders: dict[str, Path]) -> bool:
     return subdirs == {child.rpartition(".")[2] for child in children}
 
 
-def _link(target: Path, source: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.symlink_to(os.path.relpath(source, target.parent))
-
-
-def build_tree() -> None:
-    """Write ``build/typecheck/`` afresh from pyproject's package list."""
+def plan_tree() -> dict[Path, Path | None]:
+    """Each path of the tree: the checkout file or folder it links to, or None for a real
+    folder (of per-file links)."""
     folders = package_folders()
-    shutil.rmtree(TREE, ignore_errors=True)
-    TREE.mkdir(parents=True)
+    plan: dict[Path, Path | None] = {}
     covered: set[str] = set()
     for package in sorted(folders, key=lambda p: p.count(".")):
         if package in covered:
             continue
         target = TREE / Path(*package.split("."))
         if _whole_folder(package, folders):
-            _link(target, folders[package])
+            plan[target] = folders[package]
             covered.update(p for p in folders if p.startswith(package + "."))
             continue
-        target.mkdir(parents=True, exist_ok=True)
+        plan[target] = None
         for source in folders[package].iterdir():
             if source.suffix in (".py", ".pyi") or source.name == "py.typed":
-                _link(target / source.name, source)
+                plan[target / source.name] = source
+    return plan
+
+
+def _place(path: Path, source: Path | None) -> None:
+    """Make ``path`` the planned folder or link, leaving it alone if it already is (other
+    runs in the same checkout may be reading the tree)."""
+    if source is None:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        path.mkdir(parents=True, exist_ok=True)
+        return
+    link = os.path.relpath(source, path.parent)
+    if path.is_symlink() and os.readlink(path) == link:
+        return
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    temp = path.with_name(f".{path.name}.{os.getpid()}")
+    temp.symlink_to(link)
+    os.replace(temp, path)  # atomic: readers see the old link or the new one
+
+
+def build_tree() -> None:
+    """Bring ``build/typecheck/`` in line with pyproject's package list: planned links are
+    made or corrected, anything else in the tree is removed."""
+    plan = plan_tree()
+    TREE.mkdir(parents=True, exist_ok=True)
+    for path in sorted(plan, key=lambda p: len(p.parts)):
+        _place(path, plan[path])
+    for folder in [TREE, *(p for p, source in plan.items() if source is None)]:
+        for entry in folder.iterdir():
+            if entry in plan:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
 
 
 def _checkout_path(line: str) -> str:
