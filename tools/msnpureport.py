@@ -50,7 +50,9 @@ The core masks come from the SoC profile (``shared/config.py`` PROFILES: one bit
 and per AI Vector core); Icache check Range, Accelerator Recover and Aic Singlecommit are
 the defaults of a real card (the emulator has no such switches). Only modules with a level
 of their own are listed (the others follow the Global Level). An export directory that
-already exists (two exports in the same second) gets a ``-1``, ``-2`` ... suffix.
+already exists (two exports in the same second) gets a ``-1``, ``-2`` ... suffix. Exported
+files are created 0600 and the directories 0700, whatever the umask (``shared/private.py``):
+a device log shows what its users' programs ran.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ import datetime
 import os
 import sys
 
-from npuemu.shared import errors, layout, logring, shm
+from npuemu.shared import errors, layout, logring, private, shm
 from npuemu.shared.config import PROFILES
 from npuemu.shared.layout import DEVICE_CTL, DeviceState
 from npuemu.tools.smi import Card, NodeView, card_of, mb, open_node
@@ -125,7 +127,7 @@ def export(view: NodeView, devices: list[int], out_dir: str | None) -> int:
         n += 1
         root = os.path.abspath(os.path.join(out_dir or ".", f"{stamp}-{n}"))
     try:
-        os.makedirs(root)
+        private.makedirs(root, exist_ok=False)
     except OSError as err:
         print(f"{PROG}: cannot create {root}: {err}", file=sys.stderr)
         return 1
@@ -144,8 +146,8 @@ def export(view: NodeView, devices: list[int], out_dir: str | None) -> int:
             os.path.join(hisi, "device_info.txt"): device_info(view, card),
         }
         for path, content in files.items():
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
+            private.makedirs(os.path.dirname(path))
+            with private.open_file(path, "w", encoding="utf-8") as f:
                 f.write(content)
         print(f"device {dev}: {text.count(chr(10))} lines exported")
     print(f"Export finished: {root}")

@@ -9,8 +9,9 @@ Collection runs the application unmodified in a child interpreter in which ``imp
 resolves to npuemu (as ``npuemu run``) and a profiling session starts before the program's
 first line; the child writes raw data into a new ``DIR/PROF_*`` as it goes, and this process
 exports it after the child ends, whatever way it ended (a crash or ``kill -9`` leaves a
-partial but readable trace). Applications: ``python[3] script.py args``, ``python -m
-module args`` or ``script.py args``; anything else is refused (exit 2).
+partial but readable trace). The output is private: directories are created 0700 and
+files 0600, whatever the umask (``shared/private.py``). Applications: ``python[3] script.py
+args``, ``python -m module args`` or ``script.py args``; anything else is refused (exit 2).
 
 Switches (``on``/``off``): ``--task-time`` (on; also ``l0``..``l3``), ``--ascendcl`` (on: time
 the ``acl`` API), ``--runtime-api`` (off; same timer), ``--aicpu`` (off), ``--msproftx`` (off),
@@ -92,6 +93,7 @@ def child_command(application: str) -> list[str] | None:
 
 def collect(args: argparse.Namespace) -> int:
     from npuemu.host.prof import export
+    from npuemu.shared import private
 
     output = os.path.abspath(args.output or ".")
     command = child_command(args.application)
@@ -99,7 +101,7 @@ def collect(args: argparse.Namespace) -> int:
         print(f"[ERROR] npuemu msprof profiles Python programs only: {args.application!r}",
               file=sys.stderr)
         return 2
-    os.makedirs(output, exist_ok=True)
+    private.makedirs(output)
     before = set(export.find_prof_dirs(output))
     env = {**os.environ, ENV: json.dumps({"output": output, "data_types": data_types(args)})}
     code = subprocess.call(command, env=env)

@@ -4,7 +4,9 @@ File: ``<root>/debug/plog/plog-<pid>_<YYYYmmddHHMMSSmmm>.log`` where root is
 ``ASCEND_PROCESS_LOG_PATH``, else ``ASCEND_WORK_PATH``, else ``$HOME/ascend/log``. Lines use
 the slog format of ``shared/logring.py``; the level comes from ``ASCEND_GLOBAL_LOG_LEVEL`` /
 ``ASCEND_MODULE_LOG_LEVEL`` (default ERROR), read once. The file is created on the first
-line written, so a program that logs nothing leaves no file. At DEBUG every malloc/free,
+line written, so a program that logs nothing leaves no file. The file is created 0600 and
+the directories it makes 0700 whatever the umask (``shared/private.py``): only its owner
+reads what the program did. At DEBUG every malloc/free,
 stream/event create/destroy and task submission is logged, so a host log and a device log
 can be aligned by time.
 """
@@ -17,7 +19,7 @@ import os
 import sys
 import threading
 
-from npuemu.shared import logring
+from npuemu.shared import logring, private
 
 _lock = threading.Lock()
 _file = None
@@ -61,9 +63,9 @@ def _open():  # -> TextIO | None
     now = datetime.datetime.now()
     stamp = now.strftime("%Y%m%d%H%M%S") + f"{now.microsecond // 1000:03d}"
     try:
-        os.makedirs(folder, exist_ok=True)
-        return open(os.path.join(folder, f"plog-{os.getpid()}_{stamp}.log"), "a",
-                    encoding="utf-8")
+        private.makedirs(folder)
+        return private.open_file(os.path.join(folder, f"plog-{os.getpid()}_{stamp}.log"), "a",
+                                 encoding="utf-8")
     except OSError as err:
         print(f"npuemu: cannot write host log in {folder}: {err}", file=sys.stderr)
         return None

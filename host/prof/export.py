@@ -13,12 +13,14 @@ Files (``<ts>`` = ``%Y%m%d%H%M%S`` of the export):
   decimals; numbers are what every Chrome-trace reader accepts). Times are the host's wall
   clock (monotonic time plus the offset taken when the session started). Device log lines
   (each card's log ring) and this process's plog lines of the session's window are instant
-  events on the card's process and on ``CANN`` (seed §6.3: run with
-  ``ASCEND_GLOBAL_LOG_LEVEL=0`` to see every malloc and submission beside its task).
+  events on the card's process and on ``CANN`` (run with ``ASCEND_GLOBAL_LOG_LEVEL=0`` to
+  see every malloc and submission beside its task).
 - ``op_summary_<ts>.csv`` (kernels), ``op_statistic_<ts>.csv``, ``task_time_<ts>.csv`` (every
   task), ``api_statistic_<ts>.csv`` (if the host API was recorded), ``msprof_tx_<ts>.csv`` (if
   msproftx was), with the reference's columns; values we do not model are ``N/A``.
 - ``waits_<ts>.txt``: the waits report (``waits.py``), and ``README.txt``.
+
+Files are created 0600 and the directory 0700, whatever the umask (``shared/private.py``).
 
 ``Task Wait Time(us)`` is the gap between the end of the previous task of the same stream and
 the start of this one (0 for the first). Partial: no AI Core PMU columns, no model ids,
@@ -35,6 +37,7 @@ import statistics
 
 from npuemu.host.prof import waits
 from npuemu.host.prof.model import COMPUTE, Run, Task, load
+from npuemu.shared import private
 
 OUTPUT = "mindstudio_profiler_output"
 HOST_DEV = 31
@@ -60,14 +63,14 @@ def export(prof_dir: str) -> dict[str, str]:
     """Write ``mindstudio_profiler_output/`` for ``prof_dir``; returns {kind: path}."""
     run = load(prof_dir)
     out = os.path.join(prof_dir, OUTPUT)
-    os.makedirs(out, exist_ok=True)
+    private.makedirs(out)
     ts = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
     paths = {"timeline": os.path.join(out, f"msprof_{ts}.json"),
              "op_summary": os.path.join(out, f"op_summary_{ts}.csv"),
              "op_statistic": os.path.join(out, f"op_statistic_{ts}.csv"),
              "task_time": os.path.join(out, f"task_time_{ts}.csv"),
              "waits": os.path.join(out, f"waits_{ts}.txt")}
-    with open(paths["timeline"], "w") as f:
+    with private.open_file(paths["timeline"], "w") as f:
         json.dump(timeline(run), f)
     _write_csv(paths["op_summary"], OP_SUMMARY, op_summary_rows(run))
     _write_csv(paths["op_statistic"], OP_STATISTIC, op_statistic_rows(run))
@@ -78,9 +81,9 @@ def export(prof_dir: str) -> dict[str, str]:
     if run.tx:
         paths["msprof_tx"] = os.path.join(out, f"msprof_tx_{ts}.csv")
         _write_csv(paths["msprof_tx"], MSPROF_TX, tx_rows(run))
-    with open(paths["waits"], "w") as f:
+    with private.open_file(paths["waits"], "w") as f:
         f.write(waits.format_report(waits.analyze(run)))
-    with open(os.path.join(out, "README.txt"), "w") as f:
+    with private.open_file(os.path.join(out, "README.txt"), "w") as f:
         f.write(_readme(run, paths))
     return paths
 
@@ -183,7 +186,8 @@ def _counters(pid: int, dev: int, counters: list[list], us) -> list[dict]:
 
 
 def _log_events(pid: int, lines: list, us) -> list[dict]:
-    """Log lines as process-wide instant events at their timestamps (seed §6.3)."""
+    """Log lines as process-wide instant events at their timestamps (host and device lines
+    on one time axis)."""
     return [{"name": f"[{line.level}] {line.text.split(' ', 2)[-1][:80]}", "ph": "i", "s": "p",
              "pid": pid, "tid": 0, "ts": us(line.ns), "cat": "log",
              "args": {"line": line.text}} for line in lines]
@@ -313,7 +317,7 @@ def tx_rows(run: Run) -> list[list]:
 
 
 def _write_csv(path: str, header: list[str], rows: list[list]) -> None:
-    with open(path, "w", newline="") as f:
+    with private.open_file(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(header)
         writer.writerows(rows)

@@ -1,10 +1,14 @@
 """A picture of a run: ``plot(run, "timeline.png")`` draws one lane per stream and per engine
 of each card (milliseconds from the first task), copies, kernels and other tasks in their own
-colours and event waits shaded, with matplotlib (Agg backend: no display needed)."""
+colours and event waits shaded, with matplotlib (Agg backend: no display needed). The file
+is created 0600 whatever the umask (``shared/private.py``)."""
 
 from __future__ import annotations
 
+import os
+
 from npuemu.host.prof.model import COMPUTE, COPIES, Run, Task
+from npuemu.shared import private
 
 COLOURS = {"copy": "#4C78A8", "compute": "#F58518", "wait": "#E45756", "other": "#54A24B"}
 
@@ -60,6 +64,8 @@ def plot(run: Run, path: str) -> str:
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fmt = os.path.splitext(path)[1][1:].lower() or "png"
+    with private.open_file(path, "wb") as f:
+        fig.savefig(f, format=fmt, dpi=110)
     plt.close(fig)
     return path

@@ -15,6 +15,8 @@ stream), ``device_<id>/data/counters.jsonl`` (``[ns, hbm_used, {peer: bytes}]``)
 ``host/data/info.json``, ``host/data/api.jsonl`` (``[api, tid, start_ns, end_ns]``) and
 ``host/data/tx.jsonl`` (msproftx marks and ranges); at stop, ``device_<id>/data/device.log``
 (the card's log ring) and ``host/data/plog.log`` (this process's plog, if it wrote one).
+Every file is created 0600 and every directory 0700, whatever the umask
+(``shared/private.py``): a trace shows what the program ran.
 
 Host API calls are timed by a hook the face passes in (``hooks``: the pyACL face's timer in
 ``host/acl/prof.py``), since a feature must not reach up into a face.
@@ -42,7 +44,7 @@ from typing import Any
 from npuemu.host.core import plog
 from npuemu.host.core import runtime as _runtime
 from npuemu.host.driver.trace import TraceReader
-from npuemu.shared import errors
+from npuemu.shared import errors, private
 
 DRAIN_S = 0.02
 ACL_PROF_ACL_API = 0x0001
@@ -79,17 +81,19 @@ API_BITS = ACL_PROF_ACL_API | ACL_PROF_RUNTIME_API | ACL_PROF_API_STATS
 def new_prof_dir(root: str) -> str:
     """Create and return a fresh ``PROF_*`` directory under ``root``."""
     root = os.path.abspath(root)
-    os.makedirs(root, exist_ok=True)
+    private.makedirs(root)
     index = 1 + sum(1 for name in os.listdir(root) if name.startswith("PROF_"))
     stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S%f")[:17]
     letters = "".join(random.choice("ABCDEFGHIJKLMNOPQR") for _ in range(8))
     while True:
         path = os.path.join(root, f"PROF_{index:06d}_{stamp}_{os.getpid() % 10**8:08d}{letters}")
         try:
-            os.makedirs(os.path.join(path, "host", "data"))
-            return path
+            os.mkdir(path, private.DIR_MODE)
         except FileExistsError:
             index += 1
+            continue
+        private.makedirs(os.path.join(path, "host", "data"))
+        return path
 
 
 class Session:
@@ -163,7 +167,7 @@ class Session:
             self.readers.clear()
         path = plog.path()
         if path and os.path.exists(path):
-            shutil.copyfile(path, os.path.join(self.dir, "host", "data", "plog.log"))
+            private.copy_file(path, os.path.join(self.dir, "host", "data", "plog.log"))
 
     def _wait_inflight(self, timeout_s: float = 2.0) -> None:
         """Give tasks submitted before stop a bounded chance to complete and be recorded."""
@@ -193,7 +197,7 @@ class Session:
                 return
             reader.start()
             self.readers[link.logical] = reader
-            os.makedirs(self._dev_dir(link.logical), exist_ok=True)
+            private.makedirs(self._dev_dir(link.logical))
             self._write_dev_info(reader)
 
     def closing(self, link: Any) -> None:
@@ -241,7 +245,7 @@ class Session:
         records = reader.drain()
         path = self._dev_dir(reader.link.logical)
         if len(records):
-            with open(os.path.join(path, "task.bin"), "ab") as f:
+            with private.open_file(os.path.join(path, "task.bin"), "ab") as f:
                 f.write(records.tobytes())
         try:
             ns, hbm, links = reader.sample()
@@ -253,7 +257,8 @@ class Session:
     def _save_logs(self, reader: TraceReader) -> None:
         """The card's log ring as ``device_<id>/data/device.log`` (export keeps the lines of
         the session's time window)."""
-        with open(os.path.join(self._dev_dir(reader.link.logical), "device.log"), "w") as f:
+        with private.open_file(os.path.join(self._dev_dir(reader.link.logical), "device.log"),
+                               "w") as f:
             f.write(reader.device_log())
 
     def _write_dev_info(self, reader: TraceReader) -> None:
@@ -275,13 +280,13 @@ class Session:
 
     @staticmethod
     def _append_lines(path: str, rows: list) -> None:
-        with open(path, "a") as f:
+        with private.open_file(path, "a") as f:
             f.writelines(json.dumps(row) + "\n" for row in rows)
 
     @staticmethod
     def _write_json(path: str, data: dict) -> None:
         tmp = path + ".tmp"
-        with open(tmp, "w") as f:
+        with private.open_file(tmp, "w") as f:
             json.dump(data, f)
         os.replace(tmp, path)
 

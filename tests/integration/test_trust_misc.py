@@ -5,8 +5,8 @@
   had freed its handle, so the key is gone too);
 - a rank process killed and not reaped by its parent (a zombie): the surviving rank's
   collective fails by liveness (507057, HCCL_E_REMOTE) well before HCCL_EXEC_TIMEOUT;
-- host logs, msnpureport exports and msprof output are private (files 0600, directories
-  0700) even when the writer's umask is 0.
+- host logs, msnpureport exports and profiles (raw, exported, plotted) are private (files
+  0600, directories 0700) even when the writer's umask is 0.
 
 The child programs are ``tests/progs/ipc_double_import.py``, ``hccl_zombie_rank.py`` and
 ``private_files.py``.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -88,3 +89,26 @@ def test_a_zombie_rank_fails_its_peers_collective_by_liveness(shared_node, spawn
     assert r["seconds"] < EXEC_TIMEOUT_S / 4, r
     assert r["destroy"] == 0
     ranks[1].wait(timeout=10)
+
+
+def test_logs_and_profiles_are_private_under_umask_0(shared_node, run_py, tmp_path) -> None:
+    """A host log, a profile (raw data, its export, a re-export and a plot) and an
+    msnpureport export, all written by a child whose umask is 0: every directory they made
+    is 0700 and every file 0600 (a plain ``open`` there gives 0666)."""
+    name = shared_node(devices=1, hbm="64M", ddr="16M")
+    root = tmp_path / "out"
+    res = run_py(launcher("private_files.py", str(root)), env={"NPUEMU_NODE": name},
+                 timeout=180)
+    assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
+    r = json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
+    assert r["bad_free"] == 107000 and r["codes"] == [0, 0, 0], r
+    assert r["plain_open"] == "0o666"  # the umask really was 0 in the child
+    modes = r["modes"]
+    assert modes[r["plog"]] == "0o600" and modes["plog_root/"] == "0o700"
+    kinds = {"plog": r"\.log$", "raw trace": r"task\.bin$", "timeline": r"msprof_\d+\.json$",
+             "summary": r"op_summary_\d+\.csv$", "plot": r"timeline\.png$",
+             "device log": r"logs/.*/device-0_\d+\.log$"}
+    for kind, pattern in kinds.items():
+        assert any(re.search(pattern, p) for p in modes), (kind, "\n".join(sorted(modes)))
+    wrong = {p: m for p, m in modes.items() if m != ("0o700" if p.endswith("/") else "0o600")}
+    assert not wrong, wrong
