@@ -19,7 +19,8 @@ launches already queued keep the kernel they were bound to. A detaching client's
 HBM go with it.
 
 A client holds at most ``MAX_OP_BINARIES`` op binaries at once; one more is
-``ACL_ERROR_RT_OVER_LIMIT`` (207012).
+``ACL_ERROR_RT_OVER_LIMIT`` (207012), and the host's op map then evicts its oldest compiled
+entries and tries once more (``host/ops/cache.py`` ``shed``).
 
 | op        | args                    | results                          |
 |-----------|-------------------------|----------------------------------|
@@ -46,13 +47,15 @@ if TYPE_CHECKING:
     from npuemu.device.worker import Client, Worker
 
 _HUGE_FIRST = 0
-MAX_OP_BINARIES = 1 << 16
-"""Op binaries one client may hold loaded. The host's op map keeps at most 20000 compiled
-entries by default (``aclopSetMaxOpQueueNum``; several entries share one binary) plus the
-static models of ``aclopSetModelDir``/``aclopLoad``: 65536 is three times that, which no real
-program reaches; a runaway loader meets it long before the card's HBM is gone. The code is
-``ACL_ERROR_RT_OVER_LIMIT`` (207012, "a runtime limit was exceeded"): a count limit, not a
-memory shortage (207001) nor a failed allocation of a resource (207005)."""
+MAX_OP_BINARIES = 1 << 15
+"""Op binaries one client may hold loaded: 32768. The host's op map keeps at most 20000
+compiled entries by default (``aclopSetMaxOpQueueNum``; several entries share one binary),
+and a single-op model directory of over 12000 ops is not a real one, so a real program stays
+below it; one that raised the op map's capacity far above the default has its oldest entries
+evicted instead (the host sheds and retries). A runaway loader meets it long before the
+card's HBM is gone. The code is ``ACL_ERROR_RT_OVER_LIMIT`` (207012, "a runtime limit was
+exceeded"): a count limit, not a memory shortage (207001) nor a failed allocation of a
+resource (207005)."""
 
 
 def op_load(worker: Worker, client: Client, source: str, name: str) -> tuple:

@@ -179,6 +179,20 @@ class DeviceOpCache:
                                         f"{getattr(self.link, 'logical', '?')}")
             self._drop(victim)
 
+    def shed(self) -> bool:
+        """Evict the oldest compiled entries until a binary loses its last user (its
+        ``OP_UNLOAD`` is posted, ahead of any later request on the link); False when no
+        compiled entry is left. For a card that refused one more op binary of this process
+        (207012, ``device/exec/opbin.py``)."""
+        while self.lru:
+            _key, victim = self.lru.popitem(last=False)
+            self.stats.evictions += 1
+            last = victim.loaded.refs == 1
+            self._drop(victim)
+            if last:
+                return True
+        return False
+
     def _drop(self, entry: Entry) -> None:
         entry.alive = False
         for table in (self.linear, ):

@@ -8,7 +8,8 @@ only along linear dims (re-tile only; ``INCREMENTAL``), the on-disk cache (load 
 finally a real build (``compiler.build``). A built or disk-read binary (Python source, see
 ``compiler.py``) is placed in the card's HBM (``OP_LOAD``, one round trip; the card compiles
 it) and inserted in the map (which may evict). A card that already holds
-``opbin.MAX_OP_BINARIES`` op binaries of this process refuses one more with 207012.
+``opbin.MAX_OP_BINARIES`` op binaries of this process refuses one more with 207012: the
+oldest compiled entries are then evicted and the load tried once more.
 
 Execute (async, never compiles): the match and checked launch arguments for the tuple of
 (op type, descriptor, buffer and attr handles) are remembered per card, stamped with
@@ -38,7 +39,7 @@ from npuemu.host.ops import desc as D
 from npuemu.host.ops import types as T
 from npuemu.host.ops.cache import DeviceOpCache, Entry, Loaded, cache_for
 from npuemu.host.ops.registry import OpDef, Spec
-from npuemu.shared import config, logring
+from npuemu.shared import config, errors, logring
 from npuemu.shared.protocol import Op
 
 INCREMENTAL = [config.op_incremental()]
@@ -214,9 +215,16 @@ def _build(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any],
 
 
 def _load(cache: DeviceOpCache, binary: compiler.KernelBinary) -> Loaded:
-    """Place the binary's source in the card's HBM and load it there (one round trip)."""
-    bin_id, ptr, span, _kernels = cache.link.call(Op.OP_LOAD, binary.source,
-                                                  f"{binary.op_type}-{binary.digest}")
+    """Place the binary's source in the card's HBM and load it there (one round trip; a
+    card that holds as many op binaries of this process as it takes gets room by evicting
+    the oldest compiled entries, then one more try). The caller holds ``cache.lock``."""
+    name = f"{binary.op_type}-{binary.digest}"
+    try:
+        bin_id, ptr, span, _kernels = cache.link.call(Op.OP_LOAD, binary.source, name)
+    except errors.AclError as err:
+        if err.code != errors.ACL_ERROR_RT_OVER_LIMIT or not cache.shed():
+            raise
+        bin_id, ptr, span, _kernels = cache.link.call(Op.OP_LOAD, binary.source, name)
     loaded = Loaded(binary, bin_id, ptr, span)
     cache.add_loaded(loaded)
     return loaded
