@@ -86,7 +86,8 @@ def source_digest() -> str:
     from npuemu import __version__
 
     h = hashlib.sha256(f"{__version__}\0{python_executable()}\0".encode())
-    for path in [*sorted(INCLUDE.rglob("*.h")), HERE / "native.c", Path(__file__)]:
+    for path in [*sorted(INCLUDE.rglob("*.h")), HERE / "native.c", HERE / "sdk.py",
+                 Path(__file__)]:
         h.update(path.relative_to(HERE).as_posix().encode() + b"\0" + path.read_bytes())
     for text in error_code_headers().values():
         h.update(text.encode())

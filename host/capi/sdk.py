@@ -13,6 +13,7 @@
     T/runtime/{include, lib64}, T/compiler/{include, lib64}   links to the above
     T/set_env.sh, T/bin/setenv.bash     the environment (see ``SET_ENV``)
     T/bin/atc                           runs ``npuemu atc``
+    T/kernels/npuemu_library.py         the ready kernel library (aclrtBinaryLoadFromFile)
     T/.npuemu-sdk                       what the tree was built from (``build.source_digest``)
 
 It is idempotent: a tree whose stamp matches is left as it is; otherwise (another npuemu
@@ -131,6 +132,10 @@ def _links(root: Path) -> None:
 
 
 def _scripts(root: Path) -> None:
+    from npuemu.host.core.kernel import LIBRARY
+
+    (root / "kernels").mkdir(exist_ok=True)
+    _symlink(LIBRARY, root / "kernels" / "npuemu_library.py")
     (root / "bin").mkdir(exist_ok=True)
     env = SET_ENV.format(root=root)
     (root / "set_env.sh").write_text(env)

@@ -225,8 +225,22 @@ def _thread_of_id(thread_id: object) -> threading.Thread:
     for thread in threading.enumerate():
         if tid in (thread.ident, thread.native_id):
             return thread
+    for find in _thread_finders:  # threads Python does not know (the C ABI's C threads)
+        found = find(tid)
+        if found is not None:
+            return found
     raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                            f"thread id {tid} is not a live thread of this process")
+
+
+_thread_finders: list[Callable[[int], Any]] = []
+"""``find(tid)`` -> an object with ``ident`` and ``is_alive()``, or None: threads not started
+by Python that may subscribe (``host/capi``'s C threads). Appended once at import."""
+
+
+def add_thread_finder(find: Callable[[int], Any]) -> None:
+    """Let ``subscribe_report`` name threads Python has not seen (see ``_thread_finders``)."""
+    _thread_finders.append(find)
 
 
 def _prune_locked() -> None:

@@ -1,0 +1,16 @@
+"""An npuemu kernel file for the C ABI tests: one kernel that fails on the AI Core, one that
+doubles float32 values (``scale2(x, n)``, in place)."""
+
+from npuemu.shared.kernel import kernel
+
+
+@kernel("aicore")
+def boom_core(ctx):
+    raise RuntimeError("aicore fails on purpose")
+
+
+@kernel("aivector")
+def scale2(ctx, x, n):
+    lo, hi = ctx.split(n)
+    view = ctx.tensor(x, "float32", n)[lo:hi]
+    view *= 2
