@@ -1,5 +1,5 @@
 """``npuemu atc --singleop=ops.json --output=DIR``: compile single-op descriptions into
-single-op model files (``.om``), as ATC's single-op mode does (reference §2.9, §3.10).
+single-op model files (``.om``), as ATC's single-op mode does (``atc --singleop``).
 
 The JSON is a list of ``{"op": "Add", "input_desc": [{"format": "ND", "shape": [8, 16],
 "type": "int32"}, ...], "output_desc": [...]}`` with the optional keys ``name``, ``attr``

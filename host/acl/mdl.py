@@ -1,4 +1,4 @@
-"""``acl.mdl``: offline models in pyACL form (reference §3.7), over ``host/models``.
+"""``acl.mdl``: offline models in pyACL form (pyACL's ``acl.mdl`` module), over ``host/models``.
 
 Load / query / unload, execute (sync) and execute_async, the descriptor queries, datasets
 and dynamic batch. Calls return ``ret`` or a tuple ending in ``ret``; handles are ints.

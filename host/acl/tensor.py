@@ -1,5 +1,5 @@
 """Top-level pyACL calls for tensor descriptors, data buffers and compile options
-(``aclCreateTensorDesc`` and friends; reference §1.3-1.4, §2.2).
+(``aclCreateTensorDesc`` and friends, ``aclSetCompileopt``).
 
 Handles are ints (0 on failure, as pyACL). The data-buffer calls are a minimal version kept
 here until helper "pyacl"'s module of ``host/acl`` (which owns them) is merged; they share

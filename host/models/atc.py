@@ -209,7 +209,7 @@ def dump(om_path: str | os.PathLike, json_path: str | os.PathLike) -> dict[str, 
 
 
 def parser() -> argparse.ArgumentParser:
-    """The ATC flags of model mode (reference §3.10), for ``tools/atc.py`` to wire in."""
+    """The ATC flags of model mode (those of the real ``atc``), for ``tools/atc.py`` to wire in."""
     p = argparse.ArgumentParser(
         prog="npuemu atc", description="ONNX -> OM offline model",
         epilog="single-op mode: npuemu atc --singleop=ops.json --output=DIR (see "

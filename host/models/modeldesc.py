@@ -1,5 +1,5 @@
 """What ``aclmdlDesc`` answers: inputs and outputs of an OM model, their names, sizes, dims,
-dtypes, formats, and the batch gears (reference §3.4-3.5).
+dtypes, formats, and the batch gears (``aclmdlGetDesc`` and its getters).
 
 For a dynamic-batch model the batch dim reads -1, sizes are those of the largest gear, and
 an extra last input :data:`DYNAMIC_TENSOR_NAME` (int64, one element) carries the gear, as ATC

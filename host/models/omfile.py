@@ -1,6 +1,6 @@
-"""The OM file: npuemu's own versioned container for an offline model (seed §5.1).
+"""The OM file: npuemu's own versioned container for an offline model.
 
-It borrows the real container's outline (reference §3.9: a 256-byte header starting with the
+It borrows the real container's outline (a 256-byte header starting with the
 bytes ``IMOD``, then a partition table) but not its contents, which are our own. All integers
 are little-endian. Layout, written once:
 
@@ -43,9 +43,14 @@ type   name             contents
 ====== ================ ======================================================================
 
 :func:`read` rejects a truncated, corrupted, malformed or newer-version file with
-``ACL_ERROR_GE_PARAM_INVALID`` (145000, the reference's code for bad model content) and an
-unreadable or empty path with ``ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID`` (145002); it never lets
-another exception out.
+``ACL_ERROR_GE_PARAM_INVALID`` (145000, the real loader's code for bad model content); a sealed
+file (valid checksum and length) is still checked field by field for type and range
+(``omcheck.py``) and cross-checked (:func:`validate`) before anything uses it.
+:func:`read_file` refuses an unreadable or empty path, one larger than
+:data:`MAX_FILE_BYTES` and anything but a regular file (a FIFO, ``/dev/zero``, a directory:
+opened without blocking, refused before a byte is read) with
+``ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID`` (145002), and reads no more than the file's size and
+its header's declared length. Neither lets another exception out.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Models on a card: load (weights and workspace allocated once), execute, unload (seed §5).
+"""Models on a card: load (weights and workspace allocated once), execute, unload.
 
 Core of ``aclmdlLoadFromFile/Mem(WithMem)``, ``aclmdlExecute(Async)`` and ``aclmdlUnload``;
 the faces are ``acl.mdl`` (``host/acl/mdl.py``) and the Pythonic API.
 
-The four memory regions (seed §5.2): **weights** (the OM's WEIGHTS_DATA, copied into HBM at
+The four memory regions of a loaded model: **weights** (the OM's WEIGHTS_DATA, copied into HBM at
 load) and **workspace** (one block of the MemoryPlanner's size; every intermediate at its
 planned offset) are allocated at load, or supplied by the caller (the WithMem loads); the
 **inputs** and **outputs** are the caller's buffers, bound per execute. An op that declares
@@ -325,7 +325,8 @@ def _desc(row: list, k: int) -> D.TensorDesc:
 
 
 def get(model_id: object) -> Model:
-    """The loaded model ``model_id`` of this process; 145003 otherwise (reference §3.6)."""
+    """The loaded model ``model_id`` of this process; 145003 otherwise (the real loader's
+    code for an unknown id)."""
     found = _models.get(model_id) if type(model_id) is int else None  # type: ignore[arg-type]
     if found is None:
         raise ModelError(ACL_ERROR_GE_EXEC_MODEL_ID_INVALID, f"no loaded model {model_id!r}")

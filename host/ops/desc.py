@@ -73,7 +73,8 @@ class TensorDesc:
 
     @property
     def key(self) -> tuple:
-        """What the op map hashes of this descriptor (reference §2.5), computed once."""
+        """What the op map hashes of this descriptor (dtype, formats, dims, ranges, const data,
+        placement: what the real op map keys on), computed once."""
         if self._key is None:
             self._key = (self.dtype, self.format, self.storage_format, self.dims,
                          self.shape_range, self.const is not None, self.const, self.memtype)
