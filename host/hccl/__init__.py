@@ -1,4 +1,4 @@
-"""HCCL-style collective communication between emulated cards (CANN_OPS_MODELS_REFERENCE §5).
+"""HCCL-style collective communication between emulated cards (HCCL's API and semantics).
 
 - ``types``: HCCL's result codes, data types, reduce ops, ``HcclError``, environment.
 - ``comm``: communicators (``comm_init_all``, ``get_root_info``/``comm_init_root_info``,

@@ -1,4 +1,4 @@
-"""The rank-table JSON of ``HcclCommInitClusterInfo`` (CANN_OPS_MODELS_REFERENCE §5.4).
+"""The rank-table JSON of ``HcclCommInitClusterInfo`` (the format of HCCL's rank table file).
 
     {"status": "completed", "version": "1.0", "server_count": "2",
      "server_list": [{"server_id": "node_0",

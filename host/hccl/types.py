@@ -1,7 +1,7 @@
 """HCCL's public types (``hccl_types.h``): result codes, data types, reduce ops, and the
 environment settings the communicators read.
 
-The values are HCCL's (CANN_OPS_MODELS_REFERENCE §5.1); **HcclDataType numbering differs from
+The values are HCCL's (``hccl_types.h``); **HcclDataType numbering differs from
 aclDataType**. ``HcclError`` is the Python exception of the Pythonic face; it carries
 ``.code`` (an ``HcclResult``) and pickles.
 """

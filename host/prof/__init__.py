@@ -1,4 +1,4 @@
-"""Profiling (issue 13; seed §6.2-6.3): sessions that make the cards record every task, and
+"""Profiling: sessions that make the cards record every task, and
 what turns the records into msprof's output.
 
 - ``session.py``: a profiling run (``PROF_*`` directory, one trace reader per card, the drain

@@ -1,4 +1,4 @@
-"""The waits report: who waits on whom, and the seed's two diagnoses (§6.2), found from a run.
+"""The waits report: who waits on whom, and two diagnoses, found from a run.
 
 Per stream of each card, over the card's window (first task start to last task end):
 ``busy`` (union of its tasks other than event waits), ``waiting`` (union of its event waits:
@@ -14,8 +14,8 @@ Diagnoses:
    copies to their own stream; if it is all compute, to split the work across streams.
 2. **Shared stream**: a stream that received tasks from several host threads during the run
    (the host notes each turn: a task submitted by another thread than the previous one):
-   their submissions serialise on it; give
-   each thread its own stream, within the per-card limit of active streams (seed: 128).
+   their submissions serialise on it; give each thread its own stream, within the per-card
+   limit of active streams (``STREAM_LIMIT``).
 """
 
 from __future__ import annotations
@@ -141,9 +141,9 @@ def _diagnose(report: Report) -> None:
             text += (f" It mixes copies ({s.share(s.copies_ns):.0%} of the run) and compute "
                      f"({s.share(s.compute_ns):.0%}) in order"
                      + (f" while {idle_text}" if idle_text else "")
-                     + ": move its copies to a stream of their own (seed §6.2).")
+                     + ": move its copies to a stream of their own.")
         elif s.compute_ns:
-            text += " It is all compute: split its work across several streams (seed §6.2)."
+            text += " It is all compute: split its work across several streams."
         elif s.copies_ns:
             text += " It is all copies: split them across several streams."
         report.diagnoses.append(text)
@@ -156,8 +156,7 @@ def _diagnose(report: Report) -> None:
                 f"device {s.dev} stream {s.stream} receives tasks from {len(s.threads)} host "
                 f"threads ({names}; {turns} turns): their submissions serialise on one "
                 f"stream; give each "
-                f"thread its own stream (at most {STREAM_LIMIT} active streams per card, "
-                "seed §6.2).")
+                f"thread its own stream (at most {STREAM_LIMIT} active streams per card).")
 
 
 def format_report(report: Report) -> str:

@@ -27,7 +27,8 @@ SAMPLE = CHILD_HELPERS + '''
 from npuemu.host.models import runtime as _models
 from npuemu.host.core import stream as _streams
 def sample_flow(om_path, x, batch=0):
-    """The resnet50 sample's steps (reference §3.8), returning output 0 as float32."""
+    """The resnet50 sample's steps (load, describe, bind, execute twice, read back,
+    unload), returning output 0 as float32."""
     model_id, ret = acl.mdl.load_from_file(om_path); ok(ret, "load")
     desc = acl.mdl.create_desc(); ok(acl.mdl.get_desc(desc, model_id), "get_desc")
     n_in, n_out = acl.mdl.get_num_inputs(desc), acl.mdl.get_num_outputs(desc)
