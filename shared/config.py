@@ -17,7 +17,7 @@ settings are read and checked here:
   code (``acl.init`` 100000; ``set_device`` and every call that needs the node 207004) and
   never starts a node with it. A node's workers get the validated values explicitly
   (:meth:`NodeConfig.worker_env`, passed as the environment of the node's processes).
-* ``ASCEND_*`` values keep the reference's lenient rules (an invalid log level is ignored,
+* ``ASCEND_*`` values keep the real runtime's lenient rules (an invalid log level is ignored,
   ``ASCEND_RT_VISIBLE_DEVICES`` stops at the first bad token): never an error, as on
   hardware.
 """
@@ -118,7 +118,7 @@ VARIABLES: dict[str, str] = {
     "NPUEMU_TRACE_RECORDS": "slots of each card's trace ring for profiling (default 131072)",
     "NPUEMU_CACHING_ALLOCATOR": "1: acl.rt.malloc/free use the host caching allocator "
                                 "(read when acl is imported; default 0)",
-    "ASCEND_RT_VISIBLE_DEVICES": "visible cards, ascending ids (reference rules)",
+    "ASCEND_RT_VISIBLE_DEVICES": "visible cards, ascending ids (as the real runtime reads it)",
     "ASCEND_GLOBAL_LOG_LEVEL": "0..4, other values ignored (default 3)",
     "ASCEND_MODULE_LOG_LEVEL": "MOD=lvl:MOD=lvl; one bad token voids it",
     "ASCEND_GLOBAL_EVENT_ENABLE": "0/1 (default 1)",
@@ -159,7 +159,7 @@ class SocProfile:
 # Numbers from hicann/runtime src/platform/platform_config/cann/<name>.ini, [SoCInfo]
 # (ai_core_cnt, cube_core_cnt, vector_core_cnt, ai_cpu_cnt, memory_size, l2_size); read at
 # commits 40a5304 (910B1), a4fd650 (910B2), a4fd650 (910B3) and 494dda3 (910B4).
-# 910B1 is also quoted in ACLRT_REFERENCE.md section 2.2. SoCs whose .ini lacks a field we need
+# SoCs whose .ini lacks a field we need
 # (e.g. Ascend310P3 has no cube_core_cnt) are left out rather than guessed.
 _DDR_BYTES = 8 * GiB
 
@@ -453,7 +453,7 @@ def _check_topology(value: Any, devices: int, what: str) -> str | None:
     return value.strip()
 
 
-# ---- the op caches (host/ops): lenient, as the reference's own parsers are ---------------------
+# ---- the op caches (host/ops): lenient, as the real runtime's own parsers are -------------
 OP_DISK_CAP_MB = 500
 OP_DISK_REMAIN_PCT = 50
 

@@ -61,7 +61,7 @@ ACL_ERROR_DRV_FAILURE = 500004
 ACL_ERROR_PROFILING_FAILURE = 500005
 
 # --------------------------------------------------------------------------------------------
-# ACL layer, model and single-op codes (acl_base_rt.h; reference CANN_OPS_MODELS §1.5)
+# ACL layer, model and single-op codes (acl_base_rt.h; meanings from GE's aclError.md)
 # --------------------------------------------------------------------------------------------
 ACL_ERROR_WRITE_FILE = 100004
 ACL_ERROR_INVALID_FILE_SIZE = 100005

@@ -27,15 +27,15 @@ from typing import Any, Protocol
 ENGINES = ("aicore", "aivector", "aicpu")
 MAX_BLOCKS = 65535
 """Largest ``numBlocks`` of one launch. ``aclrtLaunchKernel`` takes it as a ``uint32_t``; the
-Ascend C kernel-launch documentation gives blockDim the range [1, 65535]. UNVERIFIED: the
-check itself was not found in the stored runtime source; 0 and larger values are refused
+Ascend C kernel-launch documentation gives blockDim the range [1, 65535]. Our choice: the
+runtime source we read does not show the check; 0 and larger values are refused
 with ``ACL_ERROR_INVALID_PARAM`` (100000) by the host and as a bad frame by the worker."""
 
 TIMEOUT_INTERVAL_US = 4_294_967
 """``aclrtGetOpTimeOutInterval`` of the emulated cards, in us. The CANN documentation of
 ``aclrtSetOpExecuteTimeOut`` (Atlas A2/A3) gives the AI Core default, 1091 s, and the largest
 settable timeout, ``interval * 254`` us; 1091 s / 254 gives this interval (about 2**32 ns).
-UNVERIFIED: the interval itself is not documented; it is derived from those two figures."""
+The interval itself is not documented: it is our derivation from those two figures."""
 MAX_TIMEOUT_US = TIMEOUT_INTERVAL_US * 254
 """Largest settable execution timeout (about 1091 s), also what a timeout of 0 means, and
 the default of AI Core, AI Vector and every non-kernel task."""

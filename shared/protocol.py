@@ -35,7 +35,7 @@ Reply (device -> host, completion ring): ``[seq, ret, result0, ...]``; ``ret`` i
 | IPC_SET_PID | share key, host pid           |                         | exporter only     |
 | IPC_IMPORT  | share key                     | ptr, span               | pid must be allowed |
 | IPC_CLOSE   | ptr                           |                         | importer done     |
-| MEM_MERGE   |                               | bytes given back        | seed §3.3 level 2: idle normal-page chunks back to the huge-page pool (``DeviceMemory.merge_free``) |
+| MEM_MERGE   |                               | bytes given back        | level-2 merge: idle normal-page chunks back to the huge-page pool (``DeviceMemory.merge_free``) |
 | MODEL_LOAD  | model id (0 = new), n inputs, n outputs, [step, ...] | model id | a model's task list (``device/exec/model.py``) |
 | MODEL_UNLOAD| model id                      |                         | queued executes of it fail |
 | COMM_ATTACH | segment name, rank (attach); "", comm id (detach) | comm id (attach) | communicator segment (``device/exec/collective.py``) |
@@ -109,7 +109,7 @@ class Op(enum.IntEnum):
     # op kernel binaries (device/exec/opbin.py)
     OP_LOAD = 19
     OP_UNLOAD = 20
-    # memory in depth (issue 12)
+    # page pools and IPC sharing of device memory
     MEM_POOLS = 21
     IPC_EXPORT = 22
     IPC_SET_PID = 23
