@@ -139,7 +139,7 @@ def _vmm_map(worker: Worker, client: Client, va: int, size: int, offset: int, ph
     va, size, offset, phys, length = (_int(v) for v in (va, size, offset, phys, length))
     arena, arena_offset = worker.memory.resolve(client.slot, phys, length)
     client.windows.map(va, size, offset, phys, length, arena.seg.fd,
-                       arena.file_runs(arena_offset, length))
+                       arena.file_runs(arena_offset, length), idle=not client.inflight)
     worker.alloc_changes += 1  # views cached by models may change
     return ()
 

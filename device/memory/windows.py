@@ -20,8 +20,11 @@ the physical block must be the client's (or imported by it) and on this card; pi
 overlap. A block that is not page-aligned in the arena (a NORMAL-page handle can be) is
 kept as a mapping without a window piece: a tensor inside it alone still resolves, through
 its physical block; one that spans it and a neighbour is refused. A window whose
-reservation has no mapping left stays reserved (inaccessible) until the client detaches,
-and is reused if the host maps at the same base again with the same size.
+reservation has no mapping left becomes one scratch mapping (nothing in it is found) and
+is reused if the host maps at the same base again with the same size; it is unmapped when
+the client detaches, or when the client maps a new window while it has no task on an
+engine (the host never says when it releases a reservation, and gives each new one a new
+address: without this, a long-running process would pile up windows to the limits).
 
 Limits (each ``Windows`` is one client's; a refused map changes nothing): every mapping the
 worker makes is a kernel memory area (VMA) of the worker process, and a process has at most
@@ -46,7 +49,9 @@ client detach); engine threads look ranges up (``find``, from ``KernelContext.te
 A window's list of pieces is replaced, never changed in place, so a reader holds one
 consistent list. An unmapped piece is replaced by anonymous memory (never left as a hole),
 so a kernel still running on a view of it touches scratch pages instead of faulting; the
-window itself is unmapped only when its client is released, after its last task reported.
+window itself is unmapped only when no kernel of its client can be running: the client
+released after its last task reported, or a ``VMM_MAP`` while the client has no task on an
+engine (``idle``; the loop thread, which alone counts those tasks, says so).
 """
 
 from __future__ import annotations
@@ -119,10 +124,12 @@ class Windows:
 
     # loop thread ----------------------------------------------------------------------------
     def map(self, va: int, size: int, offset: int, phys: int, length: int,
-            arena_fd: int, runs: list[tuple[int, int]]) -> None:
+            arena_fd: int, runs: list[tuple[int, int]], idle: bool = False) -> None:
         """``VMM_MAP``: ``[va+offset, +length)`` shows the physical block at ``phys``, whose
         bytes are ``runs`` (``(file offset, bytes)`` in the arena whose descriptor is
-        ``arena_fd``: one run, or a far block's runs of pages, ``Arena.file_runs``)."""
+        ``arena_fd``: one run, or a far block's runs of pages, ``Arena.file_runs``).
+        ``idle``: the client has no task on an engine (no kernel holds a view of its
+        windows), so a new window may first drop the windows left without mappings."""
         if not (address.is_virtual(va) and address.is_virtual(va + size - 1) and size > 0
                 and va % _PAGE == 0
                 and size % _PAGE == 0 and offset % _PAGE == 0 and length > 0
@@ -131,17 +138,21 @@ class Windows:
                            "pages inside it")
         win = self.by_va.get(va)
         windowed = all(start % _PAGE == 0 for start, _n in runs)
-        self._check_limits(win is None or win.size != size, size,
-                           2 + (len(runs) if windowed else 0))
-        if win is None or win.size != size:
+        cost = 2 + (len(runs) if windowed else 0)
+        new = win is None or win.size != size
+        if new:
             self._clear(va, size)  # windows of released reservations there go
+            if idle:
+                self._drop_empty()
+        again = not new and windowed and win.scratch.get(offset) == length  # its scratch goes
+        self._check_limits(new, size, cost - 2 * again)
+        if new:
             win = self._open(va, size)
         pieces, starts = win.table
         i = bisect.bisect_right(starts, offset) - 1
         if (i >= 0 and pieces[i].offset + pieces[i].size > offset) or \
                 (i + 1 < len(pieces) and pieces[i + 1].offset < offset + length):
             raise _invalid(f"0x{va + offset:x}+{length} overlaps a mapping")
-        cost = 2 + (len(runs) if windowed else 0)
         if windowed:
             self._map_runs(win, offset, length, cost, arena_fd, runs)
         else:
@@ -213,6 +224,17 @@ class Windows:
         self._charge(-win.runs.pop(offset, 0))
         self.pieces -= 1
         win.set([p for p in pieces if p is not piece])
+        if not win.table[0]:  # no mapping left: one area of scratch for the whole window
+            _map(win.base, win.size, _RW, _SCRATCH, -1, 0)
+            self._charge(-(2 * len(win.scratch) + win.spare))
+            win.scratch.clear()
+            win.spare = 0
+
+    def _drop_empty(self) -> None:
+        """Unmap the windows without mappings (reservations the host has released, or
+        will map again: a later map makes a new window). Only while no kernel runs."""
+        for win in [w for w in self.by_va.values() if not w.table[0]]:
+            self._drop(win)
 
     def release(self) -> None:
         """The client is gone and its tasks have all reported: unmap every window."""
