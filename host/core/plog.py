@@ -9,6 +9,9 @@ the directories it makes 0700 whatever the umask (``shared/private.py``): only i
 reads what the program did. At DEBUG every malloc/free,
 stream/event create/destroy and task submission is logged, so a host log and a device log
 can be aligned by time.
+
+Threading model: no threads of its own; any thread logs. ``_lock`` guards ``_file`` (opened
+by the first line written) and each line's write and flush, so lines never interleave.
 """
 
 from __future__ import annotations
