@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import operator
+from typing import SupportsIndex
 
 from npuemu.host.core import runtime
 from npuemu.shared import address, errors
@@ -34,9 +35,9 @@ def _param(detail: str) -> errors.AclError:
 
 
 def _int(value: object, name: str, what: str) -> int:
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
         raise _param(f"{what}: the {name} {value!r} is not an integer")
-    return operator.index(value)  # type: ignore[call-overload]
+    return operator.index(value)
 
 
 def check(ptr: object, size: object, what: str, empty_ok: bool = False) -> tuple[int, int]:

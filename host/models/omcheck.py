@@ -54,12 +54,13 @@ def is_name(value: object) -> bool:
 
 def rows(value: object, what: str, width: int | None = None) -> list:
     """``value`` as a list (of lists of ``width`` items when given)."""
-    need(isinstance(value, list), f"{what} is {type(value).__name__}, not a list")
+    if not isinstance(value, list):
+        raise bad(f"{what} is {type(value).__name__}, not a list")
     if width is not None:
-        for i, row in enumerate(value):  # type: ignore[arg-type]
+        for i, row in enumerate(value):
             need(isinstance(row, list) and len(row) >= width,
                  f"{what}[{i}] is not a list of {width} items")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def nbytes(dtype: str, shape: list[int]) -> int:
@@ -143,7 +144,7 @@ def _program(prog: dict, k: int) -> None:
                                                  f"{stream!r}")
         need(isinstance(ins, list) and all(n_ is None or isinstance(n_, str) for n_ in ins),
              f"{what} task {t}: inputs {ins!r}")
-        need(isinstance(outs, list) and outs and all(is_name(o) for o in outs),
+        need(isinstance(outs, list) and bool(outs) and all(is_name(o) for o in outs),
              f"{what} task {t}: outputs {outs!r}")
     streams = rows(prog.get("streams"), f"{what} streams")
     need(bool(streams) or not n, f"{what} has tasks but no stream")
@@ -205,8 +206,10 @@ _SCALARS = (bool, int, float, str)
 
 
 def _attr_ok(value: object) -> bool:
+    if type(value) is int:
+        return -INT64_MAX - 1 <= value <= INT64_MAX
     if isinstance(value, _SCALARS) or value is None:
-        return not (type(value) is int and not -INT64_MAX - 1 <= value <= INT64_MAX)  # type: ignore[operator]
+        return True
     if not isinstance(value, list):
         return False
     if value and isinstance(value[0], list):

@@ -21,6 +21,7 @@ import itertools
 import operator
 import threading
 from dataclasses import dataclass, field
+from typing import SupportsIndex
 
 from npuemu.host.core import hostread
 from npuemu.host.ops import types as T
@@ -117,7 +118,7 @@ def _dims(dims: object) -> tuple[int, ...]:
         raise TypeError(f"dims must be a list of ints, not {type(dims).__name__}")
     out = []
     for d in dims:
-        if isinstance(d, bool) or not hasattr(type(d), "__index__"):
+        if isinstance(d, bool) or not isinstance(d, SupportsIndex):
             raise TypeError(f"dim {d!r} is not an int")
         value = operator.index(d)
         if not INT64_MIN <= value <= INT64_MAX:
@@ -133,9 +134,9 @@ def _int64(value: object) -> int:
 
 def _c_int(value: object) -> int | None:
     """``value`` as a C ``int`` (an ``aclDataType`` or ``aclFormat``), None if it is not."""
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
         return None
-    number = operator.index(value)  # type: ignore[call-overload]
+    number = operator.index(value)
     return number if -(1 << 31) <= number < 1 << 31 else None
 
 
@@ -325,9 +326,9 @@ def _span(ptr: object, size: object) -> tuple[int, int]:
     """``(ptr, size)`` as ``void*`` / ``size_t`` values; 100000 otherwise."""
     values = []
     for value in (ptr, size):
-        if isinstance(value, bool) or not hasattr(type(value), "__index__") or not (
-                0 <= operator.index(value) < 1 << 64):  # type: ignore[call-overload]
+        if isinstance(value, bool) or not isinstance(value, SupportsIndex) or not (
+                0 <= operator.index(value) < 1 << 64):
             raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"data buffer {ptr!r}, {size!r}: not a "
                                                     "pointer and size_t size")
-        values.append(operator.index(value))  # type: ignore[call-overload]
+        values.append(operator.index(value))
     return values[0], values[1]
