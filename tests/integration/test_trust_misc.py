@@ -18,6 +18,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 
 import psutil
@@ -39,7 +40,7 @@ def result(proc, timeout: float = 120) -> dict:
     """The child's RESULT dict once it exits 0 (killed past ``timeout``)."""
     try:
         out, err = proc.communicate(timeout=timeout)
-    except Exception:
+    except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
     assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{out}\n{err}"
@@ -80,7 +81,9 @@ def test_a_zombie_rank_fails_its_peers_collective_by_liveness(shared_node, spawn
         assert not bad and time.monotonic() < deadline, [p.communicate() for p in ranks]
         time.sleep(0.02)
     os.kill(ranks[1].pid, signal.SIGKILL)  # and never waited for until rank 0 is done
+    deadline = time.monotonic() + 10
     while psutil.Process(ranks[1].pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the killed rank never became a zombie"
         time.sleep(0.01)
     (tmp_path / "killed").write_text("{}")
     r = result(ranks[0], timeout=EXEC_TIMEOUT_S + 60)
