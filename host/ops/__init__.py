@@ -1,5 +1,5 @@
-"""The op library and single-operator runtime (seed §2: describe → compile → cache →
-schedule). Host work only: what reaches a card is a self-contained kernel binary.
+"""The op library and single-operator runtime (describe → compile → cache → schedule).
+Host work only: what reaches a card is a self-contained kernel binary (Python source).
 
 Stable API for other features (e.g. ``host/models``)::
 
@@ -10,7 +10,7 @@ Stable API for other features (e.g. ``host/models``)::
     attrs = registry.attrs_of(op, {})           # defaults overlaid with given values
     outs = executor.signature(op, ins, [], attrs)   # checks + shape inference
     tiling = compiler.retile(op, ins, outs, attrs)  # Tiling(block_dim, rows, tile, loops)
-    binary = compiler.build(op, ins, outs, attrs)   # KernelBinary: marshalled code + tiling
+    binary = compiler.build(op, ins, outs, attrs)   # KernelBinary: Python source + tiling
 
     # on a card, through the op map (compile into HBM, cached, LRU):
     d = desc.create_tensor_desc(0, [8, 16], 2)      # ACL_FLOAT, ND
@@ -24,7 +24,8 @@ Modules: ``types`` (aclDataType/aclFormat, codes), ``desc`` (tensor descriptors,
 data buffers), ``registry`` (OpDef, Spec, lookup), one module per op family (``elementwise``,
 ``cube``, ``pooling``, ``norm``, ``reduce``, ``shape``), ``tiling``, ``compiler``, ``cache``
 (the in-memory op map per card, LRU, stats), ``diskcache`` (the on-disk compile cache),
-``executor`` (compile/execute/handles), ``models`` (single-op model files, static load).
+``executor`` (compile/execute/handles), ``opfile`` (the single-op model file, checked field
+by field), ``models`` (single-op models' static load).
 """
 
 from npuemu.host.core import memory as _memory
