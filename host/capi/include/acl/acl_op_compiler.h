@@ -1,7 +1,68 @@
-/* npuemu C ABI: acl_op_compiler.h (declarations added as the calls are emulated). */
+/*
+ * npuemu C ABI: compiling single operators (aclopCompile, aclopCompileAndExecute, compile
+ * options). Written for npuemu from the published names and signatures of CANN's op
+ * compiler API; the compiler is npuemu's (host/ops).
+ */
 #ifndef NPUEMU_ACL_OP_COMPILER_H_
 #define NPUEMU_ACL_OP_COMPILER_H_
 
 #include "acl/acl_base.h"
+#include "acl/acl_op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum aclCompileType {
+    ACL_COMPILE_SYS = 0,
+    ACL_COMPILE_UNREGISTERED = 1
+} aclopCompileType;
+
+typedef enum aclCompileOpt {
+    ACL_PRECISION_MODE = 0,
+    ACL_AICORE_NUM = 1,
+    ACL_AUTO_TUNE_MODE = 2,
+    ACL_OP_SELECT_IMPL_MODE = 3,
+    ACL_OPTYPELIST_FOR_IMPLMODE = 4,
+    ACL_OP_DEBUG_LEVEL = 5,
+    ACL_DEBUG_DIR = 6,
+    ACL_OP_COMPILER_CACHE_MODE = 7,
+    ACL_OP_COMPILER_CACHE_DIR = 8,
+    ACL_OP_PERFORMANCE_MODE = 9,
+    ACL_OP_JIT_COMPILE = 10,
+    ACL_OP_DETERMINISTIC = 11,
+    ACL_CUSTOMIZE_DTYPES = 12,
+    ACL_OP_PRECISION_MODE = 13,
+    ACL_ALLOW_HF32 = 14,
+    ACL_PRECISION_MODE_V2 = 15,
+    ACL_OP_DEBUG_OPTION = 16
+} aclCompileOpt;
+
+typedef enum aclCompileFlag {
+    ACL_OP_COMPILE_DEFAULT = 0,
+    ACL_OP_COMPILE_FUZZ = 1
+} aclOpCompileFlag;
+
+ACL_FUNC_VISIBILITY aclError aclopCompile(const char *opType, int numInputs,
+                                          const aclTensorDesc *const inputDesc[], int numOutputs,
+                                          const aclTensorDesc *const outputDesc[],
+                                          const aclopAttr *attr, aclopEngineType engineType,
+                                          aclopCompileType compileFlag, const char *opPath);
+ACL_FUNC_VISIBILITY aclError aclopCompileAndExecute(
+    const char *opType, int numInputs, const aclTensorDesc *const inputDesc[],
+    const aclDataBuffer *const inputs[], int numOutputs, const aclTensorDesc *const outputDesc[],
+    aclDataBuffer *const outputs[], const aclopAttr *attr, aclopEngineType engineType,
+    aclopCompileType compileFlag, const char *opPath, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclopCompileAndExecuteV2(
+    const char *opType, int numInputs, aclTensorDesc *inputDesc[], aclDataBuffer *inputs[],
+    int numOutputs, aclTensorDesc *outputDesc[], aclDataBuffer *outputs[], aclopAttr *attr,
+    aclopEngineType engineType, aclopCompileType compileFlag, const char *opPath,
+    aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclSetCompileopt(aclCompileOpt opt, const char *value);
+ACL_FUNC_VISIBILITY aclError aclopSetCompileFlag(aclOpCompileFlag flag);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* NPUEMU_ACL_OP_COMPILER_H_ */
