@@ -39,7 +39,7 @@ def makedirs(path: str, exist_ok: bool = True) -> None:
             raise
 
 
-def open_file(path: str, mode: str = "w", **kwargs: Any) -> IO:
+def open_file(path: str, mode: str = "w", **kwargs: Any) -> IO[Any]:
     """``open(path, mode, **kwargs)`` for writing; a file it creates is 0600."""
     if not set(mode) & set("wax"):
         raise ValueError(f"open_file writes: mode {mode!r} has none of w, a, x")
