@@ -54,7 +54,7 @@ def _format(value: object) -> int:
 
 
 def _desc(item: dict) -> D.TensorDesc:
-    desc = D.TensorDesc(_dtype(item["type"]), tuple(int(d) for d in item["shape"]),
+    desc = D.TensorDesc(_dtype(item["type"]), D._dims(item["shape"]),  # int64 dims
                         _format(item.get("format", "ND")))
     if item.get("shape_range"):
         desc.shape_range = tuple((int(lo), int(hi)) for lo, hi in item["shape_range"])
@@ -139,12 +139,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if isinstance(ops, dict):
         ops = [ops]
+    if not isinstance(ops, list):
+        print(f"npuemu atc: {args.singleop} holds {type(ops).__name__}, not a list of op "
+              "descriptions", file=sys.stderr)
+        return 2
     os.makedirs(args.output, exist_ok=True)
     failed = 0
     for seq, op in enumerate(ops):
         try:
+            if not isinstance(op, dict):
+                raise TypeError(f"an op description is a JSON object, not {op!r:.40}")
             name = compile_one(seq, op, args.output)
-        except (errors.AclError, ValueError, KeyError, TypeError) as err:
+        except (errors.AclError, ValueError, KeyError, TypeError, AttributeError,
+                IndexError, OverflowError) as err:  # the JSON's values, whatever their shape
             failed += 1
             print(f"npuemu atc: op {seq} ({op.get('op') if isinstance(op, dict) else op!r}) "
                   f"failed: {err}", file=sys.stderr)
