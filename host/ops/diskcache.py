@@ -13,7 +13,7 @@ what this process compiles from is executed on the card, so the cache is used on
 other user could have written it.
 
 - ``npuemu_kernels`` itself is opened with ``O_NOFOLLOW`` (not a symlink) and must be a
-  directory owned by the running uid, not group- or world-writable.
+  directory owned by the running uid (or root), not group- or world-writable.
 - Every directory above it, up to ``/`` (the real path), must be owned by the running uid or
   root and not group- or world-writable, unless its sticky bit is set (``/tmp``: there
   others cannot rename or remove what they do not own, so the path below cannot be swapped).
@@ -25,6 +25,11 @@ Directories the cache creates are 0700 and its files 0600. A directory that fail
 is not used at all (nothing is read from or written to it): the op is compiled fresh and the
 host log (plog, WARNING) says why, once per directory and reason per process; a file that
 fails it is a miss. ``STATS["refused"]`` counts both.
+
+Threading model: any thread may read and write the cache (the executor holds only its card's
+op-map lock); files are replaced atomically by rename, so concurrent writers of one entry
+leave one whole file. ``STATS``, ``_warned`` and ``_flushed`` are updated without a lock: a
+lost count or a repeated warning under a race is harmless.
 
 Content: a file holds the key digest, the kernel's metadata (JSON: name, digest, tiling,
 workspace) and its *source* (text, never byte code), with a SHA-256 over both. A truncated,
@@ -107,12 +112,12 @@ def _make_dirs(path: str) -> None:
 # trust ------------------------------------------------------------------------------------------
 def dir_problem(st: os.stat_result, uid: int, *, leaf: bool) -> str | None:
     """Why a directory with status ``st`` cannot be trusted by ``uid`` (None if it can):
-    ``leaf`` is the cache directory itself (owned by ``uid``, never g/o-writable); above it,
-    root may own a directory and a sticky one may be g/o-writable."""
+    owned by ``uid`` or root, and not g/o-writable, except (not for ``leaf``, the cache
+    directory itself) a sticky one."""
     if not stat.S_ISDIR(st.st_mode):
         return "not a directory"
-    if st.st_uid != uid and (leaf or st.st_uid != 0):
-        return f"owned by uid {st.st_uid}, not {uid}" + ("" if leaf else " or root")
+    if st.st_uid not in (uid, 0):
+        return f"owned by uid {st.st_uid}, not {uid} or root"
     if st.st_mode & 0o022 and (leaf or not st.st_mode & stat.S_ISVTX):
         return f"mode {stat.S_IMODE(st.st_mode):04o} lets others write it"
     return None

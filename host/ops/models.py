@@ -15,6 +15,10 @@ op model parser); a description the op library refuses is the code ``aclopCompil
 answer for it (100020 unknown op type, 100021 / 100022 counts, 100026 data type, ...), and a
 description it cannot handle at all is 100013. ``aclopLoad`` returns that code;
 ``aclopSetModelDir`` skips such a file with a warning in the host log, as the real one does.
+
+Threading model: ``STATIC``, ``STATIC_DYNAMIC`` and the set-once flag of ``set_model_dir`` are
+changed under ``_lock``; the executor reads them without it (dict reads are atomic under the
+GIL). Building a model's kernel happens before ``_lock`` is taken.
 """
 
 from __future__ import annotations
