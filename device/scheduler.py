@@ -99,7 +99,7 @@ TIMEOUT_CODE = {engines.AICORE: errors.ACL_ERROR_RT_AICORE_TIMEOUT,
                 engines.AIVECTOR: errors.ACL_ERROR_RT_VECTOR_CORE_TIMEOUT,
                 engines.AICPU: errors.ACL_ERROR_RT_AICPU_TIMEOUT}
 """Code of a task that ran past the timeout, by engine. Copies, memsets and other tasks get
-``ACL_ERROR_RT_TASK_TIMEOUT`` (107020; UNVERIFIED which code real SDMA timeouts give)."""
+``ACL_ERROR_RT_TASK_TIMEOUT`` (107020: our choice, a real SDMA timeout's code is not documented)."""
 _NO_DEADLINE = float("inf")
 _U64 = protocol.U64_LIMIT
 _COST = "__npu_last_run__"

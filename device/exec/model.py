@@ -66,8 +66,8 @@ thread nor a helper thread ends (a helper also survives a failure of our own). A
 stream destroy, the execution timeout and a detaching client cancel a running model at its
 next op or block boundary (107035).
 
-Unload (UNVERIFIED; the reference asks the caller to unload only after its executes are
-done and does not say what happens otherwise; our choice): ``MODEL_UNLOAD`` forgets the
+Unload (our choice: CANN asks the caller to unload only after its executes are done and
+does not say what happens otherwise): ``MODEL_UNLOAD`` forgets the
 record at once; executes of it still queued fail with 107000 when their turn comes, one
 that runs stops at its next op boundary (107035); the host then waits for those tasks
 before it frees the weights and workspace (``host/models/runtime.py``). A client that

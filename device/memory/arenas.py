@@ -13,7 +13,7 @@ handles for that). Every count and offset is checked (non-negative, inside one l
 before an address is handed out.
 
 Page pools (``pools.py``): NORMAL blocks are carved from 2 MiB chunks of the normal-page
-pool; a chunk emptied by a free stays there, idle, until the seed's level-2 merge
+pool; a chunk emptied by a free stays there, idle, until the level-2 merge
 (``merge_free``: after a model execute, on ``empty_cache`` via ``Op.MEM_MERGE``) or a
 huge-page allocation placed on it gives it back to the huge-page pool.
 
@@ -54,7 +54,7 @@ COMMIT_CHUNK = HUGE_PAGE
 FIRMWARE_RESERVED_HBM = {profile.hbm_bytes: 3 << 30 for profile in PROFILES.values()}
 """HBM a real card keeps for its firmware and runtime (not allocatable, not in ``free`` of
 ``aclrtGetMemInfo``), by HBM size of the SoC profiles (64 GiB: Ascend910B1-B3, 32 GiB:
-Ascend910B4): 3 GiB. UNVERIFIED: no documented figure was found; 3 GiB is close to the
+Ascend910B4): 3 GiB. Our choice: no documented figure was found; 3 GiB is close to the
 HBM usage ``npu-smi info`` commonly shows on an idle Atlas A2 card. A card given another
 HBM size (``NPUEMU_HBM``, as tests do) reserves nothing, so small test cards keep all of it."""
 _LOW_BAND_WIDTH = int(MemMallocModifier.ACL_MEM_TYPE_LOW_BAND_WIDTH)
@@ -404,7 +404,7 @@ class DeviceMemory:
             self.on_change(client, arena.kind, tag, -span)
         return span
 
-    # seed §3.3 level 2 ----------------------------------------------------------------------
+    # level 2 of fragmentation control: dynamic merging --------------------------------------
     def merge_free(self) -> int:
         """Level-2 merge: free blocks are already merged by address (the heap coalesces on
         every free); every idle 2 MiB chunk of the normal-page pools goes back to the
@@ -449,7 +449,7 @@ class DeviceMemory:
 
     def import_block(self, client: int, pid: int, key: int) -> tuple[int, int]:
         """``(ptr, span)`` of the block behind ``key`` for ``client`` (host ``pid``); 107000
-        for an unknown key and when the pid was not allowed (UNVERIFIED code)."""
+        for an unknown key and when the pid was not allowed (our choice of code)."""
         with self.lock:
             exp = self.shares.exports.get(key)
             if exp is None:

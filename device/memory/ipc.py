@@ -13,7 +13,7 @@ Lifetime: when the owner frees the block (or dies) while imports remain, the blo
 an orphan: the owner's accounting drops it at once, its export key is gone (no new
 imports), and the heap keeps it until the last importer closes or detaches; then it is
 freed. A dead importer's imports are dropped by ``DeviceMemory.reclaim``. Nothing leaks:
-every path ends in the heap's free. (UNVERIFIED against the real driver: the reference
+every path ends in the heap's free. (Our choice: CANN's documentation
 does not say what an importer sees after the exporter frees; keeping the memory alive for
 it is what CUDA IPC and POSIX shared memory do.)
 
