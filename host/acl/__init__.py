@@ -32,7 +32,7 @@ _finalize_hooks: list[Callable[[], Any]] = []
 
 def on_finalize(hook: Callable[[], Any]) -> None:
     """Register what ``acl.finalize`` releases for a feature of the ACL layer (op caches of
-    ``acl.op``, loaded models of ``acl.mdl``, profiling), as the reference's finalize
+    ``acl.op``, loaded models of ``acl.mdl``, profiling), as the real runtime's finalize
     callbacks do. Hooks run in registration order; one that raises is logged and skipped."""
     with _init_lock:
         _finalize_hooks.append(hook)
@@ -63,11 +63,11 @@ def init(config_path: str | None = None, *_ignored: Any) -> int:
 def finalize(*_ignored: Any) -> int:
     """Mirrors ``aclFinalize``: releases what the ACL layer holds (the finalize hooks of
     ``acl.op``/``acl.mdl``/profiling; the host log is flushed; data buffers still alive are
-    reported in it) and marks the process finalized. As in the reference it does not reset
+    reported in it) and marks the process finalized. As in the real runtime it does not reset
     devices: memory, streams and contexts stay valid and ``acl.rt`` calls keep working
     (release them with ``reset_device`` before, or let the process exit). A repeat returns
     ACL_ERROR_REPEAT_FINALIZE (100037); a finalize before any ``init`` succeeds once, as
-    the reference's flag starts cleared. Blocks only while the hooks run."""
+    the real runtime's flag starts cleared. Blocks only while the hooks run."""
     global _finalized
     rt_ = _runtime()
     with _init_lock:
@@ -111,7 +111,7 @@ _APP_LEVELS = {AclLogLevel.ACL_DEBUG: logring.DEBUG, AclLogLevel.ACL_INFO: logri
 def app_log(level: int, msg: str, *_location: Any) -> None:
     """Mirrors ``aclAppLog``: one line in this process's host plog, module APP, if the level
     is enabled (``ASCEND_GLOBAL_LOG_LEVEL``/``ASCEND_MODULE_LOG_LEVEL``). An unknown level
-    writes nothing (as the reference's filter does); a non-int level or non-str message is
+    writes nothing (as the real runtime's filter does); a non-int level or non-str message is
     TypeError, as pyACL's argument parser raises. Returns None, like pyACL."""
     if isinstance(level, bool) or not isinstance(level, int):
         raise TypeError(f"app_log: level must be an int, got {type(level).__name__}")

@@ -2,7 +2,7 @@
 ``aclDataTypeSize`` and friends), shared by ``acl.op`` and ``acl.mdl``.
 
 An ``aclDataBuffer`` only describes memory (an address and a size); it never owns or checks
-it, as in the reference. Handles are ints; a null or unknown handle behaves like a null
+it, as in the real runtime. Handles are ints; a null or unknown handle behaves like a null
 ``aclDataBuffer*``: getters return 0, ``destroy``/``update`` return ACL_ERROR_INVALID_PARAM
 (100000) (hardware would dereference it: stricter, never looser). Nothing here blocks.
 
@@ -81,7 +81,7 @@ def update(handle: int, data: int, size: int) -> int:
 
 def type_size(data_type: int) -> int:
     """Mirrors ``aclDataTypeSize``: bytes per element of an ``aclDataType``, as the
-    reference's switch gives them (``ACL_DT_UNDEFINED``/``ACL_STRING`` 0, the sub-byte
+    real runtime's switch gives them (``ACL_DT_UNDEFINED``/``ACL_STRING`` 0, the sub-byte
     ``ACL_INT4``/``ACL_UINT1`` 1, and 8 from its default branch for any unlisted value).
     A value outside a C ``int`` is OverflowError, as pyACL's argument parser raises."""
     value = operator.index(data_type)
@@ -91,6 +91,6 @@ def type_size(data_type: int) -> int:
 
 
 def live_count() -> int:
-    """Data buffers not yet destroyed (``aclFinalize`` reports them, as the reference's
+    """Data buffers not yet destroyed (``aclFinalize`` reports them, as the real runtime's
     resource statistics do)."""
     return len(_store.BUFFERS)

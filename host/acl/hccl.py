@@ -1,4 +1,4 @@
-"""npuemu's ``pyhccl``-compatible module (CANN_OPS_MODELS_REFERENCE §5.8): ``import pyhccl``
+"""npuemu's ``pyhccl``-compatible module (the Python bindings of HCCL): ``import pyhccl``
 resolves here under ``npuemu run``, and it is importable as ``npuemu.host.acl.hccl``.
 
 As pyhccl: function names are HCCL's C names; pointers, communicators and streams are ints;

@@ -2,7 +2,7 @@
 
 Load / query / unload, execute (sync) and execute_async, the descriptor queries, datasets
 and dynamic batch. Calls return ``ret`` or a tuple ending in ``ret``; handles are ints.
-``execute`` runs on the current context's default stream and waits for it (the reference
+``execute`` runs on the current context's default stream and waits for it (the real runtime
 runs it on an internal stream); ``execute_async`` queues on the given stream.
 
 Not here yet: config-handle loads (``load_with_config``), ``execute_v2``, queue loads,
@@ -365,8 +365,8 @@ def get_dynamic_batch(desc: int) -> tuple[dict, int]:
 @ret_only
 def set_dynamic_batch_size(model_id: int, ds: int, index: int, batch: int) -> None:
     """``aclmdlSetDynamicBatchSize``: the gear for executes with dataset ``ds``; ``index`` is
-    that of ``ascend_mbatch_shape_data``. A static model: 145013 (the reference leaves
-    100019 vs 145013 open; UNVERIFIED); a batch that is no gear: 145013."""
+    that of ``ascend_mbatch_shape_data``. A static model: 145013 (our choice: the documentation
+    leaves 100019 vs 145013 open); a batch that is no gear: 145013."""
     model = models.get(model_id)
     desc: modeldesc.ModelDesc = model.desc
     if not desc.gears or batch not in desc.gears or index != len(desc.inputs) - 1:

@@ -1,4 +1,4 @@
-"""``acl.op``: pyACL's single-operator module (reference §2.8), over ``host/ops``.
+"""``acl.op``: pyACL's single-operator module (the ``aclop*`` calls), over ``host/ops``.
 
 Calls return ``ret`` or a tuple ending in ``ret``; handles are ints. Mirrors the pyACL
 method table: ``set_model_dir``, ``load``, ``create_attr``/``destroy_attr``, every
@@ -11,7 +11,7 @@ blocks while it builds), ``compile_and_execute_v2`` / ``compile_and_execute``
 (``aclopCompileAndExecute(V2)``, async after the compile) and ``acl.set_compile_opt``
 (``aclSetCompileopt``, in ``host/acl/tensor.py``). ``engine_type`` accepts
 ``ACL_ENGINE_SYS`` (0; the op's own engine), ``ACL_ENGINE_AICORE`` (1) and
-``ACL_ENGINE_VECTOR`` (2) — the reference supports only SYS, so 1 and 2 are accepted and
+``ACL_ENGINE_VECTOR`` (2) — the real runtime supports only SYS, so 1 and 2 are accepted and
 have no effect (the op library fixes each op's engine); other values 100000.
 ``compile_flag`` accepts ``ACL_COMPILE_SYS`` (0); ``ACL_COMPILE_UNREGISTERED`` (1) with no
 op path is 100000, with one 200001 (custom op paths are not emulated); others 200001.

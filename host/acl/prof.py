@@ -1,13 +1,13 @@
 """``acl.prof``: pyACL's profiling functions (``aclprof*``, ``acl_prof.h``), and msproftx.
 
-State machine as the reference gives it (CANN_OPS_MODELS_REFERENCE §4.2): ``init(path)`` ->
+State machine as ``acl_prof.h``'s documentation gives it: ``init(path)`` ->
 ``create_config`` -> ``start(cfg)`` .. ``stop(cfg)`` -> ``finalize()``; ``destroy_config``
 any time. Codes: a second ``init`` 100002; ``init`` while ``npuemu msprof`` profiles the
 program 100042; an empty or over-long path 100003; ``start``/``stop``/``set_config``/
 ``finalize`` before ``init`` 100043; ``start`` while a start is running 100042 (even for
 other devices: one running config at a time is a limit of ours, the hardware allows one per
 device); ``stop`` with another config than ``start``'s, or an unknown config or stamp,
-100000 (UNVERIFIED: the reference names no code). ``finalize`` stops a running config and
+100000 (our choice: the documentation names no code). ``finalize`` stops a running config and
 exports each run of this init into its ``PROF_*/mindstudio_profiler_output/`` (blocks for
 the export). A card that another process already profiles is skipped (one reader per card;
 the raw data notes it). Model subscription (``model_subscribe`` and the ``get_op_*``
@@ -145,7 +145,7 @@ def destroy_config(config: int) -> int:
     """Mirrors ``aclprofDestroyConfig``."""
     with _lock:
         if _running is not None and _running[0] == config:
-            return errors.ACL_ERROR_PROF_ALREADY_RUN  # still started (UNVERIFIED code)
+            return errors.ACL_ERROR_PROF_ALREADY_RUN  # still started (our choice of code)
         if _configs.pop(config, None) is None:
             return errors.ACL_ERROR_INVALID_PARAM
     return 0

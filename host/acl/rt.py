@@ -54,7 +54,7 @@ def get_soc_name() -> str | None:
 
 
 # memory ---------------------------------------------------------------------------------------
-# NPUEMU_CACHING_ALLOCATOR=1: malloc/free through the host caching allocator (issue 12)
+# NPUEMU_CACHING_ALLOCATOR=1: malloc/free through the host caching allocator (host/core/caching.py)
 _CACHED = caching.acl_enabled()
 malloc = with_result(0)(caching.acl_malloc if _CACHED else memory.malloc)
 free = ret_only(caching.acl_free if _CACHED else memory.free)
@@ -189,7 +189,7 @@ device_peer_access_status = with_result(0)(p2p.peer_access_status)
 get_devices_topo = with_result(0)(p2p.devices_topo)
 
 
-# memory in depth (issue 12): stream-ordered pools (aclrtMemPool*, host/core/mempool.py) and
+# memory in depth: stream-ordered pools (aclrtMemPool*, host/core/mempool.py) and
 # virtual memory (host/core/vmm.py); copies and fills also take virtual addresses ---------------
 mem_pool_create = with_result(0)(_handle(mempool.create))
 mem_pool_destroy = ret_only(mempool.destroy)

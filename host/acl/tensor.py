@@ -138,7 +138,7 @@ def set_tensor_const(desc: int, ptr: int, size: int) -> None:
 
 
 def trans_tensor_desc_format(desc: int, fmt: int) -> tuple[int, int]:
-    """``aclTransTensorDescFormat``: "reserved, not supported" in the reference ->
+    """``aclTransTensorDescFormat``: "reserved, not supported" in CANN's documentation ->
     ``(0, ACL_ERROR_API_NOT_SUPPORT)``."""
     return 0, T.ACL_ERROR_API_NOT_SUPPORT
 
