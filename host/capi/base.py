@@ -24,7 +24,7 @@ def aclInit(config_path: Any) -> int:
 
 @export
 def aclFinalize() -> int:
-    """Mirrors ``aclFinalize``; devices stay set, as in the reference."""
+    """Mirrors ``aclFinalize``; devices stay set, as in the real runtime."""
     return acl.finalize()
 
 

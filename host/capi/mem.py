@@ -5,7 +5,7 @@ Each mirrors the C call of its name through ``acl.rt``. Host pointers from C are
 addresses, as pyACL's ints are: a copy reads or writes the C buffer in place (the bytes move
 once, between the C memory and the card's shared memory). ``aclrtMemcpy`` blocks until the
 copy is done; the ``Async`` calls return once queued (with pageable host memory, after the
-copy, as the reference does).
+copy, as the real runtime does).
 """
 
 from __future__ import annotations

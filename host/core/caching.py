@@ -350,7 +350,7 @@ class CachingAllocator:
         for each in links:  # given back now, not batched (freebatch.py), then merged
             memory.flush_frees(each)
             if each.alive():
-                each.post(Op.MEM_MERGE)  # seed §3.3 level 2 (DeviceMemory.merge_free)
+                each.post(Op.MEM_MERGE)  # the level-2 merge (DeviceMemory.merge_free)
         return released
 
     def forget(self, link: Link) -> None:

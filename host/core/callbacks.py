@@ -218,7 +218,7 @@ _PTHREAD_LIMIT = 1 << 64
 def _thread_of_id(thread_id: object) -> threading.Thread:
     """The live thread named by ``thread_id`` (its ``Thread.ident``, the
     pthread id pyACL uses; the kernel id ``native_id`` is accepted too). 107000 otherwise:
-    UNVERIFIED on hardware, which takes any ``uint64`` and never serves a bogus id."""
+    our choice; hardware takes any ``uint64`` and never serves a bogus id."""
     tid = runtime.index(thread_id, errors.ACL_ERROR_RT_PARAM_INVALID, "thread id")
     if not 0 < tid < _PTHREAD_LIMIT:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"thread id {tid} is invalid")

@@ -1,9 +1,9 @@
 """2-D copies: ``aclrtMemcpy2d`` and ``aclrtMemcpy2dAsync`` (``height`` rows of ``width``
 bytes; rows lie ``spitch`` bytes apart in the source and ``dpitch`` in the destination).
 
-What the reference allows (``hicann/runtime`` docs): the synchronous call copies host to
+What CANN's documentation allows: the synchronous call copies host to
 device or device to host only; the asynchronous one also device to device; any other kind
-is ``ACL_ERROR_INVALID_PARAM`` (100000; for the synchronous call the code is UNVERIFIED, the
+is ``ACL_ERROR_INVALID_PARAM`` (100000; for the synchronous call the code is our choice, the
 doc only says "not supported"); ``height`` is at most 5 Mi rows. Our choices where it is
 silent: ``width`` may not exceed either pitch, and ``width`` or ``height`` 0 copies nothing
 (both 100000 / no-op as CUDA's 2-D copies do).
@@ -16,7 +16,7 @@ that makes the same strided copy through the host's mappings when the stream rea
 a copy of any height is one task and nothing is staged. Both sides are checked when the
 call is made (device memory in one live allocation, and for device to device the P2P rules
 of ``aclrtMemcpyAsync``; host memory mapped). With pageable host memory the call returns
-after the copy, as the reference says; with pinned host memory or device to device at once.
+after the copy, as the documentation says; with pinned host memory or device to device at once.
 Partial: that task shows as a host function in profiles (not a DMA copy), and a card that
 dies during it is reported by the next call that touches the card, not by this task.
 Reserved (VMM) ranges are taken by the contiguous form only (else 107000).

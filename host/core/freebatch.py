@@ -1,4 +1,4 @@
-"""Batched frees of the uncached ``aclrtMalloc``/``aclrtFree`` path (issue 12).
+"""Batched frees of the uncached ``aclrtMalloc``/``aclrtFree`` path.
 
 ``aclrtFree`` of a block of at most ``DEFER_MAX_SIZE`` bytes does not post its FREE at once:
 the block waits here (at most ``DEFER_MAX_BLOCKS`` blocks and ``DEFER_MAX_BYTES`` bytes per

@@ -12,7 +12,7 @@ runtime's reference count does: B importing one key twice holds two handles for 
 memory, which stays in B's tables (and imported on the card) until both are closed. If A
 frees its handle first, the memory stays alive for B until B closes it; if A dies, the
 same; if B dies, its imports are dropped. An import without A's permission, of an unknown
-key, or by a process of another node's card is 107000 (UNVERIFIED code), and so is
+key, or by a process of another node's card is 107000 (our choice of code), and so is
 importing one's own export. ``handleType`` must be DEFAULT (1) or FABRIC (2) and ``flags`` 0.
 
 Each call is one round trip to the card's worker (blocks for it).

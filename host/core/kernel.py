@@ -116,7 +116,7 @@ def launch_kernel(func: object, num_blocks: int, args: object, stream_handle: ob
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_CONTEXT,
                                "the binary was loaded on another device")
     memory.flush_frees(stream.link, only_if_waiting=True)  # a kernel may touch freed blocks
-    values = vmm.kernel_args(values)  # pointers into mapped virtual ranges (issue 12)
+    values = vmm.kernel_args(values)  # pointers into mapped virtual ranges (host/core/vmm.py)
     submit(stream, Op.LAUNCH, found.binary.bin_id, found.name, blocks, values)
 
 

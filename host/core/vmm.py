@@ -1,6 +1,6 @@
 """Virtual memory: ``aclrtReserveMemAddress``, ``aclrtMallocPhysical``, ``aclrtMapMem``,
 ``aclrtUnmapMem``, ``aclrtFreePhysical``, ``aclrtReleaseMemAddress``,
-``aclrtMemGetAllocationGranularity`` (ACLRT_REFERENCE §2.10).
+``aclrtMemGetAllocationGranularity``.
 
 Address space: reserved ranges live in their own window of the emulated address space,
 ``shared/address.py`` ``VIRT_BASE`` (2**45) up to 2**45 + 2**44, so a pointer says by itself
@@ -24,10 +24,10 @@ launch's synchronize). A mapping of another card's memory, or of a NORMAL-page h
 is not page-aligned in its arena, is not joined to its neighbours (a tensor inside it alone
 still works).
 
-Chosen where the reference is silent (UNVERIFIED): granularity 2 MiB (1 GiB for HUGE1G
+Our choices where CANN's documentation is silent: granularity 2 MiB (1 GiB for HUGE1G
 attributes), minimum = recommended; ``expectPtr`` is honoured when it is a free,
-granule-aligned address of the virtual window, else 107000 (the reference's 16T-24T window
-is where this emulator's physical cards live); freeing a mapped handle, releasing a range
+granule-aligned address of the virtual window, else 107000 (the 16T-24T window documented
+for it is where this emulator's physical cards live); freeing a mapped handle, releasing a range
 that still has mappings and mapping over a mapping are 107000; ``offset`` and ``flags`` must
 be 0 (100000 otherwise). ``aclrtMemSetAccess`` sets per-mapping flags that copies and
 fills through the range obey (kernels are not checked).
@@ -168,7 +168,7 @@ _physical = lookup_physical
 
 
 def free_physical(handle: object) -> None:
-    """Mirrors ``aclrtFreePhysical``: 107000 while the handle is mapped (UNVERIFIED)."""
+    """Mirrors ``aclrtFreePhysical``: 107000 while the handle is mapped (our choice)."""
     phys = _physical(handle)
     with _lock:
         if phys.mapped:
@@ -326,7 +326,7 @@ def set_access(va: object, size: object, descs: object) -> None:
     ``{"flags": NONE 0 | READ 1 | READWRITE 3, "location": {"type": 1, "id": dev}}``; the
     range must be fully mapped. The flags apply to the mappings of ``dev``'s memory in it
     and are checked by copies and fills through the range (READ refuses writes, NONE both:
-    107000). A mapping starts READWRITE (UNVERIFIED default). Does not block."""
+    107000). A mapping starts READWRITE (our choice of default). Does not block."""
     va = index(va, errors.ACL_ERROR_INVALID_PARAM, "va")
     size = memory._check_size(size, "size")
     if not isinstance(descs, list | tuple) or not descs:

@@ -20,7 +20,7 @@ that the worker lives. A dead worker turns the call into ``DeviceLostError`` (50
 its heartbeat older than ``hung_after_s``, by default ``shared/config.py``
 ``DEVICE_LOST_TIMEOUT_S`` = 5 s; e.g. a SIGSTOPped worker) is treated the same way: the
 link is lost for good (507010, ``ACL_ERROR_RT_LOST_HEARTBEAT``: "the device stopped sending
-heartbeats") and ``query_device_status`` says ABNORMAL. Our choice: the reference does not
+heartbeats") and ``query_device_status`` says ABNORMAL. Our choice: CANN's documentation does not
 say how long the runtime waits for a silent card; reset and set the device to attach again.
 
 Signals: the link's sleeps hold asynchronous signals back and let them through between
