@@ -11,9 +11,13 @@ Usage: ``python host_pointers.py OM_PATH`` (a small OM file made by ``atc.conver
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
+import mmap
+import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -47,6 +51,30 @@ def freed_array() -> int:
     return ptr
 
 
+def vvar_page() -> int:
+    """The second page of the kernel's ``[vvar]`` mapping: listed readable, SIGBUS on a read."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if line.rstrip().endswith("[vvar]"):
+                return int(line.split("-")[0], 16) + PAGE
+    return 0x20  # no such mapping on this kernel: an unmapped address instead
+
+
+_KEEP: list[object] = []
+
+
+def truncated_file_mapping() -> int:
+    """A shared mapping of two pages of a file since truncated to 0: SIGBUS on a read."""
+    f = tempfile.TemporaryFile()  # noqa: SIM115  (kept open in _KEEP, with its mapping)
+    f.write(b"\1" * 2 * PAGE)
+    f.flush()
+    m = mmap.mmap(f.fileno(), 2 * PAGE)
+    view = ctypes.c_char.from_buffer(m)
+    os.ftruncate(f.fileno(), 0)
+    _KEEP.extend([f, m, view])
+    return ctypes.addressof(view)
+
+
 def cases(image: bytes, device_ptr: int) -> dict[str, tuple[object, object]]:
     """Bad ``(ptr, size)`` pairs by name; ``image`` is a live OM image (mapped)."""
     good = acl.util.bytes_to_ptr(image)
@@ -58,6 +86,7 @@ def cases(image: bytes, device_ptr: int) -> dict[str, tuple[object, object]]:
         "negative_size": (good, -1), "zero_size": (good, 0), "past_2_64": (good, 1 << 64),
         "huge_ptr": ((1 << 64) - 16, 64), "kernel_half": (0xFFFF_8000_0000_0000, 64),
         "str_ptr": ("0x1000", 64), "float_size": (good, 64.0), "none_size": (good, None),
+        "vvar": (vvar_page(), 64), "truncated_file": (truncated_file_mapping(), 64),
     }
 
 
