@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from npuemu.host.driver.interface import ClientUsage, MemoryUsage, SlotPool
+from npuemu.host.driver.interface import ClientUsage, Link, MemoryUsage, SlotPool
 from npuemu.host.driver.link import encode
 from npuemu.shared import address, errors, layout
 from npuemu.shared.enums import MemAttr, StreamFailureMode
@@ -68,7 +68,7 @@ class FakeNode:
         self.links.append(link)
         return link
 
-    def close_link(self, link: FakeLink) -> None:
+    def close_link(self, link: Link) -> None:
         link.close()
 
     def close(self) -> None:

@@ -8,6 +8,8 @@ implement it:
   logic that does not need to cross the seam (argument checks, handle tables, error
   mapping, callback bookkeeping).
 
+``NodeHandle`` is what the core uses of the node its links come from (``Node``, ``FakeNode``).
+
 Nothing outside ``host/driver/`` reads a shared-memory word: completion state is exposed as
 *columns* (read-only sequences indexed by stream or event slot, bound once, so a read costs
 one index and no allocation) and everything else through the methods below.
@@ -64,12 +66,18 @@ class Link(Protocol):
     arena_addr: list[int]  # this process's address of each arena mapping (address.ARENA_NAMES)
     arena_near: list[int]  # bytes of each arena's segment; far pages (shared/pages.py) above
     far: list[pages.FarPages]  # per arena: ``ensure()`` before touching an address above near
-    # completion columns, indexed by slot (written by the device, read-only here)
-    completed: Sequence[int]  # stream: sequence number of its last completed task
-    stream_hung: Sequence[int]  # stream: 1 while its head task hangs (injected fault)
-    event_done: Sequence[int]  # event: generation of the last completed record
-    event_stamp: Sequence[int]  # event: device ns of that completion
-    event_error: Sequence[int]  # event: failure code carried by that record
+    # completion columns, indexed by slot (written by the device, read-only here: properties,
+    # so a link may bind any sequence type, a memoryview or a list)
+    @property
+    def completed(self) -> Sequence[int]: ...  # stream: sequence number of its last task done
+    @property
+    def stream_hung(self) -> Sequence[int]: ...  # stream: 1 while its head task hangs (fault)
+    @property
+    def event_done(self) -> Sequence[int]: ...  # event: generation of the last completed record
+    @property
+    def event_stamp(self) -> Sequence[int]: ...  # event: device ns of that completion
+    @property
+    def event_error(self) -> Sequence[int]: ...  # event: failure code carried by that record
 
     # liveness
     def alive(self) -> bool: ...
@@ -95,6 +103,24 @@ class Link(Protocol):
     def client_usage(self) -> list[ClientUsage]: ...
     def poisoned(self, ptr: int, count: int) -> int: ...
 
+    def close(self) -> None: ...
+
+
+class NodeHandle(Protocol):
+    """A node as the runtime core uses it: ``host/driver/node.py`` ``Node`` (a connection to
+    a supervisor) or ``host/driver/fake.py`` ``FakeNode`` (in-process, for tests)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def devices(self) -> int: ...  # cards of the node
+    @property
+    def soc(self) -> str: ...  # SoC name of its cards
+    @property
+    def groups(self) -> list[int]: ...  # HCCS group of each card
+
+    def open_link(self, dev: int) -> Link: ...
+    def close_link(self, link: Link) -> None: ...
     def close(self) -> None: ...
 
 

@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 
+from npuemu.host.driver.interface import Link
 from npuemu.host.driver.link import DeviceLink
 from npuemu.shared import control, errors, protocol, shm
 from npuemu.shared.config import ATTACH_TIMEOUT_S, NodeConfig
@@ -109,7 +110,7 @@ class Node:
                 raise errors.error_for(errors.ACL_ERROR_RT_NO_PERMISSION, str(err)) from err
             raise
 
-    def close_link(self, link: DeviceLink) -> None:
+    def close_link(self, link: Link) -> None:
         link.close()
         with contextlib.suppress(errors.AclError):  # node already gone: nothing to detach
             self.request("detach", link.dev, link.slot)
