@@ -22,10 +22,10 @@ Checks (every flaw is ``HCCL_E_PARA``; a file that cannot be opened or read as U
 | ``device_ip`` | an IP address; **required when there are several servers**, optional on one |
 | ``device_port`` | optional; 1..65535 |
 
-UNVERIFIED choices (the reference does not say): an absent ``version`` is taken as 1.0 and
+Our choices (HCCL's documentation does not say): an absent ``version`` is taken as 1.0 and
 any version other than 1.0/1.2 is refused; a 1.2 table's super-pod fields
-(``super_pod_list``, ``super_device_id``, ...) are ignored (the reference did not read the A3
-templates), only its ``server_list`` is.
+(``super_pod_list``, ``super_device_id``, ...) are ignored (A3 super-pods are not
+modelled), only its ``server_list`` is.
 
 **Servers and nodes.** Server *i* (in ``server_list`` order) is emulated by a node: with one
 server every rank is a card of this process's node; with several, each rank is a host

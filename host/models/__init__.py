@@ -1,9 +1,10 @@
 """Offline models: ONNX front end, graph IR, stream assignment, MemoryPlanner, OM files, ATC.
 
-The model path mirrors the real ATC (seed §5.1): an ONNX graph is loaded and checked, its
+The model path mirrors the real ATC (an offline model: graph, kernels, tiling and memory layout
+fixed in one file, so loading needs no compilation): an ONNX graph is loaded and checked, its
 constant sub-graphs are folded into plain weights (onnx's reference evaluator does the
 arithmetic), shapes are inferred, every node is lowered onto the op library's op types, the
-tasks are ordered and spread over streams, and the MemoryPlanner (seed §3.2) gives every
+tasks are ordered and spread over streams, and the MemoryPlanner (:mod:`.planner`) gives every
 intermediate tensor an offset in one workspace region. The result is written as an OM file
 (:mod:`npuemu.host.models.omfile`), whose format is documented there as one table.
 

@@ -1,8 +1,9 @@
-"""Error codes of the model path (GE codes, ``ge_error_codes.h``; reference §1.5, §3.6).
+"""Error codes of the model path (GE codes, ``ge_error_codes.h``, as
+``aclmdlLoadFromFile`` and friends return them).
 
 The ACL model layer passes GE codes through unchanged, so a bad OM file reaches the user as
 ``ACL_ERROR_GE_PARAM_INVALID`` (bad content) or ``ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID``
-(missing or unreadable file, or a size of 0), as the reference's load path does.
+(missing or unreadable file, or a size of 0), as the real runtime's load path does.
 """
 
 from __future__ import annotations

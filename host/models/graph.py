@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
-# aclDataType values (reference §1.1) for the numpy dtypes a model may carry.
+# aclDataType values (``acl_base_rt.h``) for the numpy dtypes a model may carry.
 ACL_DTYPES: dict[str, int] = {
     "float32": 0, "float16": 1, "int8": 2, "int32": 3, "uint8": 4, "int16": 6, "uint16": 7,
     "uint32": 8, "int64": 9, "uint64": 10, "float64": 11, "bool": 12,
 }
 NUMPY_DTYPES: dict[int, str] = {v: k for k, v in ACL_DTYPES.items()}
-# aclFormat values (reference §1.2) accepted by ``--input_format``.
+# aclFormat values (``acl_base_rt.h``) accepted by ``--input_format``.
 ACL_FORMATS: dict[str, int] = {"NCHW": 0, "NHWC": 1, "ND": 2, "NCDHW": 30}
 
 

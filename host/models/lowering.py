@@ -1,7 +1,7 @@
 """Lower a prepared ONNX model (see :mod:`.onnx_front`) onto the op library's op types.
 
-Each ONNX node becomes one or more :class:`~.graph.Node` objects naming a library op type of
-issue 10 (``Conv2D``, ``MaxPool``, ``AvgPool``, ``MatMul``, ``SoftmaxV2``, ...) with plain
+Each ONNX node becomes one or more :class:`~.graph.Node` objects naming a library op type
+(``Conv2D``, ``MaxPool``, ``AvgPool``, ``MatMul``, ``SoftmaxV2``, ...) with plain
 attributes. A few ONNX ops are rewritten into several library ops: ``Gemm`` (MatMul, then a
 scale and the bias Add), ``Sum`` / variadic ``Max`` / ``Min`` (chains of binary ops), ``LRN``
 (square, transpose channels last-but-one, AvgPool over the channel window, scale, Pow, Div),

@@ -1,4 +1,5 @@
-"""MemoryPlanner (seed §3.2-3.3): one workspace block, every intermediate at an offset in it.
+"""MemoryPlanner (reuse by lifetime, as CANN plans a model at load): one workspace block,
+every intermediate at an offset in it.
 
 Each intermediate tensor and each op workspace is a *block* with a producer task and a set
 of user tasks (its consumers; a workspace's only user is its own task). Block ``A`` is
@@ -14,7 +15,7 @@ the front of the order and the placement is redone (:data:`REFINE_ROUNDS` times)
 smallest plan wins. The report gives the naive size (sum of all blocks), the planned
 size, the lower bound (the largest total of bytes live at one step of the task order) and the
 saving against naive. Block sizes are rounded up to :data:`ALIGN` (the AI Core's 64-byte
-access granule, seed §5.2) and every figure uses the rounded sizes.
+access granule) and every figure uses the rounded sizes.
 """
 
 from __future__ import annotations

@@ -26,20 +26,19 @@ the events it needs (``device/exec/model.py``). After a hang inside a
 model (a synchronize timeout), the caller aborts its stream (which cancels the model task)
 and unloads the model.
 
-Unload (UNVERIFIED choice, see ``device/exec/model.py``): the card forgets the task list at
+Unload (our choice, see ``device/exec/model.py``): the card forgets the task list at
 once (executes still queued fail with 107000, a running one stops at its next op), then
 unload waits up to ``UNLOAD_WAIT_S`` for the model's tasks already submitted to leave
 their streams before it frees the weights and workspace; if they do not (a stream hung
 and not aborted), that memory stays allocated until the process detaches rather than be
 freed under a running kernel.
 
-Codes (the reference names the states, not every code; our choices marked UNVERIFIED):
-unknown model id 145003; a WithMem buffer that is not device memory 145007 (UNVERIFIED) or
-is too small 145006 (UNVERIFIED); wrong number of inputs/outputs or a buffer smaller than
-its tensor 145000 (UNVERIFIED).
+Codes (CANN's documentation names the states, not every code): unknown model id 145003;
+our choices: a WithMem buffer that is not device memory 145007 or is too small 145006;
+wrong number of inputs/outputs or a buffer smaller than its tensor 145000.
 
 Threading model: the registry of loaded models is guarded by ``_lock``; each model's
-``lock`` serialises its executes and guards ``pending`` (the reference asks threads sharing
+``lock`` serialises its executes and guards ``pending`` (CANN asks threads sharing
 a model id to lock; we do it for them). No thread is started here.
 """
 

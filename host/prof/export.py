@@ -17,7 +17,7 @@ Files (``<ts>`` = ``%Y%m%d%H%M%S`` of the export):
   see every malloc and submission beside its task).
 - ``op_summary_<ts>.csv`` (kernels), ``op_statistic_<ts>.csv``, ``task_time_<ts>.csv`` (every
   task), ``api_statistic_<ts>.csv`` (if the host API was recorded), ``msprof_tx_<ts>.csv`` (if
-  msproftx was), with the reference's columns; values we do not model are ``N/A``.
+  msproftx was), with msprof's columns; values we do not model are ``N/A``.
 - ``waits_<ts>.txt``: the waits report (``waits.py``), and ``README.txt``.
 
 Files are created 0600 and the directory 0700, whatever the umask (``shared/private.py``).
