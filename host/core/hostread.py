@@ -13,7 +13,7 @@ with ``ACL_ERROR_INVALID_PARAM`` (100000), stricter than hardware, never looser:
   faults on a plain read (``[vvar]``: SIGBUS), or a file mapping past the end of its file
   (SIGBUS too). The mappings are read from ``/proc/self/maps`` for every check (the
   runtime's cache, ``hostmem.HostMaps``, could still list a buffer freed since, e.g. a large
-  NumPy array glibc unmapped, and does not keep the mappings' names), so a check costs one
+  NumPy array glibc unmapped, and does not measure mapped files), so a check costs one
   read of that file: these calls are rare and slow anyway.
 
 What cannot be closed in-process: another thread of the caller unmapping (or a process

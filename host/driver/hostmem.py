@@ -41,7 +41,9 @@ class HostMaps:
             for line in f:
                 span, perms = line.split(None, 2)[:2]
                 lo, hi = (int(x, 16) for x in span.split("-"))
-                ranges.append((lo, hi, perms[0] == "r", perms[1] == "w"))
+                # the kernel's [vvar] pages are listed readable but fault (SIGBUS) on a read
+                readable = perms[0] == "r" and "[vvar" not in line
+                ranges.append((lo, hi, readable, perms[1] == "w"))
         ranges.sort()
         merged: list[tuple[int, int, bool, bool]] = []
         for r in ranges:  # join adjacent mappings with the same rights

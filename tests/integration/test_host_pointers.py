@@ -53,5 +53,6 @@ def test_bad_host_pointers_are_100000_and_the_process_goes_on(run_py, om_path) -
         for case, code in by_case.items():
             want = 0 if case == "zero_size" and call in ALLOWED_EMPTY else INVALID_PARAM
             assert code == want, f"{call}({case}) returned {code}, expected {want}"
-    assert r["after"] == {"load_from_mem": 0, "unload": 0, "const_zero_size": 0, "d2h": 0,
-                          "free": 0}
+    assert r["after"] == {"load_from_mem": 0, "unload": 0, "const_zero_size": 0,
+                          "ptr_to_bytes_vvar": "ValueError", "h2d_from_vvar": 107000,
+                          "d2h": 0, "free": 0}

@@ -119,6 +119,12 @@ def main(om_path: str) -> None:
     model_id, ret = acl.mdl.load_from_mem(acl.util.bytes_to_ptr(image), len(image))
     after = {"load_from_mem": ret, "unload": acl.mdl.unload(model_id) if ret == 0 else -1,
              "const_zero_size": acl.set_tensor_const(tdesc, 0, 0)}
+    try:  # the runtime's cached mappings (acl.util, copies) know [vvar] too
+        acl.util.ptr_to_bytes(vvar_page(), 64)
+        after["ptr_to_bytes_vvar"] = "read"
+    except ValueError:
+        after["ptr_to_bytes_vvar"] = "ValueError"
+    after["h2d_from_vvar"] = acl.rt.memcpy(device_ptr, 64, vvar_page(), 64, 1)
     out = bytearray(16)
     after["d2h"] = acl.rt.memcpy(acl.util.bytes_to_ptr(out), 16, device_ptr, 16, 2)
     after["free"] = acl.rt.free(device_ptr)
