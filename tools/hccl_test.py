@@ -1,5 +1,5 @@
 """``npuemu hccl-test OP [options]``: the hccl_test tools (all_reduce_test, ...) on emulated
-cards (CANN_OPS_MODELS_REFERENCE §5.7).
+cards (HCCL's ``hccl_test`` tool, its options and its output table).
 
 OP is one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall (the
 v-variants, scatter and alltoallvc are not provided). Same options and defaults as hccl_test:

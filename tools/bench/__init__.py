@@ -69,8 +69,8 @@ Figures (limit in brackets):
 * stream create+destroy (1 device): median of one ``acl.rt.create_stream()`` +
   ``acl.rt.destroy_stream`` pair [two sync round trips (PING), the requests the pair
   needs at least]; and the same pair with ``create_stream_with_config(0,
-  ACL_STREAM_PERSISTENT)`` [the default pair, same run]: the seed (§4.1) quotes about 80 %
-  less for a persistent stream, whose resources a cache keeps for the next one; target
+  ACL_STREAM_PERSISTENT)`` [the default pair, same run]: descriptions of CANN's runtime quote
+  about 80 % less for a persistent stream, whose resources a cache keeps for the next one; target
   ≤ 0.2x.
 * P2P (4 devices, peer access enabled between every two cards; the same sampling as the
   copies, 64 MiB samples 4x longer): "P2P 64 MiB" is ``acl.rt.memcpy`` kind 3 from card 1

@@ -3,7 +3,7 @@
 * "all_reduce 64 MiB busbw, N cards" for N = 2, 4, 8 of one node (8: the default topology, two
   HCCS groups, the ``hier`` algorithm): bus bandwidth as nccl-tests computes it
   (algbw x 2(N-1)/N), event-timed on rank 0's stream [single-thread ``np.copyto`` of 64 MiB,
-  same run]; target ≥ 0.5x (issue 14).
+  same run]; target ≥ 0.5x.
 * "all_reduce 64 MiB busbw, N cards" again, beside this machine's ceiling for it ("bare
   numpy mesh"): one rank's share of the mesh algorithm (reduce its slice of the N inputs in
   ``collective.CHUNK_BYTES`` pieces, copy the other N-1 slices) done in the bench process on
@@ -17,7 +17,7 @@
 * "all_reduce 64 MiB busbw, 2 nodes over MPI": ``mpiexec -n 2`` of this module's ``mpi-child``
   mode, each rank a process with its own embedded node [MPI's own ``Allreduce`` between the
   same two processes **on the same buffers** (the cards' arena memory, mapped by
-  ``memory.host_view``)]; target ≥ 0.8x (issue 14). A second row gives the same figure
+  ``memory.host_view``)]; target ≥ 0.8x. A second row gives the same figure
   against MPI on numpy buffers (no target): those are anonymous memory that numpy backs with
   transparent huge pages, while the arenas are POSIX shared memory (4 KiB pages where
   ``shmem_enabled`` is ``never``), and MPI itself runs about 10% slower on the latter. All

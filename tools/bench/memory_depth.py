@@ -1,6 +1,6 @@
-"""Figure family: memory in depth (issue 12): the caching allocator, the batched uncached
-path and stream-ordered pools beside the allocator in-process, and the seed's two-level
-fragmentation table (§3.3) measured on one generated workload.
+"""Figure family: memory in depth: the caching allocator, the batched uncached path and
+stream-ordered pools beside the allocator in-process, and fragmentation with none, one and
+both levels of its control (pooling; the level-2 merge) measured on one generated workload.
 
 ``memory-depth`` (one card): malloc+free pairs of 256 B through the host caching allocator
 (what the Pythonic face uses), through ``acl.rt.malloc``/``free`` (uncached, frees batched:
@@ -28,15 +28,15 @@ seed):
   level-2 merge runs (``empty_cache`` then ``DeviceMemory.merge_free``): free runs go back
   to the huge-page pool, whose pages a huge-page request takes wherever they lie.
 
-Each set-up runs twice: on the card as it is (a huge-page request that no free run can
-hold is assembled from free pages anywhere, ``shared/pages.py``, so the largest block is
-every free whole page together), and with every block one contiguous run of the arena (no
-far range: the seed's "before", where the holes the kept outputs leave cannot be used until
-their neighbours die). Why level 1 alone is worse than none: random sizes rarely meet their
-size class again, so the cache keeps growing with blocks nobody uses (counted as free, never
-the largest). Measured on other seeds (1-4) of this generator, none / level 1 / level 1+2:
-contiguous 34-56 % / 61 % or out of memory / 37 % or out of memory; with pages 4-6 / 45-54 /
-3-5 %: on a paged card most of what is left after level 1+2 is free bytes inside partly
+Each set-up runs twice: on the card as it is (a huge-page request that no free run can hold is
+assembled from free pages anywhere, ``shared/pages.py``, so the largest block is every free
+whole page together), and with every block one contiguous run of the arena (no far range: the
+"before" of the figures published for Ascend 910B, where the holes the kept outputs leave
+cannot be used until their neighbours die). Why level 1 alone is worse than none: random sizes
+rarely meet their size class again, so the cache keeps growing with blocks nobody uses (counted
+as free, never the largest). Measured on other seeds (1-4) of this generator, none / level 1 /
+level 1+2: contiguous 34-56 % / 61 % or out of memory / 37 % or out of memory; with pages 4-6 /
+45-54 / 3-5 %: on a paged card most of what is left after level 1+2 is free bytes inside partly
 used pages.
 """
 

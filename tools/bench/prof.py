@@ -3,7 +3,7 @@
 - **async submission, profiling on**: batches of ``record_event`` (each followed, outside the
   clock, by one ``synchronize_stream``), tasks per second, with the card recording every task
   (a profiling session's trace ring, drained by its thread) beside the same batches with
-  recording off, samples interleaved in one run. Target (issue 13): on costs at most 15 %.
+  recording off, samples interleaved in one run. Target: on costs at most 15 %.
   **async submit+complete** is the same with the synchronize inside the clock (no target:
   with tasks this small the card's recording is a visible share of each).
 - **profiling off: hook cost per task**: what the hooks cost when nothing is profiled: the

@@ -1,6 +1,7 @@
 """Figure family: streams: the cost of creating and destroying a stream, plain and with
-``ACL_STREAM_PERSISTENT`` (seed §4.1: a persistent stream's resources stay in a cache after
-destroy for the next stream to reuse; the seed quotes about 80 % less for the pair).
+``ACL_STREAM_PERSISTENT`` (in CANN a persistent stream's resources stay in a global cache
+after destroy for the next stream to reuse;
+descriptions of CANN's runtime quote about 80 % less for the pair).
 
 This figure only measures both: whether the cache exists is up to the runtime
 (``host/core/stream.py``); without it the ratio is about 1x and the target says NO.
