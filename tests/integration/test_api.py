@@ -289,7 +289,7 @@ def test_buffer_free_is_idempotent_and_blocks_use_after_free() -> None:
         b = dev.malloc(4 * MIB)
         used = total - dev.mem_info().free
         b.free(); b.free()
-        host.empty_cache()  # the caching allocator keeps freed blocks until asked (issue 12)
+        host.empty_cache()  # the caching allocator keeps freed blocks until asked
         after_free = dev.mem_info().free
         with pytest.raises(ParamError) as e:
             b.copy_from_host(b"x")

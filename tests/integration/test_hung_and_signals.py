@@ -1,11 +1,11 @@
 """What crosses the driver seam when a card stops answering or the program is signalled.
 
-- A SIGSTOPped worker (issue 9 section 10): a wait with its own timeout ends by it; a call
+- A SIGSTOPped worker: a wait with its own timeout ends by it; a call
   without one ends once the heartbeat is older than ``DEVICE_LOST_TIMEOUT_S`` (507010);
   ``query_device_status`` says ABNORMAL; after SIGCONT, reset + set attaches afresh.
 - SIGTERM / SIGINT during a blocking synchronize end the program as any Python program
-  (issue 8 section 2): no ``posix_ipc.SignalError`` traceback, nothing left behind.
-- Ints beyond 64 bits on a real link (issue 9 section 9): 107000, and the stream still
+  does: no ``posix_ipc.SignalError`` traceback, nothing left behind.
+- Ints beyond 64 bits on a real link: 107000, and the stream still
   completes.
 """
 

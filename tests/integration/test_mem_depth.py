@@ -41,7 +41,7 @@ def test_pools_and_fragmentation_are_visible(run_py):
         for p in small:
             ok(acl.rt.free(p))
         R["idle"] = npu.pool_stats(0)["hbm"]  # the normal pool keeps its emptied chunks
-        npu.empty_cache(0)  # ... until the level-2 merge (seed §3.3)
+        npu.empty_cache(0)  # ... until the level-2 merge
         R["after"] = npu.pool_stats(0)["hbm"]
         for p in huge[1::2]:
             ok(acl.rt.free(p))

@@ -1,4 +1,4 @@
-"""Huge-page blocks assembled from scattered pages (issue 12, ``shared/pages.py``): on a card
+"""Huge-page blocks assembled from scattered pages (``shared/pages.py``): on a card
 whose free memory is all 2 MiB holes, a malloc larger than every hole still succeeds, as on
 hardware (the MMU joins the pages), and the block works everywhere a device pointer goes:
 host copies and fills, kernels, a P2P copy read by the other card, an IPC import in another

@@ -1,4 +1,4 @@
-"""Kernels through virtual memory (issue 12): a kernel launched with pointers inside a
+"""Kernels through virtual memory (``host/core/vmm.py``): a kernel launched with pointers inside a
 reserved and mapped range reaches the physical memory behind it, on a real worker, and a
 tensor may span several mappings (the card's window of the reservation joins their pages,
 as its MMU would); a byte that is not mapped fails the kernel, never the worker."""

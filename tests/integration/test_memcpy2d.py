@@ -1,7 +1,7 @@
 """2-D copies (``acl.rt.memcpy2d`` / ``memcpy2d_async``) and the malloc variants
 (``malloc_cached``, ``malloc_align32``, ``free_with_dev_sync``) on a real worker: pitched rows
 land where the pitches say, pageable and pinned host memory, device to device, and the
-reference's refusals."""
+refusals CANN documents."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 MiB, GiB = 1 << 20, 1 << 30
 ENV = {"NPUEMU_DEVICES": "4", "NPUEMU_HBM": "1G", "NPUEMU_DDR": "256M"}
 
-# error codes (shared/errors.py, ACLRT_REFERENCE.md section 3)
+# error codes (shared/errors.py)
 INVALID_PARAM = 100000
 REPEAT_INITIALIZE = 100002
 REPEAT_FINALIZE = 100037
@@ -28,7 +28,7 @@ INVALID_DEVICEID = 107001
 CONTEXT_NULL = 107002
 MEMORY_ALLOCATION = 207001
 # ``count > dst_max`` (memcpy) and ``count > max_count`` (memset): 107000 since commit 191d197
-# ("as in the rt layer"); earlier code and the task brief said 100000.
+# ("as in the rt layer"); earlier code said 100000.
 COUNT_OVER_MAX = RT_PARAM_INVALID
 
 PRELUDE = CHILD_HELPERS + """

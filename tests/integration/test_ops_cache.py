@@ -126,7 +126,7 @@ def test_keying_attr_change_is_a_miss_and_lru_capacity(run_py, tmp_path):
     assert r["lru_hit"] == [2.0, 2.0, 2.0] and r["evicted"] == 100024
     assert r["hbm"] > 0 and "op kernels" in r["usage_names"]
     assert r["null_attr"] == 100000 and r["bad_attr"] == 100000
-    with open(r["plog"]) as f:  # seed §6.3: every compile and eviction at DEBUG
+    with open(r["plog"]) as f:  # at DEBUG every compile and eviction is logged
         log = f.read()
     assert log.count("op compile Add") == r["evicting"]["compiles"]
     assert log.count("op cache evict Add") == r["evicting"]["evictions"]

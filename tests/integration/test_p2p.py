@@ -10,11 +10,11 @@ assertions are made here, so a failure shows every value at once. Data is checke
 sha256 of random bytes. The only fixed time bound is the 5 s liveness bound on calls that
 must fail when a card dies (not a performance threshold).
 
-Rules under test (host/core/p2p.py, ACLRT_REFERENCE.md 2.7): peer access is one-way, from the
-current device; a copy between two cards runs on the DMA engine of the device that executes
-it (the current device for ``memcpy``, the stream's device for ``memcpy_async``), which needs
-peer access to the other card, else 107000. Self-peer and repeated enable/disable: 107000;
-bad ids: 107001; flags != 0: 100000; across HCCS groups: 207000.
+Rules under test (host/core/p2p.py, as CANN's multi-device guide gives them): peer access is
+one-way, from the current device; a copy between two cards runs on the DMA engine of the device
+that executes it (the current device for ``memcpy``, the stream's device for ``memcpy_async``),
+which needs peer access to the other card, else 107000. Self-peer and repeated enable/disable:
+107000; bad ids: 107001; flags != 0: 100000; across HCCS groups: 207000.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 ENV4 = {"NPUEMU_DEVICES": "4", "NPUEMU_HBM": "256M", "NPUEMU_DDR": "64M"}
 ENV8 = {"NPUEMU_DEVICES": "8", "NPUEMU_HBM": "256M", "NPUEMU_DDR": "64M"}
 
-# error codes (shared/errors.py, ACLRT_REFERENCE.md section 3)
+# error codes (shared/errors.py)
 INVALID_PARAM = 100000
 RT_PARAM_INVALID = 107000
 INVALID_DEVICEID = 107001
@@ -524,7 +524,7 @@ result()
 
 def test_concurrent_copies_in_both_directions_ordered_by_events(run_py):
     r = result_of(run_py(code(BIDIRECTIONAL), env=ENV4, timeout=60))
-    assert r["cross_device_wait"] == RT_PARAM_INVALID  # ACLRT_REFERENCE.md 2.4
+    assert r["cross_device_wait"] == RT_PARAM_INVALID  # event and stream of different cards
     assert r["held"] == {"stream": [NOT_READY] * 4, "event": [NOT_READY] * 4,
                          "z_zero": [True] * 4, "y_zero": [True] * 4, "x_kept": [True] * 4}
     assert r["sync"] == [0] * 8

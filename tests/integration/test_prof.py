@@ -102,7 +102,7 @@ def test_two_stream_pipeline_trace_matches_what_was_submitted(run_py, tmp_path):
             "Engine AI Vector"} <= tracks
     assert any(e["ph"] == "C" and e["name"] == "HBM used" for e in events)
     assert any(e["name"] == "AscendCL@aclrtMemcpyAsync" for e in events)
-    # DEBUG logs of both sides are instant events inside the run's time span (seed §6.3)
+    # DEBUG logs of both sides are instant events inside the run's time span
     logs = [e for e in events if e.get("cat") == "log"]
     host_pid = (run.host["pid"] << 10) | (7 << 5) | 31
     card_pid = (run.host["pid"] << 10) | (14 << 5) | 0

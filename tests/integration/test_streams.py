@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 ENV = {"NPUEMU_DEVICES": "2", "NPUEMU_HBM": "1G", "NPUEMU_DDR": "256M"}
 
-# error codes (shared/errors.py, ACLRT_REFERENCE.md section 3)
+# error codes (shared/errors.py)
 INVALID_PARAM = 100000
 RT_PARAM_INVALID = 107000
 STREAM_CONTEXT = 107003

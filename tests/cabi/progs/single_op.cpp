@@ -1,4 +1,4 @@
-// The single-op flow from C++: aclopCompile then aclopExecuteV2 (the seed's example),
+// The single-op flow from C++: aclopCompile then aclopExecuteV2 (the documented sample flow),
 // aclopCompileAndExecute, an op handle, aclopCast, attributes with a const input, and
 // aclopSetModelDir over files made by `npuemu atc --singleop` (argv[1]), executed without
 // compiling. Wrong calls get the op layer's codes.
