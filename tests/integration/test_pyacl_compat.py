@@ -1,4 +1,4 @@
-"""pyACL behaviour that real programs written for hardware rely on (issues 8 §4-§6, 9 §11-§12).
+"""pyACL behaviour that real programs written for hardware rely on.
 
 Each scenario is one pyACL program in a fresh interpreter (``run_py``) with an embedded node;
 the child records what it saw in ``R`` and the assertions are made here.

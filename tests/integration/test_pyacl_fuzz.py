@@ -1,4 +1,4 @@
-"""Property-based fuzz of the whole pyACL surface (issue 9, "Tests that must exist").
+"""Property-based fuzz of the whole pyACL surface.
 
 Every public function of ``acl``, ``acl.rt`` and ``acl.util`` is called by hypothesis with
 wrong types and extreme values mixed with live handles (streams, events, device and pinned

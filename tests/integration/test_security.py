@@ -1,5 +1,4 @@
-"""A node belongs to the user who started it; nothing is left behind (issue 9 §1, §2, §10,
-§13; issue 8 §6).
+"""A node belongs to the user who started it; nothing is left behind.
 
 - a second user (a child given another uid; needs root, skipped otherwise) is refused by the
   control socket, the node's segments and semaphores, and a pinned block it plants;
@@ -231,7 +230,7 @@ def test_a_pinned_block_planted_by_another_user_is_refused(run_py):
 
 # -------------------------------------------------------------------- control socket abuse
 MALFORMED = [
-    b"\x01\x00\x00\x00\xc1",                  # the 5-byte message of issue 9
+    b"\x01\x00\x00\x00\xc1",                  # length 1, then 0xc1 (never valid msgpack)
     frame(5), frame("stop"), frame({"stop": True}), frame([]), frame(["nope"]),
     frame(["attach"]), frame(["attach", "0"]), frame(["attach", -1]), frame(["attach", 2**40]),
     frame(["attach", True]), frame(["detach", 0]), frame(["hello", [1], True]),
@@ -499,9 +498,10 @@ def test_kill9_cycles_of_hosts_leave_no_names(shared_node, spawn_py, status, tmp
                    "the killed host's names are removed")
         worker_deaths += status(name)["devices"][0]["state"] != "READY"
     print(f"kill -9 cycles: {KILL_CYCLES} hosts; no names left")
-    if worker_deaths:  # names are clean either way; the card itself is issue 9 §4's
+    if worker_deaths:  # names are clean either way; the card's survival is
+        # test_worker_robust.py's (completions for departed clients)
         pytest.xfail(f"{worker_deaths} of {KILL_CYCLES} host kills during async copies "
-                     "killed the card's worker (issue 9 §4, completions for departed clients)")
+                     "killed the card's worker (completions for departed clients)")
 
 
 @pytest.mark.slow

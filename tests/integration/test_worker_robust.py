@@ -1,4 +1,4 @@
-"""A worker no request can kill or wedge (issues 8 §2 and 9 §4-9): raw frames pushed into a
+"""A worker no request can kill or wedge: raw frames pushed into a
 real worker's ring, hosts that leave while their tasks run, runaway and timed-out tasks, and
 the checks that keep a kernel inside its process's memory.
 
