@@ -1,9 +1,10 @@
 """What runs inside a C program when it first calls one of npuemu's C libraries.
 
 cffi starts an interpreter in the C process on the first call into ``libascendcl.so`` or
-``libhccl.so`` and runs the library's init code (``build._init_code``: it sets
-``sys.executable`` to the Python that built the library, since in an embedded interpreter it
-names the C program, then calls ``attach``). ``attach`` gives every function the library
+``libhccl.so`` and runs the library's init code (``build._init_code``), which calls
+``attach``: it sets ``sys.executable`` to the Python that built the library (in an embedded
+interpreter it names whatever ``python3`` is first on ``PATH``, or the C program), so nodes
+and their workers start with the right interpreter. ``attach`` gives every function the library
 declares its body: the ``@export`` implementation of that name, or the not-emulated body
 (207000 and a log line).
 
@@ -24,11 +25,12 @@ from npuemu.host.core import plog
 from npuemu.shared import errors, logring
 
 _ERROR = errors.ACL_ERROR_INTERNAL_ERROR
+HCCL_NOT_SUPPORT, HCCL_INTERNAL = 5, 4  # HCCL_E_NOT_SUPPORT, HCCL_E_INTERNAL
 
 
 def _on_error(exc_type: type, exc: BaseException, tb: Any) -> None:
     """An implementation raised (a bug of npuemu, never the C program's): log it; the C
-    call returns ACL_ERROR_INTERNAL_ERROR (500000), or NULL / 0."""
+    call returns ACL_ERROR_INTERNAL_ERROR (500000; HCCL_E_INTERNAL for HCCL), or NULL / 0."""
     text = "".join(traceback.format_exception(exc_type, exc, tb))
     plog.log(logring.ERROR, f"npuemu C ABI internal error: {text}", module="ASCENDCL")
     print(f"npuemu: internal error in a C call:\n{text}", file=sys.stderr)
@@ -40,7 +42,7 @@ def _kind(ctype: Any) -> str:
         return "pointer"
     if res.kind == "void":
         return "void"
-    return "int" if res.cname == "int" else "other"
+    return "int" if res.cname == "int" or res.kind == "enum" else "other"
 
 
 def _keep_signals() -> None:
@@ -49,10 +51,17 @@ def _keep_signals() -> None:
     runtime._hooks_installed = True  # private flag: see the module docstring
 
 
-def attach(soname: str, ffi: Any, lib: Any) -> None:
-    """Give every function of ``lib`` its body (called once per library, by its init)."""
-    _keep_signals()
+def attach(soname: str, ffi: Any, lib: Any, python: str) -> None:
+    """Give every function of ``lib`` its body (called once per library, by its init).
+    ``python`` is the interpreter that built the library; in a C program it becomes
+    ``sys.executable`` (nodes are spawned with it). Loaded into a Python process (ctypes),
+    the process's own interpreter and exit hooks are left as they are."""
+    if not lib.npuemu_host_is_python():
+        sys.executable = python
+        _keep_signals()
+    code, internal = errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, _ERROR
     if soname == "libhccl.so":
+        code, internal = HCCL_NOT_SUPPORT, HCCL_INTERNAL
         from npuemu.host.capi import hccl as module
     else:
         exports.ffi = ffi
@@ -61,12 +70,12 @@ def attach(soname: str, ffi: Any, lib: Any) -> None:
         module.bind(ffi)
     for name in dir(lib):
         obj = getattr(lib, name)
-        if not callable(obj) or name.startswith("npuemu_"):
+        if not callable(obj) or name.startswith("npuemu_"):  # native.c's own
             continue
         ctype = ffi.typeof(obj)
         kind = _kind(ctype)
-        body = exports.implementation(name) or exports.not_emulated(name, kind)
-        extra = {"error": _ERROR} if kind == "int" else {}
+        body = exports.implementation(name) or exports.not_emulated(name, kind, ffi, code)
+        extra = {"error": internal} if kind == "int" else {}
         ffi.def_extern(name=name, onerror=_on_error, **extra)(body)
     if soname == "libascendcl.so":
         from npuemu.host.capi import base

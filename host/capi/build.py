@@ -43,7 +43,7 @@ ASCENDCL = Library("libascendcl.so", "_npuemu_ascendcl",
                    ("acl/acl.h", "acl/acl_op_compiler.h", "acl/acl_prof.h"),
                    ("NPUEMU_HAS_APP_LOG",))
 HCCL = Library("libhccl.so", "_npuemu_hccl", ("hccl/hccl.h",))
-LIBRARIES = (ASCENDCL,)
+LIBRARIES = (ASCENDCL, HCCL)
 
 _CODE_HEADERS = {
     "acl_error_codes.h": lambda n: not n.startswith(("ACL_ERROR_RT_", "ACL_ERROR_GE_")),
@@ -114,11 +114,10 @@ def cdef_of(lib: Library, include: Path) -> str:
 def _init_code(lib: Library) -> str:
     paths = [p for p in sys.path if p and os.path.isdir(p)]
     return (f"import sys\n"
-            f"sys.executable = {python_executable()!r}\n"
             f"sys.path[:0] = [p for p in {paths!r} if p not in sys.path]\n"
             f"from {lib.module} import ffi, lib\n"
             f"from npuemu.host.capi import boot\n"
-            f"boot.attach({lib.soname!r}, ffi, lib)\n")
+            f"boot.attach({lib.soname!r}, ffi, lib, {python_executable()!r})\n")
 
 
 def build(lib: Library, include: Path, out_dir: Path, *, verbose: bool = False) -> Path:
@@ -129,6 +128,7 @@ def build(lib: Library, include: Path, out_dir: Path, *, verbose: bool = False) 
 
     ffi = cffi.FFI()
     ffi.embedding_api(cdef_of(lib, include))
+    ffi.cdef("int npuemu_host_is_python(void);")  # native.c
     if lib.defines:
         ffi.cdef('extern "Python" void npuemu_app_log(int, const char *, const char *,'
                  ' uint32_t, const char *);')

@@ -68,15 +68,16 @@ def kept_string(func: str, value: str | None) -> Any:
     return buf
 
 
-def not_emulated(name: str, kind: str) -> Callable[..., Any]:
+def not_emulated(name: str, kind: str, lib_ffi: Any,
+                 code: int = errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT) -> Callable[..., Any]:
     """The body of a declared C function npuemu does not emulate: one log line, then
-    ACL_ERROR_RT_FEATURE_NOT_SUPPORT (207000) for an ``aclError`` result, else NULL / 0."""
-    result: Any = {"int": errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "void": None,
-                   "pointer": ffi.NULL if ffi is not None else None}.get(kind, 0)
+    ``code`` (ACL_ERROR_RT_FEATURE_NOT_SUPPORT, 207000, for an ``aclError``;
+    HCCL_E_NOT_SUPPORT for HCCL) for an int result, else NULL / 0."""
+    result: Any = {"int": code, "void": None, "pointer": lib_ffi.NULL}.get(kind, 0)
 
     def call(*_args: Any) -> Any:
-        plog.log(logring.WARNING, f"{name} is not emulated by npuemu "
-                                  f"(ACL_ERROR_RT_FEATURE_NOT_SUPPORT)", module="ASCENDCL")
+        plog.log(logring.WARNING, f"{name} is not emulated by npuemu (returns {result})",
+                 module="ASCENDCL")
         _wrap.fail(errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
                                     f"{name} is not emulated by npuemu"), name)
         return result

@@ -6,6 +6,8 @@
  *   what os.fork() does around the embedded interpreter (hold the GIL over the fork, then
  *   PyOS_AfterFork_*), so the runtime's own at-fork hooks run in the child: it then refuses
  *   every call with ACL_ERROR_RT_FEATURE_NOT_SUPPORT (the rings belong to the parent).
+ *   Loaded into a Python process (ctypes), the library leaves forks to Python's own handling
+ *   (npuemu_host_is_python, read by boot.py).
  * - aclAppLog: variadic, so written here; it formats the message and hands it to Python.
  *
  * Threads: the fork handlers run on the forking thread; the GIL state they save is only
@@ -17,10 +19,16 @@
 
 static PyGILState_STATE npuemu_fork_gil;
 static int npuemu_fork_held;
+static int npuemu_loaded_into_python;
+
+static int npuemu_host_is_python(void)
+{
+    return npuemu_loaded_into_python;
+}
 
 static void npuemu_before_fork(void)
 {
-    npuemu_fork_held = Py_IsInitialized();
+    npuemu_fork_held = !npuemu_loaded_into_python && Py_IsInitialized();
     if (npuemu_fork_held) {
         npuemu_fork_gil = PyGILState_Ensure();
         PyOS_BeforeFork();
@@ -45,6 +53,7 @@ static void npuemu_after_fork_child(void)
 
 __attribute__((constructor)) static void npuemu_register_fork_handlers(void)
 {
+    npuemu_loaded_into_python = Py_IsInitialized();
     pthread_atfork(npuemu_before_fork, npuemu_after_fork_parent, npuemu_after_fork_child);
 }
 

@@ -65,25 +65,36 @@ def test_headers_compile_silently(sdk_root, tmp_path, src, flags, layout):
     assert run.returncode == 0, run.stdout + run.stderr
 
 
-def _declared_functions(sdk_root: Path) -> set[str]:
+def _declared_functions(sdk_root: Path, lib) -> set[str]:
     import cffi
 
     from npuemu.host.capi import build
 
     ffi = cffi.FFI()
-    ffi.cdef(build.cdef_of(build.ASCENDCL, sdk_root / "include"))
+    ffi.cdef(build.cdef_of(lib, sdk_root / "include"))
     return {name.split(" ", 1)[1] for name in ffi._parser._declarations
             if name.startswith("function ")}
 
 
+def _exported(path: Path) -> set[str]:
+    out = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if " T " in line}
+
+
 def test_every_declared_function_is_exported(sdk_root):
-    declared = _declared_functions(sdk_root)
-    out = subprocess.run(["nm", "-D", "--defined-only", str(sdk_root / "lib64/libascendcl.so")],
-                         capture_output=True, text=True, check=True).stdout
-    exported = {line.split()[-1] for line in out.splitlines() if " T " in line}
+    from npuemu.host.capi import build
+
+    declared = _declared_functions(sdk_root, build.ASCENDCL)
+    exported = _exported(sdk_root / "lib64/libascendcl.so")
     assert len(declared) > 100
     assert declared - exported == set()
     assert "aclAppLog" in exported  # the variadic one, written in C
+    hccl = _declared_functions(sdk_root, build.HCCL)
+    hccl_exported = _exported(sdk_root / "lib64/libhccl.so")
+    assert {"HcclScatter", "HcclBarrier", "HcclAlltoAllV", "HcclReduce",
+            "HcclCommInitRootInfoConfig"} <= hccl <= hccl_exported
+    assert not any(n.startswith("acl") for n in hccl_exported)  # those are libascendcl's
 
 
 def test_header_enums_have_the_python_face_values(sdk_root):

@@ -3,6 +3,7 @@
 #include "acl/acl_op_compiler.h"
 #include "acl/acl_prof.h"
 #include "acl/ops/acl_cblas.h"
+#include "hccl/hccl.h"
 #include <string.h>
 
 int main(void)
