@@ -33,7 +33,7 @@ def test_handles_of_other_kinds_are_null_buffers() -> None:
 def test_type_sizes() -> None:
     assert [data.type_size(t) for t in (0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 16, 17, 27)] == [
         4, 2, 1, 4, 1, 2, 2, 4, 8, 8, 8, 1, 8, 16, 2]
-    # the reference's switch: undefined and string 0, sub-byte 1, unlisted values 8
+    # the real runtime's switch: undefined and string 0, sub-byte 1, unlisted values 8
     assert [data.type_size(t) for t in (-1, 13, 29, 30, 999)] == [0, 0, 1, 1, 8]
     with pytest.raises(OverflowError):
         data.type_size(2**70)

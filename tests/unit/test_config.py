@@ -71,7 +71,7 @@ def test_parse_size_needs_str() -> None:
         ("1", 8, [1]),
         ("1,2,3", 8, [1, 2, 3]),
         ("0,7", 8, [0, 7]),
-        # the reference examples (ASCEND_RT_VISIBLE_DEVICES.md)
+        # the examples of CANN's ASCEND_RT_VISIBLE_DEVICES documentation
         ("1, 2,3", 8, [1]),
         ("1, 2", 8, [1]),
         ("1,3,8", 8, [1, 3]),

@@ -211,7 +211,7 @@ def test_lost_and_hung_devices(fake_runtime):
 
 # ------------------------------------------------------------------ values the wire refuses
 def test_ints_beyond_64_bits_are_107000_and_leave_the_stream_usable(fake_runtime):
-    """issue 9 section 9: the stream's task counter used to move before the encoder raised
+    """The stream's task counter used to move before the encoder raised
     OverflowError, so the stream never completed and each call leaked a stream slot."""
     ok(acl.rt.set_device(0))
     s = new_stream()

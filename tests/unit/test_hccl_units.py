@@ -1,4 +1,4 @@
-"""HCCL pieces that need no device: enum values and codes as the reference lists them, the
+"""HCCL pieces that need no device: enum values and codes as ``hccl_types.h`` lists them, the
 rank-table parser, root info, block splitting, environment settings."""
 
 from __future__ import annotations

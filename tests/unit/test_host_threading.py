@@ -1,4 +1,4 @@
-"""Stress tests for the host's threading model (issue 8 section 3): each would catch one race
+"""Stress tests for the host's threading model: each would catch one race
 that was fixed. No processes: the fake link (``fake_runtime``) or plain host structures.
 
 The races were windows of a few bytecodes; a tiny GIL switch interval makes the interpreter

@@ -1,7 +1,7 @@
 """Lowering onto library ops, checked numerically: the lowered graph is written back as ONNX
 (one ONNX op per library op, a test-only translation) and onnxruntime runs it against the
 original model. This checks the lowering's rewrites (Gemm, LRN, Sum, Softmax before opset 13,
-auto_pad, Dropout removal) without the op library; the library's own kernels are issue 10's.
+auto_pad, Dropout removal) without the op library; the library's own kernels are tested with it.
 """
 
 from __future__ import annotations

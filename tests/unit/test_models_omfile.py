@@ -1,5 +1,5 @@
 """OM files and the ATC model path: round trip, alignment, the reader's refusals (truncated,
-corrupted, newer version, malformed) with the reference's load codes and never a crash, the
+corrupted, newer version, malformed) with the real runtime's load codes and never a crash, the
 ``--mode=1`` dump, the CLI argument handling and dynamic batch gears."""
 
 from __future__ import annotations

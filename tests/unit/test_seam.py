@@ -1,4 +1,4 @@
-"""The driver seam holds (issue 8 section 1): on the host only ``host/driver/`` imports
+"""The driver seam holds: on the host only ``host/driver/`` imports
 ``npuemu.shared.layout``, and no host module imports npuemu code inside a function (the way
 import cycles used to be dodged)."""
 
