@@ -33,8 +33,25 @@ def load_both(path: str) -> list[int]:
                           acl.mdl.load_from_mem(acl.util.bytes_to_ptr(image), len(image))):
         codes.append(ret)
         if ret == 0:
+            describe(model_id)
             ok(acl.mdl.unload(model_id), f"unload {path}")
     return codes
+
+
+def describe(model_id: int) -> None:
+    """``aclmdlGetDesc`` of a loaded model and every getter on it (none may raise)."""
+    desc = acl.mdl.create_desc()
+    ok(acl.mdl.get_desc(desc, model_id), "get_desc")
+    for i in range(acl.mdl.get_num_inputs(desc)):
+        acl.mdl.get_input_size_by_index(desc, i)
+        acl.mdl.get_input_dims(desc, i)
+        acl.mdl.get_input_name_by_index(desc, i)
+    for i in range(acl.mdl.get_num_outputs(desc)):
+        acl.mdl.get_output_size_by_index(desc, i)
+        acl.mdl.get_cur_output_dims(desc, i)
+        acl.mdl.get_output_data_type(desc, i)
+    acl.mdl.get_dynamic_batch(desc)
+    ok(acl.mdl.destroy_desc(desc), "destroy_desc")
 
 
 def main(directory: str, good: str) -> None:
