@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from npuemu.shared import enums
+from tests.cabi.conftest import PROGS
 
 pytestmark = pytest.mark.integration
 
@@ -18,6 +19,17 @@ def test_memory_program(compile_c, run_c):
     res = run_c(compile_c("memory.c"))
     assert res.returncode == 0, res.stdout + res.stderr
     for line in ("policies ok", "copies ok", "info ok", "memory program done"):
+        assert line in res.stdout
+
+
+def test_seed_examples(compile_c, run_c, sdk_root):
+    """Copy/compute overlap with events, synchronize with timeout, memory usage info, stream
+    and event flags (tests/cabi/progs/seed.c)."""
+    res = run_c(compile_c("seed.c"), str(sdk_root / "kernels" / "npuemu_library.py"),
+                str(PROGS / "boom_kernels.py"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    for line in ("overlap ok", "sync with timeout ok", "mem usage ok",
+                 "stream and event flags ok", "seed examples done"):
         assert line in res.stdout
 
 
