@@ -176,9 +176,12 @@ def read_file(path: str | os.PathLike) -> OmModel:
         raise _no_path(path, str(exc)) from exc
     try:
         with os.fdopen(fd, "rb") as f:
-            return read(_read_bounded(f, path))
+            data = _read_bounded(f, path)
     except OSError as exc:
         raise _no_path(path, str(exc)) from exc
+    except MemoryError as exc:  # a large (or sparse) file this host cannot hold
+        raise _no_path(path, "too large for this host's memory") from exc
+    return read(data)
 
 
 def _no_path(path: object, detail: str) -> ModelError:
@@ -205,9 +208,8 @@ def _read_bounded(f: Any, path: object) -> bytes:
 
 def read(data: bytes | bytearray | memoryview) -> OmModel:
     """Decode an OM image held in host memory (see module doc for the errors)."""
-    data = bytes(data)
     try:
-        return _decode(data)
+        return _decode(bytes(data))
     except ModelError:
         raise
     except Exception as exc:  # malformed content of any shape: never crash the caller
