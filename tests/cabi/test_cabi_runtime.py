@@ -136,3 +136,12 @@ def test_error_code_headers_hold_the_shared_table(sdk_root):
     assert f"ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = {errors.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT};" in text
     base = (sdk_root / "include/acl/error_codes/acl_error_codes.h").read_text()
     assert "static const int32_t ACL_ERROR_NONE = 0;" in base
+
+
+def test_profiling_program(compile_c, run_c, tmp_path):
+    res = run_c(compile_c("prof.c"), cwd=str(tmp_path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "prof program done" in res.stdout
+    runs = list((tmp_path / "output").glob("PROF_*"))
+    assert len(runs) == 1, list((tmp_path / "output").iterdir())
+    assert (runs[0] / "mindstudio_profiler_output").is_dir()
