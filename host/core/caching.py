@@ -44,6 +44,7 @@ import time
 import traceback
 from collections import defaultdict, deque
 from dataclasses import dataclass
+from typing import Any
 
 from npuemu.host.core import memory, runtime
 from npuemu.host.core import stream as streams
@@ -68,18 +69,24 @@ def round_size(size: int) -> int:
     return (size + LARGE_ROUND - 1) & -LARGE_ROUND
 
 
+Key = tuple[Link, int, int]
+"""Where a cached block is kept: (card, size class, policy)."""
+Ready = tuple[tuple[streams.Stream, int], ...]
+"""``((stream, task seq), ...)``: work that must be done before a block is reused."""
+
+
 class Block:
     """One device allocation owned by the cache: lent to the program or cached."""
 
     __slots__ = ("alloc", "counters", "key", "ptr", "ready", "requested", "rounded", "stack")
 
-    def __init__(self, alloc: Allocation, key: tuple) -> None:
+    def __init__(self, alloc: Allocation, key: Key) -> None:
         self.alloc = alloc
         self.ptr: int = alloc.ptr  # the device pointer (fixed for the block's life)
         self.key = key
         self.rounded: int = key[1]
         self.counters: Counters = Counters()  # replaced by its card's counters when lent
-        self.ready: tuple = ()  # ((stream, task seq), ...) that must be done before reuse
+        self.ready: Ready = ()  # ((stream, task seq), ...) that must be done before reuse
         self.requested = 0
         self.stack: object = ()  # traceback.StackSummary with NPUEMU_TRACK_ALLOC=1
 
@@ -129,11 +136,11 @@ class CachingAllocator:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self._free: dict[tuple, list[Block]] = defaultdict(list)  # key -> cached blocks
+        self._free: dict[Key, list[Block]] = defaultdict(list)  # key -> cached blocks
         self._lent: dict[int, Block] = {}
         self._counters: dict[Link, Counters] = {}
-        self._streams: dict[Link, tuple[int, tuple]] = {}  # link -> (handle gen, streams)
-        self._traces: dict[Link, deque] = {}  # link -> trace events (NPUEMU_TRACK_ALLOC=1)
+        self._streams: dict[Link, tuple[int, tuple[streams.Stream, ...]]] = {}  # (gen, streams)
+        self._traces: dict[Link, deque[dict[str, Any]]] = {}  # events (NPUEMU_TRACK_ALLOC=1)
 
     # malloc / free -------------------------------------------------------------------------
     def malloc(self, size: int, policy: int = 0, link: Link | None = None) -> Block:
@@ -162,12 +169,12 @@ class CachingAllocator:
             if blocks:
                 block = blocks[-1]
                 if block.ready or rt.allocations.get(block.alloc.ptr) is not block.alloc:
-                    block = self._take(rt, blocks)  # waits on a stream, or gone: scan
+                    found = self._take(rt, blocks)  # waits on a stream, or gone: scan
                 else:
-                    blocks.pop()
-                if block is not None:
-                    self._lend(block, size, rt)
-                    return block
+                    found = blocks.pop()
+                if found is not None:
+                    self._lend(found, size, rt)
+                    return found
         block = Block(self._device_malloc(link, rounded, policy), key)
         with self.lock:
             c = self._counters_of(link)
@@ -289,7 +296,7 @@ class CachingAllocator:
         known = self._streams.get(link)
         if known is None or known[0] != rt.handles_gen:
             known = self._list_streams(rt, link)
-        ready = ()
+        ready: Ready = ()
         for s in known[1]:
             submitted = s.submitted
             if s.link.completed[s.slot] < submitted and not s.destroyed:
@@ -307,7 +314,8 @@ class CachingAllocator:
         else:  # its device was reset (or the program freed it through acl.rt.free)
             self._drop(c, block)
 
-    def _list_streams(self, rt: runtime.Runtime, link: Link) -> tuple[int, tuple]:
+    def _list_streams(self, rt: runtime.Runtime, link: Link
+                      ) -> tuple[int, tuple[streams.Stream, ...]]:
         """The card's streams, listed again only when a handle was registered since
         (``Runtime.handles_gen``, read before the listing; a stream destroyed meanwhile is
         skipped by the caller). Caller holds ``self.lock``."""
@@ -418,7 +426,7 @@ class CachingAllocator:
         if not block.ready:
             self._trace(link, "free_completed", block.ptr, block.rounded, ())
 
-    def traces(self, link: Link) -> list[dict]:
+    def traces(self, link: Link) -> list[dict[str, Any]]:
         """A copy of the trace events of ``link``'s card, oldest first."""
         with self.lock:
             return list(self._traces.get(link, ()))

@@ -36,7 +36,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from npuemu.host.core import runtime
 from npuemu.host.core.stream import (
@@ -47,10 +47,10 @@ from npuemu.host.core.stream import (
     streams_of,
     submit,
 )
-from npuemu.host.driver.link import DeviceLink
+from npuemu.host.driver.interface import Link
 from npuemu.shared import errors
 from npuemu.shared.enums import CallbackBlockType
-from npuemu.shared.protocol import Op, Report
+from npuemu.shared.protocol import Frame, Op, Report
 
 POLL_S = 0.1
 INVALID = 0xFFFFFFFF
@@ -67,19 +67,32 @@ class ExceptionInfo:
     error_code: int
 
 
+class ThreadLike(Protocol):
+    """A thread that may subscribe: a ``threading.Thread``, or a thread Python did not start
+    that a ``_thread_finders`` entry found (``host/capi``'s C threads)."""
+
+    @property
+    def ident(self) -> int | None: ...
+    def is_alive(self) -> bool: ...
+
+
+Callback = Callable[[Any], Any]
+_HostFunc = tuple[Callback | None, Any, int]  # fn, args, task seq: one host-func queue entry
+_Due = tuple[Link, int, int, Callback | None, Any, int]  # link, slot, seq, fn, args, block
+
 _lock = threading.Lock()
 _ids = itertools.count(1)
 _exception_callbacks: list[Callable[[int], Any]] = []
 _legacy_callback: list[Callable[[int], Any]] = []  # set_exception_info_callback: 0 or 1 item
 _infos: dict[int, ExceptionInfo] = {}
-_pending: dict[int, tuple[str, Callable[[Any], Any], Any]] = {}
+_pending: dict[int, tuple[str, Callback, Any]] = {}
 _subscribers: dict[Stream, int] = {}
-_queues: dict[int, queue.SimpleQueue] = {}
-_threads: dict[int, threading.Thread] = {}  # subscribed ident -> its Thread
+_queues: dict[int, queue.SimpleQueue[_Due | None]] = {}  # None: _WAKE
+_threads: dict[int, ThreadLike] = {}  # subscribed ident -> its thread
 
 
 # the report thread ---------------------------------------------------------------------------
-def ensure_reporter(link: DeviceLink) -> None:
+def ensure_reporter(link: Link) -> None:
     """Start ``link``'s report thread once."""
     with _lock:
         if link.reporter is None:
@@ -91,7 +104,7 @@ def ensure_reporter(link: DeviceLink) -> None:
 on_stream_created(ensure_reporter)  # every link with a stream drains its report ring
 
 
-def _serve(link: DeviceLink) -> None:
+def _serve(link: Link) -> None:
     while not link.closing and link.alive():
         try:
             report = link.pop_report(POLL_S)
@@ -101,7 +114,7 @@ def _serve(link: DeviceLink) -> None:
             _dispatch(link, report)
 
 
-def _dispatch(link: DeviceLink, report: tuple) -> None:
+def _dispatch(link: Link, report: Frame) -> None:
     kind, slot, seq = report[0], report[1], report[2]
     if kind == Report.EXCEPTION:
         code, sid = report[3], report[4]
@@ -128,10 +141,10 @@ def _dispatch(link: DeviceLink, report: tuple) -> None:
                 q.put((link, slot, seq, fn, args, block))
 
 
-def _host_func_queue(link: DeviceLink, slot: int) -> queue.SimpleQueue:
+def _host_func_queue(link: Link, slot: int) -> queue.SimpleQueue[_HostFunc]:
     """The queue of the thread that runs ``launch_host_func`` callbacks of one stream: each
     stream gets its own thread, so a callback that blocks holds only its own stream."""
-    q = link.host_func_queues.get(slot)
+    q: queue.SimpleQueue[_HostFunc] | None = link.host_func_queues.get(slot)
     if q is None:
         q = link.host_func_queues[slot] = queue.SimpleQueue()
         threading.Thread(target=_run_host_funcs, args=(link, slot, q), daemon=True,
@@ -139,7 +152,7 @@ def _host_func_queue(link: DeviceLink, slot: int) -> queue.SimpleQueue:
     return q
 
 
-def _run_host_funcs(link: DeviceLink, slot: int, q: queue.SimpleQueue) -> None:
+def _run_host_funcs(link: Link, slot: int, q: queue.SimpleQueue[_HostFunc]) -> None:
     while not link.closing:
         try:
             fn, args, seq = q.get(timeout=POLL_S)
@@ -150,11 +163,11 @@ def _run_host_funcs(link: DeviceLink, slot: int, q: queue.SimpleQueue) -> None:
             link.post(Op.CALLBACK_DONE, slot, seq)
 
 
-def _thread_of(link: DeviceLink, slot: int) -> int:
+def _thread_of(link: Link, slot: int) -> int:
     return next((s.creator_tid for s in streams_of(link) if s.slot == slot), 0)
 
 
-def _run(fn: Callable[[Any], Any] | None, args: Any) -> None:
+def _run(fn: Callback | None, args: Any) -> None:
     if fn is None:
         return
     try:
@@ -215,7 +228,7 @@ this much, never a hang)."""
 _PTHREAD_LIMIT = 1 << 64
 
 
-def _thread_of_id(thread_id: object) -> threading.Thread:
+def _thread_of_id(thread_id: object) -> ThreadLike:
     """The live thread named by ``thread_id`` (its ``Thread.ident``, the
     pthread id pyACL uses; the kernel id ``native_id`` is accepted too). 107000 otherwise:
     our choice; hardware takes any ``uint64`` and never serves a bogus id."""
@@ -233,12 +246,12 @@ def _thread_of_id(thread_id: object) -> threading.Thread:
                            f"thread id {tid} is not a live thread of this process")
 
 
-_thread_finders: list[Callable[[int], Any]] = []
+_thread_finders: list[Callable[[int], ThreadLike | None]] = []
 """``find(tid)`` -> an object with ``ident`` and ``is_alive()``, or None: threads not started
 by Python that may subscribe (``host/capi``'s C threads). Appended once at import."""
 
 
-def add_thread_finder(find: Callable[[int], Any]) -> None:
+def add_thread_finder(find: Callable[[int], ThreadLike | None]) -> None:
     """Let ``subscribe_report`` name threads Python has not seen (see ``_thread_finders``)."""
     _thread_finders.append(find)
 

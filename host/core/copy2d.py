@@ -38,8 +38,9 @@ from npuemu.shared.enums import MemcpyKind
 
 MAX_HEIGHT = 5 * 1024 * 1024
 _K = MemcpyKind
-_SIDES = {_K.ACL_MEMCPY_HOST_TO_DEVICE: (False, True), _K.ACL_MEMCPY_DEVICE_TO_HOST: (True, False),
-          _K.ACL_MEMCPY_DEVICE_TO_DEVICE: (True, True)}
+_SIDES: dict[int, tuple[bool, bool]] = {
+    _K.ACL_MEMCPY_HOST_TO_DEVICE: (False, True), _K.ACL_MEMCPY_DEVICE_TO_HOST: (True, False),
+    _K.ACL_MEMCPY_DEVICE_TO_DEVICE: (True, True)}
 """(source on a device, destination on a device) of each kind the 2-D copies take."""
 _SYNC_KINDS = (_K.ACL_MEMCPY_HOST_TO_DEVICE, _K.ACL_MEMCPY_DEVICE_TO_HOST)
 _ASYNC_KINDS = tuple(_SIDES)
@@ -50,8 +51,8 @@ def _invalid(detail: str) -> errors.AclError:
 
 
 def _args(dst: object, dpitch: object, src: object, spitch: object, width: object,
-          height: object, kind: object, kinds: tuple) -> tuple[int, int, int, int, int, int,
-                                                                int]:
+          height: object, kind: object, kinds: tuple[int, ...]
+          ) -> tuple[int, int, int, int, int, int, int]:
     values = [runtime.index(v, errors.ACL_ERROR_INVALID_PARAM, name) for v, name in
               ((dst, "dst"), (dpitch, "dpitch"), (src, "src"), (spitch, "spitch"),
                (width, "width"), (height, "height"), (kind, "kind"))]
@@ -81,7 +82,7 @@ def _rows(ptr: int, pitch: int, width: int, height: int, write: bool) -> np.ndar
         flat = np.frombuffer(memory.host_view(ptr, extent), np.uint8)
     else:
         runtime.get().host_maps.check(ptr, extent, write=write)
-        flat = np.frombuffer((ctypes.c_char * extent).from_address(ptr), np.uint8)
+        flat = np.frombuffer(memoryview((ctypes.c_char * extent).from_address(ptr)), np.uint8)
     return as_strided(flat, (height, width), (pitch, 1), writeable=True)
 
 

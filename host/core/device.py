@@ -14,6 +14,7 @@ one's mark (a benign race: both are valid marks).
 
 from __future__ import annotations
 
+import functools
 import time
 
 from npuemu.host.core import runtime
@@ -68,7 +69,7 @@ def _drain(od: OpenDevice) -> None:
     for s in streams.streams_of(od.link):
         target = s.submitted
         try:  # a hung task (injected fault) never completes: the reset clears it instead
-            done = od.link.wait_until(lambda s=s, t=target: s.done(t) or s.hung(),
+            done = od.link.wait_until(streams.done_or_hung(s, target),
                                       max(deadline - time.monotonic(), 0.0))
         except errors.AclError:
             return  # the device died meanwhile: nothing left to wait for
@@ -116,7 +117,7 @@ def synchronize_device(timeout_ms: int = -1) -> None:
     for s in mine:
         target = s.submitted
         left = None if deadline is None else max(deadline - time.monotonic(), 1e-6)
-        if not link.wait_until(lambda s=s, t=target: s.done(t), left):
+        if not link.wait_until(functools.partial(s.done, target), left):
             raise errors.error_for(errors.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
                                    f"device {link.logical}: stream {s.sid} not done after "
                                    f"{timeout_ms} ms")

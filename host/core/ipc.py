@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from dataclasses import dataclass
 
 from npuemu.host.core import runtime, vmm
 from npuemu.host.core.runtime import Allocation, index
@@ -35,9 +36,18 @@ from npuemu.shared.protocol import Op
 
 __all__ = ["close_import", "export", "import_handle", "set_pids"]
 
+
+@dataclass(eq=False)
+class _Import:
+    """An imported block: its table entry, and the live imports of it in this process."""
+
+    alloc: Allocation
+    count: int
+
+
 _lock = threading.Lock()
 _exported: dict[int, vmm.Physical] = {}
-_imports: dict[int, list] = {}  # block start -> [Allocation, live imports of this process]
+_imports: dict[int, _Import] = {}  # block start -> its import
 
 
 def export(handle: object, handle_type: object = 1, flags: object = 0) -> int:
@@ -50,6 +60,7 @@ def export(handle: object, handle_type: object = 1, flags: object = 0) -> int:
     if phys.imported:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                "an imported handle cannot be exported again")
+    key: int
     (key,) = phys.link.call(Op.IPC_EXPORT, phys.alloc.ptr)
     with _lock:
         _exported[key] = phys
@@ -99,14 +110,14 @@ def _count_import(rt: runtime.Runtime, ptr: int, span: int, link: Link) -> Alloc
     with rt.lock, _lock:
         entry = _imports.get(ptr)
         if entry is not None:
-            entry[1] += 1
-            return entry[0]
+            entry.count += 1
+            return entry.alloc
         if ptr in rt.allocations:
             return None
         alloc = Allocation(ptr, span, span, 0, 0, link)
         rt.allocations[ptr] = alloc
         bisect.insort(rt.starts, ptr)
-        _imports[ptr] = [alloc, 1]
+        _imports[ptr] = _Import(alloc, 1)
         return alloc
 
 
@@ -117,9 +128,9 @@ def close_import(phys: vmm.Physical) -> None:
     ptr = phys.alloc.ptr
     with rt.lock, _lock:
         entry = _imports.get(ptr)
-        if entry is not None and entry[0] is phys.alloc:
-            entry[1] -= 1
-            if not entry[1]:
+        if entry is not None and entry.alloc is phys.alloc:
+            entry.count -= 1
+            if not entry.count:
                 del _imports[ptr]
                 if rt.allocations.get(ptr) is phys.alloc:
                     del rt.allocations[ptr]
@@ -138,7 +149,7 @@ def _forget(link: Link) -> None:
     with _lock:
         for key in [k for k, p in _exported.items() if p.link is link]:
             del _exported[key]
-        for ptr in [p for p, (alloc, _n) in _imports.items() if alloc.link is link]:
+        for ptr in [p for p, entry in _imports.items() if entry.alloc.link is link]:
             del _imports[ptr]
 
 

@@ -12,12 +12,13 @@ pointers, sizes), floats, bools and strings (dtype names), passed to the kernel 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import npuemu.shared.kernel_library
 from npuemu.host.core import memory, runtime, vmm
 from npuemu.host.core.stream import resolve, submit
-from npuemu.host.driver.link import DeviceLink
+from npuemu.host.driver.interface import Link
 from npuemu.shared import errors
 from npuemu.shared.kernel import (
     MAX_BLOCKS,
@@ -34,7 +35,7 @@ _ARG_TYPES = (int, float, str, bool)
 @dataclass(eq=False)
 class Binary:
     handle: int
-    link: DeviceLink
+    link: Link
     bin_id: int
     kernels: dict[str, str]
     destroyed: bool = False
@@ -49,7 +50,7 @@ class Function:
     destroyed: bool = False
 
     @property
-    def link(self) -> DeviceLink:
+    def link(self) -> Link:
         return self.binary.link
 
 
@@ -97,7 +98,8 @@ def binary_unload(handle: object) -> None:
     binary.link.post(Op.BINARY_UNLOAD, binary.bin_id)
 
 
-def launch_kernel(func: object, num_blocks: int, args: object, stream_handle: object) -> None:
+def launch_kernel(func: object, num_blocks: int, args: Iterable[object] | None,
+                  stream_handle: object) -> None:
     """Mirrors ``aclrtLaunchKernel``: queue ``num_blocks`` blocks of the kernel on the stream
     (async). The kernel's failure surfaces at the next synchronize, with its engine's code."""
     found = runtime.lookup(runtime.get().handles, func, Function, "function")

@@ -26,6 +26,8 @@ from __future__ import annotations
 import bisect
 import ctypes
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 from npuemu.host.core import freebatch, p2p, plog, runtime
 from npuemu.host.core import stream as streams
@@ -39,7 +41,7 @@ _HOST_LIMIT = 1 << 47
 """No host can pin more than its user address space (47 bits on x86-64 and arm64)."""
 _K = MemcpyKind
 # kind -> (source is device, destination is device)
-_DIRECTIONS = {
+_DIRECTIONS: dict[int, tuple[bool, bool]] = {
     _K.ACL_MEMCPY_HOST_TO_HOST: (False, False),
     _K.ACL_MEMCPY_HOST_TO_DEVICE: (False, True),
     _K.ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE: (False, True),
@@ -69,10 +71,11 @@ def _check_ptr(value: object) -> int:
 
 
 # aclrtMalloc / aclrtFree ---------------------------------------------------------------------
-_tracers: list = []
+Tracer = Callable[[Link, str, int, int, int, str], object]
+_tracers: list[Tracer] = []
 
 
-def on_trace(hook: object) -> None:
+def on_trace(hook: Tracer) -> None:
     """Call ``hook(link, action, ptr, span, size, stack)`` for each traced malloc
     (``"malloc"``) and free (``"free"``) while ``NPUEMU_TRACK_ALLOC=1`` (the caching
     allocator keeps them as torch's ``device_traces``; this module does not import it)."""
@@ -94,6 +97,7 @@ def malloc(size: int, policy: int = 0, traced: bool = True) -> int:
         again = freebatch.take(link, size, policy)
         if again is None:
             freebatch.flush(link)  # this malloc may need the room they give back
+    ptr: int
     if again is None:
         ptr, span, page_class = link.call(Op.MALLOC, size, policy)
     else:
@@ -165,7 +169,7 @@ def flush_frees(link: Link, only_if_waiting: bool = False) -> None:
         freebatch.flush(link)
 
 
-def leak_report() -> list[dict]:
+def leak_report() -> list[dict[str, Any]]:
     """Device allocations this process still holds: ptr, size, policy, device and (with
     ``NPUEMU_TRACK_ALLOC=1``) the Python stack that allocated each."""
     rt = runtime.get()
@@ -174,12 +178,12 @@ def leak_report() -> list[dict]:
                  "stack": a.stack} for a in rt.allocations.values()]
 
 
-USAGE_COMPONENTS: list = []
+USAGE_COMPONENTS: list[Callable[[Link], dict[str, Any] | None]] = []
 """Features add ``fn(link) -> {"name", "curMemSize", "memPeakSize"} | None`` here to show
 their own part of this process's usage (e.g. ``host/ops``: "op kernels")."""
 
 
-def get_mem_usage_info(dev: int) -> list[dict]:
+def get_mem_usage_info(dev: int) -> list[dict[str, Any]]:
     """Mirrors ``aclrtGetMemUsageInfo``: one entry per component, largest current usage
     first. Components here are the host processes using the card (``"pid <n>"``, from the
     device's per-client accounting), ``"total"``, and the parts features register in
@@ -390,7 +394,7 @@ def get_mem_info(attr: int) -> tuple[int, int]:
     return free_bytes, total
 
 
-def pointer_get_attributes(ptr: int) -> dict:
+def pointer_get_attributes(ptr: int) -> dict[str, Any]:
     """Mirrors ``aclrtPointerGetAttributes``: ``{"location": {"type", "id"}, "pageSize"}``.
 
     Device pointers of this process report DEVICE and the logical device id; pinned blocks
@@ -434,14 +438,14 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
         staged = _stage(link, count)
         ctypes.memmove(staged, src, count)
         seq = streams.submit(stream, Op.COPY_ASYNC, dst, staged, count)
-        runtime.get().staging.release_after(stream, seq, staged)
+        runtime.get().pools()[1].release_after(stream, seq, staged)
     elif direction == (True, False) and not is_pinned(link, dst, count):
         runtime.get().host_maps.check(dst, count, write=True)
         staged = _stage(link, count)
         seq = streams.submit(stream, Op.COPY_ASYNC, staged, src, count)
         link.wait_until(lambda: stream.done(seq), None)
         ctypes.memmove(dst, staged, count)
-        runtime.get().staging.release_after(stream, seq, staged)
+        runtime.get().pools()[1].release_after(stream, seq, staged)
     else:
         streams.submit(stream, Op.COPY_ASYNC, dst, src, count)
 
@@ -505,8 +509,9 @@ def pin(link: Link, base: int, seg: shm.Segment) -> None:
 
 
 def _stage(link: Link, count: int) -> int:
-    rt = runtime.get()
-    addr = rt.staging.take(count)
-    seg = rt.pinned.find(addr)
+    pinned, staging = runtime.get().pools()
+    addr = staging.take(count)
+    seg = pinned.find(addr)
+    assert seg is not None  # staging buffers are pinned blocks
     pin(link, addr, seg)
     return addr

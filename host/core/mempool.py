@@ -176,7 +176,8 @@ def malloc_async(size: object, handle: object, stream_handle: object) -> int:
             block, freeing = _reusable(pool, blocks, stream)
             if freeing is None and block is not None:
                 return _lend(pool, block)
-    if block is not None:  # insert the dependency outside the pool's lock (it takes the link's)
+    if block is not None and freeing is not None:  # (a block with none was lent above)
+        # insert the dependency outside the pool's lock (it takes the link's)
         try:
             streams.order_after(stream, freeing)
         except BaseException:
@@ -232,13 +233,15 @@ def _reusable(pool: MemPool, blocks: list[_Block], stream: streams.Stream
         if allocations.get(block.alloc.ptr) is not block.alloc:  # its device was reset
             del blocks[i]
             continue
-        if block.stream is stream or \
-                (attrs[_FOLLOW] and streams.follows(stream, block.stream, block.seq)) or \
-                (attrs[_OPPORTUNISTIC] and block.stream.done(block.seq)):
+        freed = block.stream
+        assert freed is not None  # a cached block keeps its freeing stream
+        if freed is stream or (attrs[_FOLLOW] and streams.follows(stream, freed, block.seq)) \
+                or (attrs[_OPPORTUNISTIC] and freed.done(block.seq)):
             del blocks[i]
             return block, None
     if attrs[_INTERNAL] and blocks:
         block = blocks.pop()
+        assert block.stream is not None
         if not block.stream.destroyed:
             return block, block.stream
         return block, None  # a destroyed stream's tasks all ran before its handle went
@@ -265,7 +268,7 @@ def free_async(ptr: object, stream_handle: object) -> None:
     if type(stream) is not streams.Stream or stream.destroyed:
         stream = streams.resolve(stream_handle)  # the default stream, or the error
     pool = _owners.get(ptr) if type(ptr) is int else None
-    if pool is None or pool.link is not stream.link:
+    if type(ptr) is not int or pool is None or pool.link is not stream.link:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"{ptr!r} is not a block of a memory pool on the stream's device")
     with pool.lock:
@@ -336,7 +339,7 @@ def _release(pool: MemPool, keep: int, wait: bool) -> None:
     for block in victims:
         s = block.stream
         if wait and s is not None and not s.destroyed:
-            pool.link.wait_until(lambda s=s, t=block.seq: s.done(t) or s.hung(), None)
+            pool.link.wait_until(streams.done_or_hung(s, block.seq), None)
         if allocations.get(block.alloc.ptr) is block.alloc:
             memory.free(block.alloc.ptr)
     if victims:
@@ -377,10 +380,11 @@ def get_attr(handle: object, attr: object) -> int:
     with pool.lock:
         if attr in pool.attrs:
             return pool.attrs[attr]
-        values = {_A.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT: pool.reserved,
-                  _A.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_HIGH: pool.reserved_high,
-                  _A.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT: pool.used,
-                  _A.ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH: pool.used_high}
+        values: dict[int, int] = {
+            _A.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT: pool.reserved,
+            _A.ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_HIGH: pool.reserved_high,
+            _A.ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT: pool.used,
+            _A.ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH: pool.used_high}
     if attr not in values:
         raise _invalid(f"{attr} is not an aclrtMemPoolAttr")
     return values[attr]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import operator
 import os
+from typing import Any
 
 from npuemu.host.core import caching, memory, runtime
 from npuemu.host.core.runtime import Allocation
@@ -58,7 +59,7 @@ def _link(dev: object) -> tuple[int, Link]:
     return logical, rt.open_device(logical).link
 
 
-class PoolRow(dict):
+class PoolRow(dict[str, Any]):
     """One page pool: ``name, reserved, used, free, largest_free, fragmentation``."""
 
 
@@ -112,7 +113,7 @@ def memory_stats(dev: object = None) -> dict[str, int]:
     return stats
 
 
-def _frames(stack: object) -> list[dict]:
+def _frames(stack: object) -> list[dict[str, Any]]:
     """Viewer frames (innermost first, as torch records them) of a ``StackSummary`` or of
     an ``Allocation.stack`` string."""
     if isinstance(stack, str):
@@ -121,7 +122,7 @@ def _frames(stack: object) -> list[dict]:
             for f in reversed(list(stack or ()))]  # type: ignore[call-overload]
 
 
-def _stack_frames(text: str) -> list[dict]:
+def _stack_frames(text: str) -> list[dict[str, Any]]:
     """Frames of an ``Allocation.stack`` string (``traceback.format_stack`` lines)."""
     out = []
     for line in text.splitlines():
@@ -137,7 +138,7 @@ def _stack_frames(text: str) -> list[dict]:
 
 
 def _segment(dev: int, alloc: Allocation, size: int, requested: int, state: str,
-             frames: list[dict]) -> dict:
+             frames: list[dict[str, Any]]) -> dict[str, Any]:
     active = state == "active_allocated"
     return {
         "device": dev, "address": alloc.ptr, "total_size": alloc.span,
@@ -151,7 +152,7 @@ def _segment(dev: int, alloc: Allocation, size: int, requested: int, state: str,
     }
 
 
-def snapshot() -> dict:
+def snapshot() -> dict[str, Any]:
     """This process's device memory as ``torch.cuda.memory._snapshot()`` shapes it."""
     rt = runtime.get()
     with rt.lock:
@@ -175,13 +176,13 @@ def snapshot() -> dict:
                                      "active_allocated", _stack_frames(alloc.stack)))
     segments.sort(key=operator.itemgetter("device", "address"))
     ndev = max(devices, default=-1) + 1
-    traces: list[list[dict]] = [[] for _ in range(ndev)]
+    traces: list[list[dict[str, Any]]] = [[] for _ in range(ndev)]
     for logical, od in devices.items():
         traces[logical] = [{**e, "frames": _frames(e["frames"])} for e in cache.traces(od.link)]
     return {"segments": segments, "device_traces": traces}
 
 
-def node_snapshot() -> dict:
+def node_snapshot() -> dict[str, Any]:
     """Every live block of every process on the node's cards (``Op.SNAPSHOT`` per card, one
     round trip each), in the snapshot format; blocks carry ``client`` (the device-side slot
     of the owning process) and no frames (other processes' stacks are not known here)."""
@@ -200,7 +201,7 @@ def node_snapshot() -> dict:
     return {"segments": segments, "device_traces": [[] for _ in range(ndev)]}
 
 
-def leak_report() -> list[dict]:
+def leak_report() -> list[dict[str, Any]]:
     """Live blocks of this process (lent by the cache or from ``acl.rt.malloc``): device,
     ptr, size and, with ``NPUEMU_TRACK_ALLOC=1``, ``where`` -- ``file:line in function``
     of the program line that allocated it (the innermost frame outside npuemu)."""

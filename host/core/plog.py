@@ -21,11 +21,12 @@ import datetime
 import os
 import sys
 import threading
+from typing import IO, Any
 
 from npuemu.shared import logring, private
 
 _lock = threading.Lock()
-_file = None
+_file: IO[Any] | None = None  # opened in text mode
 _level = logring.parse_global_level()
 _modules = logring.parse_module_levels()
 _proc = os.path.basename(sys.argv[0] or "python") or "python"
@@ -61,7 +62,7 @@ def log(level: int, message: str, module: str = "RUNTIME") -> None:
             _file.flush()
 
 
-def _open():  # -> TextIO | None
+def _open() -> IO[Any] | None:
     folder = os.path.join(root(), "debug", "plog")
     now = datetime.datetime.now()
     stamp = now.strftime("%Y%m%d%H%M%S") + f"{now.microsecond // 1000:03d}"

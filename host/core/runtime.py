@@ -31,8 +31,9 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from npuemu.host.core import plog
 from npuemu.host.driver.hostmem import HostMaps, PinnedPool, StagingPool
@@ -41,6 +42,28 @@ from npuemu.host.driver.node import Node
 from npuemu.shared import errors, logring
 from npuemu.shared.config import NodeConfig, parse_visible_devices
 from npuemu.shared.protocol import Op
+
+if TYPE_CHECKING:  # stream.py imports this module
+    from npuemu.host.core.stream import Stream
+
+
+class Handled(Protocol):
+    """What ``Runtime.handles`` holds: a stream, event, memory pool, physical memory handle,
+    kernel binary or function (each a dataclass of its module)."""
+
+    handle: int  # set by ``Runtime.register``
+    destroyed: bool
+
+    @property
+    def link(self) -> Link: ...
+
+
+class _Destroyable(Protocol):
+    destroyed: bool
+
+
+_Obj = TypeVar("_Obj", bound=_Destroyable)
+_Reg = TypeVar("_Reg", bound=Handled)
 
 
 @dataclass
@@ -64,7 +87,7 @@ class Context:
     device: int
     primary: bool
     destroyed: bool = False
-    default_stream: Any = None  # host.stream.Stream, made on first use of stream 0
+    default_stream: Stream | None = None  # made on first use of stream 0
 
 
 @dataclass(eq=False)
@@ -102,7 +125,7 @@ class Runtime:
         self.staging: StagingPool | None = None
         self.local = threading.local()
         self._next_handle = 0x5A000000
-        self.handles: dict[int, Any] = {}  # stream and event handles -> objects
+        self.handles: dict[int, Handled] = {}  # stream and event handles -> objects
         self.handles_gen = 0  # bumped by every register (the caching allocator's stream list)
         self.peer_access: set[tuple[int, int]] = set()  # (device, peer), logical ids
         self.op_timeout_us = 0  # aclrtSetOpExecuteTimeOut*, sent to every card opened (kernel.py)
@@ -130,13 +153,16 @@ class Runtime:
     def ensure_node(self) -> NodeHandle:
         self.check_fork()
         self.check_config()
-        if self.node is None:
+        node = self.node
+        if node is None:
             with self.lock:
-                if self.node is None:
+                node = self.node
+                if node is None:
                     name = self.config.name
-                    self.attach(Node.connect(name) if name else Node.embedded(self.config))
+                    node = Node.connect(name) if name else Node.embedded(self.config)
+                    self.attach(node)
                     _install_exit_hooks()
-        return self.node
+        return node
 
     def attach(self, node: NodeHandle) -> None:
         """Use ``node`` (a ``Node``, or a ``FakeNode`` in tests). Its pools are built before
@@ -145,6 +171,12 @@ class Runtime:
             pinned = PinnedPool(node.name, self.pid)
             self.pinned, self.staging = pinned, StagingPool(pinned)
             self.node = node
+
+    def pools(self) -> tuple[PinnedPool, StagingPool]:
+        """The pinned and staging pools: built by ``attach``, so there once a device is open."""
+        pinned, staging = self.pinned, self.staging
+        assert pinned is not None and staging is not None, "no node attached"
+        return pinned, staging
 
     def visible(self) -> list[int]:
         """Node device ids visible to this process, indexed by logical id."""
@@ -207,7 +239,7 @@ class Runtime:
             self._next_handle += 0x40
             return self._next_handle
 
-    def register(self, obj: Any) -> Any:
+    def register(self, obj: _Reg) -> _Reg:
         """Give ``obj`` (fully built) a handle and publish it in ``handles``."""
         with self.lock:
             self._next_handle += 0x40
@@ -247,7 +279,7 @@ class Runtime:
 
     def current(self) -> Context:
         """The calling thread's context, or ACL_ERROR_RT_CONTEXT_NULL (107002)."""
-        ctx = getattr(self.local, "ctx", None)
+        ctx: Context | None = getattr(self.local, "ctx", None)
         self.check_fork()
         if ctx is None or ctx.destroyed:
             raise errors.error_for(errors.ACL_ERROR_RT_CONTEXT_NULL,
@@ -277,8 +309,7 @@ def _report_leak(alloc: Allocation, logical: int) -> None:
                               f"policy {alloc.policy:#x} still allocated at reset/exit{where}")
 
 
-def lookup(table: dict[int, Any], handle: object, kind: type | tuple[type, ...],
-           what: str) -> Any:
+def lookup(table: Mapping[int, object], handle: object, kind: type[_Obj], what: str) -> _Obj:
     """The live object of type ``kind`` behind ``handle`` in ``table``; AclError(107000)
     for anything else (not an int, unknown, another kind, destroyed). Non-blocking."""
     found = table.get(handle) if type(handle) is int else None
@@ -291,17 +322,18 @@ def lookup(table: dict[int, Any], handle: object, kind: type | tuple[type, ...],
 def index(value: object, code: int, what: str) -> int:
     """``value`` as an int (ints, IntEnum members, numpy integers), else AclError(code)."""
     try:
-        return operator.index(value)
+        # any object on purpose: operator.index is the check (TypeError without __index__)
+        return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise errors.error_for(code, f"{what} {value!r} is not an integer") from None
 
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
-_close_hooks: list = []
+_close_hooks: list[Callable[[Link], object]] = []
 
 
-def on_close_device(hook: Any) -> None:
+def on_close_device(hook: Callable[[Link], object]) -> None:
     """Call ``hook(link)`` (under ``Runtime.lock``) when this process releases a device,
     before its remaining allocations are reported as leaks (the caching allocator uses it)."""
     _close_hooks.append(hook)

@@ -76,7 +76,8 @@ _thread_ids = threading.local()
 def _native_id() -> int:
     """The calling thread's native id, asked of the kernel once per thread (a syscall)."""
     try:
-        return _thread_ids.tid
+        tid: int = _thread_ids.tid
+        return tid
     except AttributeError:
         tid = _thread_ids.tid = threading.get_native_id()
         return tid
@@ -129,6 +130,12 @@ class Stream:
     def hung(self) -> bool:
         """Its head task hangs (an injected fault)."""
         return bool(self.link.stream_hung[self.slot])
+
+
+def done_or_hung(stream: Stream, target: int) -> Callable[[], bool]:
+    """A ``wait_until`` condition: task ``target`` of ``stream`` is done, or its head task
+    hangs (a hung task never completes: waits that must end give it up)."""
+    return lambda: stream.done(target) or stream.hung()
 
 
 @dataclass(eq=False)
@@ -418,8 +425,10 @@ def _followed(after: dict[Stream, int], event: Event) -> dict[Stream, int]:
     """``after`` joined with what a wait on ``event`` orders: its record and all that the
     recording stream followed then (destroyed streams dropped: their tasks have all run, so
     the dict stays as small as the live streams it names)."""
+    src = event.src
+    assert src is not None  # the caller waits on a recorded event
     joined = {s: seq for s, seq in after.items() if not s.destroyed}
-    for s, seq in ((*event.src_after.items(), (event.src, event.src_seq))):
+    for s, seq in ((*event.src_after.items(), (src, event.src_seq))):
         if not s.destroyed and joined.get(s, 0) < seq:
             joined[s] = seq
     return joined

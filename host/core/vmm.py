@@ -57,8 +57,9 @@ ACCESS_NONE, ACCESS_READ, ACCESS_READWRITE = 0, 1, 3  # aclrtMemAccessFlags
 GRANULE = 2 << 20
 GRANULE_1G = 1 << 30
 _M = MemAttr
-_POLICY = {_M.ACL_MEM_NORMAL: 2, _M.ACL_MEM_HUGE: 1, _M.ACL_MEM_HUGE1G: 6,
-           _M.ACL_MEM_P2P_NORMAL: 5, _M.ACL_MEM_P2P_HUGE: 4, _M.ACL_MEM_P2P_HUGE1G: 7}
+_POLICY: dict[int, int] = {_M.ACL_MEM_NORMAL: 2, _M.ACL_MEM_HUGE: 1, _M.ACL_MEM_HUGE1G: 6,
+                           _M.ACL_MEM_P2P_NORMAL: 5, _M.ACL_MEM_P2P_HUGE: 4,
+                           _M.ACL_MEM_P2P_HUGE1G: 7}
 _HUGE1G = (_M.ACL_MEM_HUGE1G, _M.ACL_MEM_P2P_HUGE1G)
 
 
@@ -228,8 +229,7 @@ def release_mem_address(va: object) -> None:
     """Mirrors ``aclrtReleaseMemAddress``: 107000 unless ``va`` starts a reservation with no
     mappings left."""
     with _lock:
-        rng = _ranges.get(va) if type(va) is int else None
-        if rng is None:
+        if type(va) is not int or (rng := _ranges.get(va)) is None:
             raise _param(f"{va!r} is not a reserved address range")
         if rng.maps:
             raise _param(f"0x{va:x}: unmap its {len(rng.maps)} mappings first")
@@ -292,8 +292,8 @@ def unmap_mem(va: object) -> None:
     the handle's card (none if it is gone). Kernels still queued that use the range then
     fail (on a card, unmapping memory queued work uses is the program's error)."""
     with _lock:
-        found = _range_of(va) if type(va) is int else None
-        if found is None or va - found[0] not in found[1].maps:
+        if type(va) is not int or (found := _range_of(va)) is None \
+                or va - found[0] not in found[1].maps:
             raise _param(f"{va!r} is not the start of a mapping")
         base, rng = found
         phys = _forget_mapping(rng, va - base)
@@ -385,7 +385,7 @@ def _piece(va: int, write: bool) -> tuple[int, int]:
     raise _param(f"0x{va:x} is not mapped")
 
 
-def kernel_args(values: list) -> list:
+def kernel_args(values: list[object]) -> list[object]:
     """Kernel arguments of ``aclrtLaunchKernel``, checked: a virtual address must be
     mapped, and not with access NONE (107000 now). They are passed as they are: the card
     resolves them through its windows (module docstring), so a tensor may span mappings.
@@ -403,7 +403,8 @@ def kernel_args(values: list) -> list:
 def pieces(dst: int, src: int | None, count: int) -> list[tuple[int, int | None, int]]:
     """``[(dst, src, n), ...]``: the request split where either side changes mapping, with
     virtual addresses translated (others kept)."""
-    out = []
+    out: list[tuple[int, int | None, int]] = []
+    s: int | None
     with _lock:
         while count > 0:
             d, left = _piece(dst, True) if address.is_virtual(dst) else (dst, count)

@@ -44,7 +44,7 @@ from typing import Any
 
 from npuemu.host.driver.interface import ClientUsage, Link, MemoryUsage, SlotPool
 from npuemu.host.driver.link import encode
-from npuemu.shared import address, errors, layout
+from npuemu.shared import address, errors, layout, pages
 from npuemu.shared.enums import MemAttr, StreamFailureMode
 from npuemu.shared.protocol import Frame, Op, Report
 
@@ -105,7 +105,7 @@ class FakeLink:
         self._views = [ctypes.c_char.from_buffer(m) for m in self._arenas]
         self.arena_addr = [ctypes.addressof(v) for v in self._views]
         self.arena_near = [node.hbm_bytes, node.ddr_bytes]  # no far pages here
-        self.far = [None, None]
+        self.far: list[pages.FarPages] = []  # none: arena_near is the whole arena
         self._top = [0, 0]  # bump pointer per arena
         self._blocks: dict[int, int] = {}  # ptr -> span
         self._used, self._peak, self._peak_ddr = [0, 0], 0, 0
