@@ -4,6 +4,10 @@ Most integration scenarios are pyACL programs run in a fresh interpreter (``run_
 each has an embedded node of its own that is torn down when it exits. A program is
 ``CHILD_HELPERS`` + the test file's own helpers + the scenario body; it fills the dict
 ``R``, which ``run_scenario`` reads back from its ``RESULT`` line.
+
+Converted test files run real program files instead: ``run_program`` runs one scenario of
+``tests/progs/<area>.py`` (helpers in ``tests/progs/childlib.py``) and reads its ``R`` the
+same way. ``CHILD_HELPERS`` stays for the files not converted yet.
 """
 
 from __future__ import annotations
@@ -92,8 +96,20 @@ def get(name, timeout=120):
 def run_scenario(run_py: Callable[..., Any], prelude: str, body: str, env: dict[str, str],
                  timeout: float) -> dict:
     """Run ``prelude`` + ``body`` in a child with ``env``; returns the child's ``R``."""
-    res = run_py(prelude + textwrap.dedent(body) + EPILOGUE, env=env, timeout=timeout)
+    return result_of(run_py(prelude + textwrap.dedent(body) + EPILOGUE, env=env,
+                            timeout=timeout))
+
+
+def result_of(res: Any) -> dict:
+    """The ``R`` of a finished child (a CompletedProcess) that exited 0."""
     assert res.returncode == 0, f"child failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, f"no RESULT line:\n{res.stdout}\n{res.stderr}"
     return json.loads(lines[-1][len("RESULT "):])
+
+
+def run_program(run_prog: Callable[..., Any], prog: str, scenario: str, *args: Any,
+                env: dict[str, str], timeout: float) -> dict:
+    """Run the scenario ``scenario`` of ``tests/progs/<prog>`` with ``args`` (as strings) in a
+    child with ``env``; returns the child's ``R``."""
+    return result_of(run_prog(prog, scenario, *map(str, args), env=env, timeout=timeout))

@@ -414,8 +414,10 @@ def spawn_py() -> Iterator[Callable[..., subprocess.Popen]]:
     stderr piped, text). Every child still running at teardown is killed."""
     procs: list[subprocess.Popen] = []
 
-    def spawn(code: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)],
+    def spawn(code: str | None, env: dict[str, str] | None = None,
+              argv: list[str] | None = None) -> subprocess.Popen:
+        cmd = argv if code is None else ["-c", textwrap.dedent(code)]
+        proc = subprocess.Popen([sys.executable, *cmd],
                                 env=child_env(env), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
         _OUR_PIDS.add(proc.pid)
@@ -428,6 +430,34 @@ def spawn_py() -> Iterator[Callable[..., subprocess.Popen]]:
             proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired, ValueError):
             proc.communicate(timeout=10)
+
+
+PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
+"""The child programs of the tests (``tests/progs/<name>.py``, see ``progs/childlib.py``)."""
+
+
+@pytest.fixture
+def run_prog() -> Callable[..., subprocess.CompletedProcess]:
+    """``run_prog(prog, *args, env=None, timeout=60)``: run the child program
+    ``tests/progs/<prog>`` with the string arguments ``args``, as ``run_py`` runs code (same
+    scrubbed environment plus ``env``, killed and failing the test past ``timeout``)."""
+
+    def run(prog: str, *args: str, env: dict[str, str] | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess:
+        return _run([sys.executable, os.path.join(PROGS, prog), *args], env, timeout)
+
+    return run
+
+
+@pytest.fixture
+def spawn_prog(spawn_py: Callable[..., subprocess.Popen]) -> Callable[..., subprocess.Popen]:
+    """``spawn_prog(prog, *args, env=None)``: like ``run_prog`` but returns the running Popen
+    (``spawn_py``'s: stdout and stderr piped, text; killed at teardown if still running)."""
+
+    def spawn(prog: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        return spawn_py(None, env, argv=[os.path.join(PROGS, prog), *args])
+
+    return spawn
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
