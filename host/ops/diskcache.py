@@ -63,7 +63,7 @@ import stat
 import struct
 import time
 
-from npuemu.host.core import plog
+from npuemu.host.core import device, plog
 from npuemu.shared import config, logring
 from npuemu.shared.protocol import OP_SOURCE_MAX
 
@@ -211,8 +211,10 @@ def _read_capped(fd: int) -> bytes:
 
 # entries -----------------------------------------------------------------------------------------
 def key_digest(key: tuple) -> str:
-    """A digest of an op-map key that is stable across processes and Python builds."""
-    text = repr((importlib.util.MAGIC_NUMBER, key))
+    """A digest of an op-map key that is stable across processes and Python builds. The
+    node's SoC is part of it: a kernel's tiling follows the SoC's core count, so a file
+    written on another SoC's node is not this one's (as ATC caches kernels per SoC)."""
+    text = repr((importlib.util.MAGIC_NUMBER, device.soc_name(), key))
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 

@@ -3,7 +3,8 @@
 environment names another. The program (``tests/progs/soc_tiling.py``) compiles and runs an
 AI Vector op (Add) and an AI Core op (MatMul), each large enough to use every core, and
 reports the SoC ``aclrtGetSocName`` gives, the block_dim each kernel was compiled with and
-the blocks the card really ran (its profiling task records)."""
+the blocks the card really ran (its profiling task records). The on-disk compile cache
+keeps the kernels of each SoC apart."""
 
 from __future__ import annotations
 
@@ -19,11 +20,14 @@ CORES = {"Ascend910B1": {"aicore": 24, "aivector": 48},
 """Core counts of the two SoCs used here (their CANN platform files)."""
 
 
-def run_on(run_py, node: str, host_soc: str, prof_root: str) -> dict:
-    """Run the program against ``node`` with ``NPUEMU_SOC=host_soc``; its RESULT dict."""
+def run_on(run_py, node: str, host_soc: str, prof_root: str,
+           env: dict[str, str] | None = None) -> dict:
+    """Run the program against ``node`` (an embedded node if "") with ``NPUEMU_SOC=host_soc``
+    and ``env``; its RESULT dict."""
     launcher = (f"import runpy, sys\nsys.argv = [{PROG!r}, {prof_root!r}]\n"
                 f"runpy.run_path({PROG!r}, run_name='__main__')\n")
-    res = run_py(launcher, env={"NPUEMU_NODE": node, "NPUEMU_SOC": host_soc}, timeout=120)
+    env = {**(env or {}), "NPUEMU_SOC": host_soc, **({"NPUEMU_NODE": node} if node else {})}
+    res = run_py(launcher, env=env, timeout=120)
     assert res.returncode == 0, f"program failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, res.stdout + res.stderr
@@ -49,3 +53,16 @@ def test_a_node_started_with_another_soc_tiles_for_its_own_cores(npuemu_cli, nod
 def test_a_host_saying_another_soc_still_tiles_for_the_nodes(module_node, run_py, tmp_path):
     node = module_node(devices=1)  # started with the default SoC, Ascend910B1
     check(run_on(run_py, node, "Ascend910B4", str(tmp_path / "prof")), "Ascend910B1")
+
+
+def test_the_disk_cache_keeps_each_socs_tiling(run_py, tmp_path):
+    """A kernel cached on disk by a program on one SoC's node is not reused, with its tiling,
+    by a program on another SoC's node (embedded nodes here, one cache directory)."""
+    cache = {"ASCEND_CACHE_PATH": str(tmp_path / "cache"), "NPUEMU_DEVICES": "1",
+             "NPUEMU_HBM": "1G", "NPUEMU_DDR": "256M"}
+    hits = []
+    for soc in ("Ascend910B1", "Ascend910B4", "Ascend910B1", "Ascend910B4"):
+        r = run_on(run_py, "", soc, str(tmp_path / "prof"), cache)
+        check(r, soc)
+        hits.append(r["disk_hits"])
+    assert hits == [0, 0, 2, 2]  # each SoC's two kernels, compiled once and then read back

@@ -1,7 +1,8 @@
 """Child of ``tests/integration/test_soc_of_node.py``: run two ops on card 0 of the node the
 environment names and print, as one ``RESULT`` JSON line, the SoC ``aclrtGetSocName`` reports,
 the tiler's core counts, the ``block_dim`` each op's kernel was compiled with (the host's op cache)
-and the blocks each kernel really ran on the card (its profiling task records).
+and the blocks each kernel really ran on the card (its profiling task records), and how
+many kernels came from the on-disk compile cache.
 
 Usage: ``python soc_tiling.py PROF_ROOT`` (profiling output goes under ``PROF_ROOT``).
 """
@@ -66,7 +67,7 @@ def main() -> None:
     print("RESULT " + json.dumps({
         "soc": acl.get_soc_name(), "cores": {e: tiling.core_count(e) for e in
                                             ("aicore", "aivector")},
-        "compiled": compiled, "ran": ran}))
+        "compiled": compiled, "ran": ran, "disk_hits": cache.stats()["disk_hits"]}))
     ok(acl.rt.destroy_stream(stream), "destroy_stream")
     ok(acl.rt.reset_device(0), "reset_device")
     ok(acl.finalize(), "finalize")
