@@ -14,7 +14,10 @@ and what one client asks of a card, cannot kill a worker, the supervisor or the 
   limit and past the model limit: 207012, the worker's RSS bounded by what was sent
   (``device/exec/model.py``);
 - ``COMM_ATTACH`` past the limit: 207012, one engine thread per communicator at most, and
-  reused after a detach.
+  reused after a detach;
+- the card's own budgets across clients: a third client when two hold the card's 64
+  communicator threads, and a second client past the card's memory areas for windows, get
+  207005.
 
 The host programs are ``tests/progs/bounds_host.py`` (one scenario per mode).
 """
@@ -158,3 +161,55 @@ def test_comm_attach_past_the_limit_is_refused_and_threads_are_bounded(run_py) -
     assert r["again"] == collective.MAX_COMMS
     assert r["threads_grew_again"] == r["threads_grew"]  # the detached ones' threads reused
     assert r["same_worker"]
+
+
+def _hold(spawn_py, mode: str, env: dict[str, str], hold: Path):
+    """Start ``bounds_host.py mode`` holding what it made until ``hold`` exists; returns the
+    process once it is at its limits."""
+    code = (f"import runpy, sys; sys.argv = [{str(HOST)!r}, {mode!r}]; "
+            f"runpy.run_path({str(HOST)!r}, run_name='__main__')")
+    proc = spawn_py(code, env={**env, "HOLD": str(hold)})
+    deadline = time.monotonic() + 120
+    while not Path(str(hold) + ".ready").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"{mode} never got to its limits"
+        time.sleep(0.05)
+    return proc
+
+
+def _finish(proc) -> dict:
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out + err
+    return json.loads([ln for ln in out.splitlines() if ln.startswith("RESULT ")][-1][7:])
+
+
+def test_the_cards_budgets_hold_across_clients(run_py, spawn_py, shared_node,
+                                               tmp_path) -> None:
+    """Two clients at their communicator limit use the card's 64 threads: a third gets
+    207005. One client at its memory-area limit leaves a second less than its own limit:
+    past the card's budget (a quarter of vm.max_map_count) it gets 207005."""
+    name = shared_node(devices=1, hbm="64M", ddr="16M")
+    env = {"NPUEMU_NODE": name}
+    holders = [_hold(spawn_py, "comm_attach", env, tmp_path / f"comm{k}") for k in range(2)]
+    try:
+        third = host(run_py, "comm_attach", env)
+    finally:
+        for k in range(2):
+            (tmp_path / f"comm{k}").touch()
+    held = [_finish(p) for p in holders]
+    assert [h["attached"] for h in held] == [collective.MAX_COMMS] * 2
+    assert [third["attached"], third["code"]] == [0, errors.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL]
+    assert third["threads_grew"] == 0  # refused before any thread was started
+    assert max(h["threads"] for h in held) - min(h["threads"] for h in held) \
+        <= collective.MAX_COMMS
+    first = _hold(spawn_py, "vmm", env, tmp_path / "vmm")
+    try:
+        second = host(run_py, "vmm", env)
+    finally:
+        (tmp_path / "vmm").touch()
+    first_r = _finish(first)
+    assert first_r["pieces_code"] == OVER_LIMIT
+    assert second["pieces_code"] == errors.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL
+    assert second["pieces"] < first_r["pieces"]
+    assert second["maps_full"] < second["max_map_count"] // 2
+    assert first_r["same_worker"] and second["same_worker"]

@@ -15,7 +15,8 @@ embedded one), runs one scenario and prints ``RESULT <json>``:
 - ``models``: ``MODEL_LOAD`` frames of steps of 65535 blocks, past the step limit and past
   the model limit, with the worker's RSS before and after;
 - ``comm_attach``: ``COMM_ATTACH`` of one-rank communicators past the limit, with the
-  worker's thread count; then detach all and attach again.
+  worker's thread count (with ``HOLD``, kept attached until ``$HOLD`` appears); then detach
+  all and attach again.
 """
 
 import json
@@ -169,16 +170,21 @@ def vmm():
     with open("/proc/sys/vm/max_map_count") as f:
         R["max_map_count"] = int(f.read())
     R["malloc_after"] = acl.rt.malloc(4 * MiB, 0)[1]
+    hold_until_told()
+    R["unmap"] = code_of(lk.call, Op.VMM_UNMAP, big, 0)
+    R["map_again"] = vmm_map(big, 256 * MiB, 0, ptr, 4096)
+    R["same_worker"] = worker().pid == proc.pid
+    R["code_names"] = [errors.ACL_ERROR_RT_OVER_LIMIT, errors.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL]
+
+
+def hold_until_told():
+    """With ``HOLD`` set: touch ``$HOLD.ready``, then wait (bounded) for ``$HOLD``."""
     hold = os.environ.get("HOLD")
     if hold:
         open(hold + ".ready", "w").close()
         deadline = time.monotonic() + 120
         while not os.path.exists(hold) and time.monotonic() < deadline:
             time.sleep(0.05)
-    R["unmap"] = code_of(lk.call, Op.VMM_UNMAP, big, 0)
-    R["map_again"] = vmm_map(big, 256 * MiB, 0, ptr, 4096)
-    R["same_worker"] = worker().pid == proc.pid
-    R["code_names"] = [errors.ACL_ERROR_RT_OVER_LIMIT, errors.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL]
 
 
 def vmm_fresh():
@@ -284,9 +290,11 @@ def comm_attach():
             code = err.code
     R["attached"], R["code"] = len(cids), code
     R["threads_grew"] = proc.num_threads() - threads0
+    R["threads"] = proc.num_threads()
+    hold_until_told()
     for cid in cids:
         lk.call(Op.COMM_ATTACH, "", cid)
-    again = [lk.call(Op.COMM_ATTACH, seg.name, 0)[0] for seg in segs[:collective.MAX_COMMS]]
+    again = [lk.call(Op.COMM_ATTACH, seg.name, 0)[0] for seg in segs[:len(cids)]]
     R["again"] = len(again)
     R["threads_grew_again"] = proc.num_threads() - threads0
     for cid in again:
