@@ -2,4 +2,9 @@
 
 from npuemu.host.capi import base, callbacks, kernels, mdl, mem, ops, prof, rt
 
-__all__ = ["base", "callbacks", "kernels", "mdl", "mem", "ops", "prof", "rt"]
+__all__ = ["base", "bind", "callbacks", "kernels", "mdl", "mem", "ops", "prof", "rt"]
+
+
+def bind(ffi: object) -> None:
+    """Called by ``boot.attach`` with libascendcl's FFI before its first call runs."""
+    mem.bind(ffi)

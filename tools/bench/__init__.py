@@ -84,6 +84,10 @@ Figures (limit in brackets):
   matrix: ``acl.rt.memcpy`` of 16 MiB from card i to card j run by card i's DMA engine
   (diagonal: a copy within the card), printed as a matrix below the table
   [``np.copyto`` 16 MiB].
+* C ABI (``capi``, 1 device): "C malloc+free", "C empty kernel launch+sync" and "C H2D / D2H
+  64 MiB" measured by a C program built against the SDK tree [the same calls through
+  ``acl.rt`` in this run; ``np.copyto`` 64 MiB]; targets ≥ 0.8x, ≤ 1.3x, ≥ 0.85x (see
+  ``capi.py``).
 
 Cleanup: a figure child records in a track file each node and process it starts, and the
 bench removes whatever is left afterwards (processes by pid, /dev/shm names by node name),
@@ -161,7 +165,7 @@ from npuemu.tools.bench.sampling import calibrate, check_ret, sample_rates, time
 from npuemu.tools.sizes import GiB, KiB, MiB, format_size
 
 FAMILIES = ("ring", "nodes", "memory", "execution", "streams", "p2p", "ops", "models", "hccl",
-            "prof", "memory_depth")
+            "prof", "memory_depth", "capi")
 """The figure modules of this package, in the order of the table."""
 EXTRA_FIGURE_MODULES: tuple[str, ...] = ()
 """Figure modules imported after the families above if they exist (a place for figures kept
