@@ -83,6 +83,7 @@ alone touches ``Comm.step``, ``calls`` and ``watches`` (the pidfds of peers'
 processes); ``broken`` is set once, by that thread or by
 ``prepare`` when a peer is already gone (a single assignment; the engine only reads it at
 the start of a task). ``Comm.closed`` is set by the loop and read by the engine thread.
+``_free_engines`` and the count of engines started (``_engines``) are the loop thread's.
 The segment's words are shared with other processes: each field has one writer (see the
 layout table); ``step`` and ``waiting`` are each written before a full fence (``_fence``)
 and the reads of the peers' words that follow it.

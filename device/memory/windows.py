@@ -51,7 +51,9 @@ consistent list. An unmapped piece is replaced by anonymous memory (never left a
 so a kernel still running on a view of it touches scratch pages instead of faulting; the
 window itself is unmapped only when no kernel of its client can be running: the client
 released after its last task reported, or a ``VMM_MAP`` while the client has no task on an
-engine (``idle``; the loop thread, which alone counts those tasks, says so).
+engine (``idle``; the loop thread, which alone counts those tasks, says so). The limits'
+counters (``Windows.areas``, ``bytes``, ``pieces``, ``Window.runs``, ``scratch``, ``spare``
+and the module's ``_areas_in_use``) are the loop thread's alone.
 """
 
 from __future__ import annotations
