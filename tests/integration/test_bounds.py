@@ -6,7 +6,7 @@ and what one client asks of a card, cannot kill a worker, the supervisor or the 
   new communicator works (``device/exec/collective.py``, ``host/driver/commseg.py``);
 - segments named like communicators that are 12 bytes, garbage, open to others, a FIFO or
   a directory: the supervisor's reaper skips them (``device/supervisor.py``) and the node
-  goes on serving;
+  goes on serving, and still removes a real one its last rank's process left behind;
 - ``VMM_MAP`` past the windows limit and past the memory-area limit: 207012, the worker's
   count of memory areas far below ``vm.max_map_count``, another process on the card maps
   and copies meanwhile (``device/memory/windows.py``);
@@ -96,6 +96,10 @@ def test_junk_named_like_a_communicator_leaves_the_supervisor_and_the_node_up(
         env = {"NPUEMU_NODE": name}
         first = host(run_py, "serves", env)  # its exit runs the supervisor's reaper
         second = host(run_py, "serves", env)  # the supervisor and both cards still serve
+        abandoned = host(run_py, "abandon", env)["segment"]  # a real one, left behind
+        deadline = time.monotonic() + 10
+        while os.path.exists(shm.SHM_DIR + abandoned) and time.monotonic() < deadline:
+            time.sleep(0.05)
         after = status(name)
         left = [p for p in made if os.path.lexists(p)]
     finally:
@@ -105,6 +109,7 @@ def test_junk_named_like_a_communicator_leaves_the_supervisor_and_the_node_up(
             else:
                 os.unlink(path)
     assert first == second == {"copies": True, "all_reduce": True}
+    assert not os.path.exists(shm.SHM_DIR + abandoned)  # the reaper still reads real ones
     assert psutil.pid_exists(before["supervisor_pid"])
     assert after["supervisor_pid"] == before["supervisor_pid"]
     assert [d["pid"] for d in after["devices"]] == [d["pid"] for d in before["devices"]]

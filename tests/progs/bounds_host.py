@@ -14,6 +14,7 @@ embedded one), runs one scenario and prints ``RESULT <json>``:
 - ``vmm_fresh``: a fresh process reserves and maps through the acl API and runs a copy;
 - ``models``: ``MODEL_LOAD`` frames of steps of 65535 blocks, past the step limit and past
   the model limit, with the worker's RSS before and after;
+- ``abandon``: a communicator segment joined by this process, which then exits at once;
 - ``comm_attach``: ``COMM_ATTACH`` of one-rank communicators past the limit, with the
   worker's thread count (with ``HOLD``, kept attached until ``$HOLD`` appears); then detach
   all and attach again.
@@ -304,8 +305,20 @@ def comm_attach():
     R["same_worker"] = worker().pid == proc.pid
 
 
+def abandon():
+    """A communicator segment whose one rank (this process) joined, left behind by an exit
+    that runs no clean-up: the supervisor must remove it when this process goes."""
+    from npuemu.host.driver.commseg import CommSegment
+    setup()
+    seg = CommSegment.create(link().node)
+    seg.join(0, 1, 0, 0)
+    print("RESULT " + json.dumps({"segment": seg.name}), flush=True)
+    os._exit(0)
+
+
 MODES = {"truncated_comm": truncated_comm, "serves": serves, "vmm": vmm,
-         "vmm_fresh": vmm_fresh, "models": models, "comm_attach": comm_attach}
+         "vmm_fresh": vmm_fresh, "models": models, "comm_attach": comm_attach,
+         "abandon": abandon}
 
 if __name__ == "__main__":
     MODES[sys.argv[1]]()
