@@ -190,6 +190,7 @@ def soc_profile() -> SocProfile:
     name = soc_name()
     if name is None:
         runtime.get().ensure_node()  # raises the reason the node cannot be reached
+        name = soc_name()  # it can be reached now
     if name not in PROFILES:
         raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
                                f"the node's SoC {name!r} has no profile in this host")

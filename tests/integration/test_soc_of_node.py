@@ -36,7 +36,7 @@ def run_on(run_py, node: str, host_soc: str, prof_root: str,
 
 def check(r: dict, node_soc: str) -> None:
     cores = CORES[node_soc]
-    assert r["soc"] == node_soc
+    assert r["soc"] == r["soc_before_set_device"] == node_soc
     assert r["cores"] == cores
     assert r["compiled"] == {"k_Add": cores["aivector"], "k_MatMul": cores["aicore"]}
     assert r["ran"] == r["compiled"]  # the card ran the blocks the host tiled for
@@ -66,3 +66,10 @@ def test_the_disk_cache_keeps_each_socs_tiling(run_py, tmp_path):
         check(r, soc)
         hits.append(r["disk_hits"])
     assert hits == [0, 0, 2, 2]  # each SoC's two kernels, compiled once and then read back
+
+
+def test_soc_name_of_a_shared_node_that_is_not_running_is_null(run_py, tmp_path):
+    """``aclrtGetSocName`` on a shared node that cannot be reached: NULL (None), not the SoC
+    this process's environment names."""
+    r = run_on(run_py, f"absent-{os.getpid()}", "Ascend910B4", "--soc-only")
+    assert r == {"soc_before_set_device": None}

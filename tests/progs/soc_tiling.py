@@ -1,10 +1,12 @@
 """Child of ``tests/integration/test_soc_of_node.py``: run two ops on card 0 of the node the
-environment names and print, as one ``RESULT`` JSON line, the SoC ``aclrtGetSocName`` reports,
-the tiler's core counts, the ``block_dim`` each op's kernel was compiled with (the host's op cache)
-and the blocks each kernel really ran on the card (its profiling task records), and how
-many kernels came from the on-disk compile cache.
+environment names and print, as one ``RESULT`` JSON line, the SoC ``aclrtGetSocName`` reports
+(before and after ``aclrtSetDevice``), the tiler's core counts, the ``block_dim`` each op's
+kernel was compiled with (the host's op cache), the blocks each kernel really ran on the card
+(its profiling task records) and how many kernels came from the on-disk compile cache.
 
-Usage: ``python soc_tiling.py PROF_ROOT`` (profiling output goes under ``PROF_ROOT``).
+Usage: ``python soc_tiling.py PROF_ROOT`` (profiling output goes under ``PROF_ROOT``), or
+``python soc_tiling.py --soc-only``: only what ``aclrtGetSocName`` says before any device is
+set (no op runs).
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ def run_op(op_type: str, stream: int) -> None:
 
 
 def main() -> None:
+    before = acl.get_soc_name()  # before any device is set: the node is not attached yet
+    if sys.argv[1] == "--soc-only":
+        print("RESULT " + json.dumps({"soc_before_set_device": before}))
+        return
     ok(acl.init(), "init")
     ok(acl.rt.set_device(0), "set_device")
     stream, ret = acl.rt.create_stream()
@@ -64,9 +70,9 @@ def main() -> None:
                 compiled[entry.loaded.binary.name] = entry.tiling.block_dim
     ran = {t.name: t.size for t in model.load(prof.dir).all_tasks()
            if t.kind in ("AI_CORE", "AI_VECTOR_CORE")}
+    cores = {engine: tiling.core_count(engine) for engine in ("aicore", "aivector")}
     print("RESULT " + json.dumps({
-        "soc": acl.get_soc_name(), "cores": {e: tiling.core_count(e) for e in
-                                            ("aicore", "aivector")},
+        "soc_before_set_device": before, "soc": acl.get_soc_name(), "cores": cores,
         "compiled": compiled, "ran": ran, "disk_hits": cache.stats()["disk_hits"]}))
     ok(acl.rt.destroy_stream(stream), "destroy_stream")
     ok(acl.rt.reset_device(0), "reset_device")
