@@ -1,4 +1,4 @@
-/* The seed's runtime examples from C. argv[1]: the SDK's kernel library, argv[2]: the test
+/* The CANN runtime's usage examples from C. argv[1]: the SDK's kernel library, argv[2]: the test
  * kernel file (nap).
  * 1. Copy/compute overlap on two streams with events: the copy stream moves chunk k+1's
  *    inputs while the compute stream adds chunk k (the library's add kernel); the compute
