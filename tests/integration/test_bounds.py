@@ -214,9 +214,9 @@ def test_the_cards_budgets_hold_across_clients(run_py, spawn_py, shared_node,
         (tmp_path / "vmm").touch()
     first_r = _finish(first)
     assert first_r["pieces_code"] == OVER_LIMIT
+    assert first_r["same_worker"] and second["same_worker"]
     if windows.area_budget() >= 2 * windows.MAX_CLIENT_AREAS:  # a large vm.max_map_count
         pytest.skip(f"the card's budget of {windows.area_budget()} areas holds two clients")
     assert second["pieces_code"] == errors.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL
     assert second["pieces"] < first_r["pieces"]
     assert second["maps_full"] < second["max_map_count"] // 2
-    assert first_r["same_worker"] and second["same_worker"]
