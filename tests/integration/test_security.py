@@ -481,14 +481,10 @@ while True:
 """
 
 
-BUSY_COPIES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "progs",
-                           "busy_copies.py")
-"""The host of the host kill cycles: 32 MiB async copies through a pinned block, forever."""
-
-
 @pytest.mark.slow
-def test_kill9_cycles_of_hosts_leave_no_names(shared_node, spawn_py, status, tmp_path):
-    """Hosts killed (-9) while the card copies through their pinned blocks: every name of
+def test_kill9_cycles_of_hosts_leave_no_names(shared_node, spawn_prog, status, tmp_path):
+    """Hosts (``tests/progs/busy_copies.py``: 32 MiB async copies through a pinned block,
+    forever) killed (-9) while the card copies through their pinned blocks: every name of
     theirs is removed and the card's worker lives on (the same process, never restarted).
     The worker keeps a departed client's mappings until its engine tasks have reported;
     unmapping them at once crashed it (SIGSEGV in the DMA engine's memmove)."""
@@ -496,10 +492,9 @@ def test_kill9_cycles_of_hosts_leave_no_names(shared_node, spawn_py, status, tmp
     name = shared_node(devices=1, hbm="64M", ddr="64M")
     card = status(name)["devices"][0]
     assert card["state"] == "READY" and card["starts"] == 1, card
-    launcher = f"import runpy\nrunpy.run_path({BUSY_COPIES!r}, run_name='__main__')\n"
     for i in range(KILL_CYCLES):  # hosts killed in the middle of async copies
         ready = tmp_path / f"host{i}"
-        host = spawn_py(launcher, env={"NPUEMU_NODE": name, "READY": str(ready)})
+        host = spawn_prog("busy_copies.py", env={"NPUEMU_NODE": name, "READY": str(ready)})
         wait_file(ready, host)
         time.sleep(rng.uniform(0.05, 0.4))
         assert host.poll() is None, host.communicate()  # still copying when it is killed
