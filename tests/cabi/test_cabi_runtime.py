@@ -145,3 +145,10 @@ def test_profiling_program(compile_c, run_c, tmp_path):
     runs = list((tmp_path / "output").glob("PROF_*"))
     assert len(runs) == 1, list((tmp_path / "output").iterdir())
     assert (runs[0] / "mindstudio_profiler_output").is_dir()
+
+
+def test_pools_virtual_memory_and_shareable_handles(compile_c, run_c):
+    res = run_c(compile_c("vmm.c"), env={"NPUEMU_DEVICES": "2"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    for line in ("pool ok", "virtual memory ok", "peer status 0", "vmm program done"):
+        assert line in res.stdout
