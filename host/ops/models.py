@@ -13,7 +13,8 @@ its ranges runs it, tiled at execute time.
 Codes: a bad file is the code ``opfile.decode`` gives (100012 / 100013 / 100016, as the real
 op model parser); a description the op library refuses is the code ``aclopCompile`` would
 answer for it (100020 unknown op type, 100021 / 100022 counts, 100026 data type, ...), and a
-description it cannot handle at all is 100013. ``aclopLoad`` returns that code;
+description it cannot handle at all (any other exception of its shape inference or source
+generation) is 100013 with that exception in the message. ``aclopLoad`` returns that code;
 ``aclopSetModelDir`` skips such a file with a warning in the host log, as the real one does.
 
 Threading model: ``STATIC``, ``STATIC_DYNAMIC`` and the set-once flag of ``set_model_dir`` are
@@ -59,7 +60,7 @@ def register_model(data: bytes) -> tuple:
         record, key, shapeless = _record(model)
     except errors.AclError:
         raise
-    except (ArithmeticError, LookupError, TypeError, ValueError) as err:
+    except Exception as err:  # the op library failing on a checked description: 100013
         raise ModelFileError(errors.ACL_ERROR_PARSE_MODEL,
                              f"the op library cannot build {model.op_type} as described: "
                              f"{err!r:.200}") from None

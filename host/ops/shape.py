@@ -99,11 +99,16 @@ register(OpDef("Concat", "aicpu", ("x",), ("y",), ALL, _concat_infer, _concat_so
                attrs={"concat_dim": 0}, variadic_inputs=True))
 
 
+MAX_SPLIT = 1 << 16
+"""Most outputs of one Split (a larger num_split, e.g. from a crafted model file, would
+otherwise build that many output descriptions before anything refuses it)."""
+
+
 def _split_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> list[Spec]:
     x = ins[0]
     axis = normalize_axis(int(attrs["split_dim"]), len(x.shape), "split_dim")
     n = int(attrs["num_split"] or len(hint) or 0)
-    if n < 1 or x.shape[axis] % n:
+    if not 1 <= n <= MAX_SPLIT or x.shape[axis] % n:
         raise bad(f"cannot split {x.shape} along {axis} into {n}")
     shape = list(x.shape)
     shape[axis] //= n
