@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import struct
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -398,3 +399,20 @@ def test_check_tiling_takes_four_ints_in_range_only(values):
         assert not ok
     else:
         assert compiler.tiling_list(tiling) == values
+
+
+def _op_file(op_type: str, ins: list[D.TensorDesc], attr: dict[str, tuple[str, object]]) -> bytes:
+    values = D.OpAttr()
+    values.values.update(attr)
+    return opfile.encode(op_type, ins, [], values, compiler.Tiling(1, 1, 1, 1))
+
+
+def test_descriptions_the_op_library_chokes_on_are_codes_and_quick():
+    huge_split = _op_file("Split", [D.TensorDesc(0, (0, 4), 2)],
+                          {"split_dim": ("int", 0), "num_split": ("int", 1 << 40)})
+    t0 = time.monotonic()
+    assert acl.op.load(huge_split) == errors.ACL_ERROR_INVALID_PARAM  # the op's own refusal
+    assert time.monotonic() - t0 < 5
+    odd_reshape = _op_file("Reshape", [D.TensorDesc(12, (), 2), D.TensorDesc(0, (), 2)],
+                           {"shape": ("list_int", (2,))})
+    assert type(acl.op.load(odd_reshape)) is int  # whatever the op library raises inside
