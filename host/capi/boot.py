@@ -2,9 +2,11 @@
 
 cffi starts an interpreter in the C process on the first call into ``libascendcl.so`` or
 ``libhccl.so`` and runs the library's init code (``build._init_code``), which calls
-``attach``: it sets ``sys.executable`` to the Python that built the library (in an embedded
-interpreter it names whatever ``python3`` is first on ``PATH``, or the C program), so nodes
-and their workers start with the right interpreter. ``attach`` gives every function the library
+``attach``. The library names the interpreter before it starts (``native.c``: the program
+name is the Python that built the library, so its standard library, site-packages and
+virtual environment are found, whatever ``python3`` is first on the C program's ``PATH``);
+``attach`` also sets ``sys.executable`` to it, so nodes and their workers start with the
+right interpreter. ``attach`` gives every function the library
 declares its body: the ``@export`` implementation of that name, or the not-emulated body
 (207000 and a log line).
 

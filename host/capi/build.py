@@ -95,8 +95,9 @@ def source_digest() -> str:
 
 
 def python_executable() -> str:
-    """The interpreter the libraries embed and spawn nodes with (not a C program's path)."""
-    return os.path.realpath(sys.executable)
+    """The interpreter the libraries embed and spawn nodes with (not a C program's path):
+    the building one, as it names itself (a virtual environment's ``bin/python`` stays one)."""
+    return os.path.abspath(sys.executable)
 
 
 _STATIC_CONST = re.compile(r"^\s*static\s+const\b.*;\s*$", re.MULTILINE)
@@ -111,13 +112,55 @@ def cdef_of(lib: Library, include: Path) -> str:
     return _STATIC_CONST.sub("", out.stdout)
 
 
+_INIT = """\
+import sys
+sys.path[:0] = [p for p in {paths!r} if p not in sys.path]
+from {module} import ffi, lib
+try:
+    from npuemu.host.capi import boot
+    boot.attach({soname!r}, ffi, lib, {python!r})
+except BaseException:
+    import traceback
+    traceback.print_exc()
+    sys.stderr.write("npuemu: {soname} could not start its runtime (above); every call "
+                     "fails with {code}\\n")
+    for _name in dir(lib):
+        _fn = getattr(lib, _name)
+        if callable(_fn) and not _name.startswith("npuemu_"):
+            _res = ffi.typeof(_fn).result
+            _value = ({code} if _res.cname == "int" or ({hccl} and _res.kind == "enum")
+                      else -1 if _res.kind == "enum" else None if _res.kind in
+                      ("pointer", "void") else 0)
+            try:
+                ffi.def_extern(name=_name)(lambda *_a, _v=_value: _v)
+            except Exception:
+                pass
+"""
+
+
+def _python_paths() -> list[str]:
+    """The building Python's standard library and site folders (not the folder it was
+    started from, nor a test run's own paths): put first on the embedded interpreter's path."""
+    roots = tuple(os.path.realpath(r) + os.sep for r in {sys.prefix, sys.base_prefix})
+    return [p for p in sys.path if p and os.path.isdir(p)
+            and ((os.path.realpath(p) + os.sep).startswith(roots) or "site-packages" in p)]
+
+
 def _init_code(lib: Library) -> str:
-    paths = [p for p in sys.path if p and os.path.isdir(p)]
-    return (f"import sys\n"
-            f"sys.path[:0] = [p for p in {paths!r} if p not in sys.path]\n"
-            f"from {lib.module} import ffi, lib\n"
-            f"from npuemu.host.capi import boot\n"
-            f"boot.attach({lib.soname!r}, ffi, lib, {python_executable()!r})\n")
+    """What the library runs when the program's first call starts the interpreter; if npuemu
+    cannot start (not importable by the building Python any more), every call fails with
+    ACL_ERROR_INTERNAL_ERROR (HCCL_E_INTERNAL) rather than cffi's default of 0 (success)."""
+    hccl = lib is HCCL
+    return _INIT.format(paths=_python_paths(), module=lib.module, soname=lib.soname,
+                        python=python_executable(), hccl=hccl,
+                        code=4 if hccl else errors.ACL_ERROR_INTERNAL_ERROR)
+
+
+def _c_string(text: str) -> str:
+    """``text`` (UTF-8) as a C string literal: plain characters as they are, every other byte
+    as an octal escape."""
+    plain = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+ ")
+    return '"' + "".join(chr(b) if b in plain else f"\\{b:03o}" for b in text.encode()) + '"'
 
 
 def build(lib: Library, include: Path, out_dir: Path, *, verbose: bool = False) -> Path:
@@ -134,6 +177,7 @@ def build(lib: Library, include: Path, out_dir: Path, *, verbose: bool = False) 
                  ' uint32_t, const char *);')
     includes = "".join(f'#include "{h}"\n' for h in lib.headers)
     defines = "".join(f"#define {d} 1\n" for d in lib.defines)
+    defines += f"#define NPUEMU_PYTHON {_c_string(python_executable())}\n"
     native = (HERE / "native.c").read_text()
     ffi.set_source(lib.module, includes + defines + native, include_dirs=[str(include)],
                    extra_link_args=[f"-Wl,-soname,{lib.soname}", "-lpthread"])

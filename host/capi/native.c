@@ -8,6 +8,10 @@
  *   every call with ACL_ERROR_RT_FEATURE_NOT_SUPPORT (the rings belong to the parent).
  *   Loaded into a Python process (ctypes), the library leaves forks to Python's own handling
  *   (npuemu_host_is_python, read by boot.py).
+ * - the interpreter: before cffi starts Python (on the first call), the program name is set
+ *   to the Python that built the library (NPUEMU_PYTHON, defined by build.py), so the
+ *   embedded interpreter finds that Python's standard library, site-packages (cffi, npuemu)
+ *   and virtual environment, whatever python3 comes first on the C program's PATH.
  * - aclAppLog: variadic, so written here; it formats the message and hands it to Python.
  *
  * Threads: the fork handlers run on the forking thread; the GIL state they save is only
@@ -16,6 +20,8 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <wchar.h>
 
 static PyGILState_STATE npuemu_fork_gil;
 static int npuemu_fork_held;
@@ -51,9 +57,24 @@ static void npuemu_after_fork_child(void)
     }
 }
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static void npuemu_name_the_interpreter(void)
+{
+    static wchar_t program[4096];
+    if (mbstowcs(program, NPUEMU_PYTHON, sizeof program / sizeof program[0] - 1) !=
+        (size_t)-1) {
+        Py_SetProgramName(program);
+    }
+}
+#pragma GCC diagnostic pop
+
 __attribute__((constructor)) static void npuemu_register_fork_handlers(void)
 {
     npuemu_loaded_into_python = Py_IsInitialized();
+    if (!npuemu_loaded_into_python) {
+        npuemu_name_the_interpreter();
+    }
     pthread_atfork(npuemu_before_fork, npuemu_after_fork_parent, npuemu_after_fork_child);
 }
 

@@ -65,3 +65,12 @@ def test_libraries_name_themselves(sdk_root):
         out = subprocess.run(["readelf", "-d", str(sdk_root / "lib64" / lib)],
                              capture_output=True, text=True, check=True).stdout
         assert f"Library soname: [{lib}]" in out
+
+
+def test_node_starts_with_the_sdk_python_whatever_is_on_path(compile_c, run_c):
+    """The embedded interpreter would name the first ``python3`` on PATH as its executable
+    (here the system one, which has no npuemu): the node must start with the Python that
+    built the SDK instead."""
+    res = run_c(compile_c("memory.c"), env={"PATH": "/usr/bin:/bin"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "memory program done" in res.stdout
