@@ -481,6 +481,11 @@ while True:
 """
 
 
+HOST_KILLS = 10
+"""Hosts the host kill cycles kill. Measured with the worker's former at-once unmapping of a
+departed client's pinned blocks: 6 of 7 runs of 5 kills and 4 of 4 runs of 10 lost the card."""
+
+
 @pytest.mark.slow
 def test_kill9_cycles_of_hosts_leave_no_names(shared_node, spawn_prog, status, tmp_path):
     """Hosts (``tests/progs/busy_copies.py``: 32 MiB async copies through a pinned block,
@@ -492,7 +497,7 @@ def test_kill9_cycles_of_hosts_leave_no_names(shared_node, spawn_prog, status, t
     name = shared_node(devices=1, hbm="64M", ddr="64M")
     card = status(name)["devices"][0]
     assert card["state"] == "READY" and card["starts"] == 1, card
-    for i in range(KILL_CYCLES):  # hosts killed in the middle of async copies
+    for i in range(HOST_KILLS):  # hosts killed in the middle of async copies
         ready = tmp_path / f"host{i}"
         host = spawn_prog("busy_copies.py", env={"NPUEMU_NODE": name, "READY": str(ready)})
         wait_file(ready, host)
@@ -506,7 +511,7 @@ def test_kill9_cycles_of_hosts_leave_no_names(shared_node, spawn_prog, status, t
         now = status(name)["devices"][0]
         assert (now["state"], now["pid"], now["starts"], now["last_exit"]) == (
             "READY", card["pid"], 1, None), f"host kill {i} took the card down: {now}"
-    print(f"kill -9 cycles: {KILL_CYCLES} hosts; no names left, the card's worker untouched")
+    print(f"kill -9 cycles: {HOST_KILLS} hosts; no names left, the card's worker untouched")
 
 
 @pytest.mark.slow
