@@ -38,6 +38,19 @@ def test_two_process_all_reduce(compile_c, sdk_root, shared_node, tmp_path):
         assert f"rank {rank} all_reduce ok" in out and f"rank {rank} done" in out
 
 
+HCCL_EXAMPLE_FLAGS = ("-std=c++14", "-fstack-protector-strong", "-fPIE", "-pie", "-O2", "-s",
+                      "-Wl,-z,relro", "-Wl,-z,now", "-Wl,-z,noexecstack",
+                      "-Wl,--copy-dt-needed-entries")
+
+
+def test_one_process_n_threads_as_the_hccl_examples(compile_c, run_c):
+    exe = compile_c("hccl_threads.cpp", *HCCL_EXAMPLE_FLAGS, libs=("hccl", "ascendcl"))
+    res = run_c(exe, env={"NPUEMU_DEVICES": "4", "NPUEMU_HBM": "256M", "NPUEMU_DDR": "64M"},
+                timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "4 ranks from 4 threads: all ok" in res.stdout
+
+
 def test_ctypes_bindings_load_both_libraries(sdk_root):
     env = sdk_env(sdk_root, {"NPUEMU_SDK_LIB": str(sdk_root / "lib64")})
     res = _run([sys.executable, str(PROG)], env, 120)
