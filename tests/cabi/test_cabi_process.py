@@ -4,6 +4,7 @@ then finds no process and no /dev/shm name left)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -30,6 +31,20 @@ def test_set_env_then_the_samples_build_line(sdk_root, tmp_path):
                  "runtime/lib64/stub/libascendcl.so", "compiler/include/acl/acl_op_compiler.h",
                  "lib64/libmsprofiler.so", "lib64/libprofapi.so"):
         assert (sdk_root / path).exists(), path
+
+
+def test_the_samples_cmake_build(sdk_root, tmp_path):
+    """A CMakeLists in the samples' shape (DDK_PATH, NPU_HOST_LIB, runtime/include, no
+    rpath): configure, build and run after `source set_env.sh`."""
+    if shutil.which("cmake") is None or shutil.which("make") is None:
+        pytest.skip("needs cmake and make")
+    script = (f"set -euo pipefail\nsource {sdk_root}/set_env.sh\n"
+              f"cmake -S {PROGS}/cmake_sample -B build -DCMAKE_SKIP_RPATH=TRUE >/dev/null\n"
+              "make -C build >/dev/null\n./build/main\n")
+    res = _run(["bash", "-c", script], {"DDK_PATH": "", "NPU_HOST_LIB": ""}, 180,
+               str(tmp_path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "memory program done" in res.stdout
 
 
 def test_npuemu_run_a_compiled_program(compile_c, sdk_root, tmp_path):

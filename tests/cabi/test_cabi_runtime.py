@@ -152,3 +152,12 @@ def test_pools_virtual_memory_and_shareable_handles(compile_c, run_c):
     assert res.returncode == 0, res.stdout + res.stderr
     for line in ("pool ok", "virtual memory ok", "peer status 0", "vmm program done"):
         assert line in res.stdout
+
+
+@pytest.mark.parametrize("text", ["{}", '{"profiler": {"switch": "on"}}',
+                                  '{"dump": {"dump_list": [], "dump_path": "./dump"}}'])
+def test_acl_init_with_the_samples_config_files(compile_c, run_c, tmp_path, text):
+    (tmp_path / "acl.json").write_text(text)
+    res = run_c(compile_c("init_config.c"), "acl.json", cwd=str(tmp_path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "aclInit -> 0" in res.stdout
