@@ -193,6 +193,51 @@ typedef struct aclrtUtilizationInfo {
     aclrtUtilizationExtendInfo *utilizationExtend;
 } aclrtUtilizationInfo;
 
+/* aclrtGetErrorVerbose's record (declared; npuemu does not emulate the call: 207000) */
+#define MAX_MEM_UCE_INFO_ARRAY_SIZE 128
+#define UCE_INFO_RESERVED_SIZE 14
+#define ACL_RT_MEM_UCE_INFO_MAX_NUM 20
+
+typedef enum aclrtErrorType {
+    ACL_RT_NO_ERROR = 0,
+    ACL_RT_ERROR_MEMORY = 1,
+    ACL_RT_ERROR_L2 = 2,
+    ACL_RT_ERROR_AICORE = 3,
+    ACL_RT_ERROR_LINK = 4,
+    ACL_RT_ERROR_L3_PORT = 5,
+    ACL_RT_ERROR_OTHERS = 0xFFFF
+} aclrtErrorType;
+
+typedef enum aclrtAicoreErrorType {
+    ACL_RT_AICORE_ERROR_UNKNOWN = 0,
+    ACL_RT_AICORE_ERROR_SW = 1,
+    ACL_RT_AICORE_ERROR_HW_LOCAL = 2
+} aclrtAicoreErrorType;
+
+typedef struct aclrtMemUceInfo {
+    void *addr;
+    size_t len;
+    size_t reserved[UCE_INFO_RESERVED_SIZE];
+} aclrtMemUceInfo;
+
+typedef struct aclrtMemUceInfoArray {
+    size_t arraySize;
+    aclrtMemUceInfo memUceInfoArray[ACL_RT_MEM_UCE_INFO_MAX_NUM];
+} aclrtMemUceInfoArray;
+
+typedef union aclrtErrorInfoDetail {
+    aclrtMemUceInfoArray uceInfo;
+    aclrtAicoreErrorType aicoreErrType;
+} aclrtErrorInfoDetail;
+
+typedef struct aclrtErrorInfo {
+    uint8_t tryRepair;
+    uint8_t hasDetail;
+    uint8_t reserved[2];
+    aclrtErrorType errorType;
+    aclrtErrorInfoDetail detail;
+} aclrtErrorInfo;
+
 /* what a failed task reports to the exception callbacks: read it with the getters below */
 typedef struct rtExceptionInfo aclrtExceptionInfo;
 typedef void (*aclrtCallback)(void *userData);
@@ -430,6 +475,7 @@ ACL_FUNC_VISIBILITY uint32_t aclrtGetStreamIdFromExceptionInfo(const aclrtExcept
 ACL_FUNC_VISIBILITY uint32_t aclrtGetThreadIdFromExceptionInfo(const aclrtExceptionInfo *info);
 ACL_FUNC_VISIBILITY uint32_t aclrtGetDeviceIdFromExceptionInfo(const aclrtExceptionInfo *info);
 ACL_FUNC_VISIBILITY uint32_t aclrtGetErrorCodeFromExceptionInfo(const aclrtExceptionInfo *info);
+ACL_FUNC_VISIBILITY aclError aclrtGetErrorVerbose(int32_t deviceId, aclrtErrorInfo *errorInfo);
 ACL_FUNC_VISIBILITY aclError aclrtPeekAtLastError(aclrtLastErrLevel level);
 ACL_FUNC_VISIBILITY aclError aclrtGetLastError(aclrtLastErrLevel level);
 
