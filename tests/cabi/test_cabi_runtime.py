@@ -38,6 +38,7 @@ def test_bad_handles_get_the_runtime_codes(compile_c, run_c):
     assert res.returncode == 0, res.stdout + res.stderr
     assert "bad handles done" in res.stdout
     assert "code aclrtFree(host) = 107000" in res.stdout
+    assert "junk descriptors, buffers, models and handles refused" in res.stdout
 
 
 def test_not_emulated_call_answers_207000_with_a_log_line(compile_c, run_c, tmp_path):

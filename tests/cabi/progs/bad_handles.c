@@ -61,6 +61,34 @@ int main(void)
     EXPECT_CODE(ACL_ERROR_INVALID_PARAM, aclrtGetMemInfo(ACL_HBM_MEM, NULL, NULL));
     EXPECT_CODE(ACL_ERROR_INVALID_PARAM, aclrtPointerGetAttributes(NULL, NULL));
 
+    /* descriptors, buffers, datasets, models and op handles that name nothing */
+    {
+        aclTensorDesc *junk_desc = (aclTensorDesc *)(uintptr_t)0x1234;
+        aclDataBuffer *junk_buf = (aclDataBuffer *)(uintptr_t)0x5678;
+        aclTensorDesc *descs[1];
+        aclDataBuffer *bufs[1];
+        aclmdlDataset *ds = aclmdlCreateDataset();
+        descs[0] = junk_desc;
+        bufs[0] = junk_buf;
+        EXPECT(aclGetTensorDescSize(junk_desc) == 0 && aclGetTensorDescNumDims(NULL) == 0);
+        EXPECT(aclGetDataBufferAddr(junk_buf) == NULL && aclGetDataBufferSizeV2(NULL) == 0);
+        EXPECT(aclDestroyDataBuffer(NULL) != ACL_SUCCESS);
+        aclDestroyTensorDesc(junk_desc);
+        EXPECT(aclopExecuteV2("Add", 1, descs, bufs, 1, descs, bufs, NULL, NULL) != ACL_SUCCESS);
+        EXPECT(aclmdlAddDatasetBuffer(ds, junk_buf) != ACL_SUCCESS);
+        EXPECT(aclmdlAddDatasetBuffer((aclmdlDataset *)(uintptr_t)0x99, NULL) != ACL_SUCCESS);
+        EXPECT(aclmdlExecute(12345, ds, ds) != ACL_SUCCESS);
+        EXPECT(aclmdlUnload(12345) != ACL_SUCCESS);
+        EXPECT(aclmdlGetNumInputs((aclmdlDesc *)(uintptr_t)0x42) == 0);
+        EXPECT(aclopExecWithHandle((aclopHandle *)(uintptr_t)0x77, 0, NULL, 0, NULL, NULL) !=
+               ACL_SUCCESS);
+        EXPECT(aclrtLaunchKernel((aclrtFuncHandle)(uintptr_t)0x11, 1, NULL, 0, NULL) !=
+               ACL_SUCCESS);
+        EXPECT_CODE(ACL_ERROR_INVALID_PARAM, aclrtLaunchKernel(NULL, 1, host, 12, NULL));
+        CHECK(aclmdlDestroyDataset(ds));
+        printf("junk descriptors, buffers, models and handles refused\n");
+    }
+
     /* timeouts out of range */
     CHECK(aclrtCreateStream(&stream));
     EXPECT_CODE(ACL_ERROR_RT_PARAM_INVALID, aclrtSynchronizeStreamWithTimeout(stream, -5));
