@@ -1,8 +1,9 @@
 """The modules whose ``@export`` bodies make up ``libascendcl.so`` (imported by ``boot``)."""
 
-from npuemu.host.capi import base, callbacks, kernels, mdl, mem, ops, prof, rt, vmm
+from npuemu.host.capi import base, callbacks, kernels, mdl, mem, ops, prof, rt, tensor, vmm
 
-__all__ = ["base", "bind", "callbacks", "kernels", "mdl", "mem", "ops", "prof", "rt", "vmm"]
+__all__ = ["base", "bind", "callbacks", "kernels", "mdl", "mem", "ops", "prof", "rt", "tensor",
+           "vmm"]
 
 
 def bind(ffi: object) -> None:
