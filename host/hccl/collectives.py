@@ -75,7 +75,7 @@ def _root(value: object, comm: Communicator) -> int:
     return value
 
 
-def _stream(handle: object, comm: Communicator) -> object:
+def _stream(handle: object, comm: Communicator) -> streams.Stream:
     try:
         if not handle:  # the default stream of the rank's card
             with comms.on_device(comm):
@@ -127,7 +127,8 @@ def _staged(how: str) -> str | None:
 class _Run:
     """One rank's part of one collective: the helpers its algorithm is written with."""
 
-    def __init__(self, comm: Communicator, stream: object, dtype: np.dtype, seq: int) -> None:
+    def __init__(self, comm: Communicator, stream: streams.Stream, dtype: np.dtype,
+                 seq: int) -> None:
         self.c, self.s, self.dt, self.seq = comm, stream, dtype, seq
         self.r, self.p, self.e = comm.rank, comm.size, dtype.itemsize
         self.step = 0

@@ -53,6 +53,7 @@ import numpy as np
 from npuemu.host.core import callbacks, kernel, memory, p2p, plog, runtime
 from npuemu.host.core import stream as streams
 from npuemu.host.driver.commseg import ATTACHED, MAX_RANKS, PRESENT, CommSegment
+from npuemu.host.driver.interface import Link
 from npuemu.host.hccl import mpi, ranktable
 from npuemu.host.hccl.types import (
     HCCL_ROOT_INFO_BYTES,
@@ -152,21 +153,21 @@ class Communicator:
     group: Group
     rank: int
     device: int
-    ctx: object
-    link: object
+    ctx: runtime.Context
+    link: Link
     cap: int
     in_ptr: int = 0
     out_ptr: int = 0
-    binary: object = None
-    func: object = None
-    helper: object = None
-    ev_a: object = None
-    ev_g: object = None
+    binary: kernel.Binary | None = None  # the host-staged path's (``staged``)
+    func: kernel.Function | None = None
+    helper: streams.Stream | None = None
+    ev_a: streams.Event | None = None
+    ev_g: streams.Event | None = None
     seq: int = 0
     host_error: int = 0  # set by the host-staged path (and mpi.py) through async_error
     destroyed: bool = False
     algo: str | None = None
-    mpi: object = None  # an mpi.MpiLink when the peers are other processes (mpi.py)
+    mpi: mpi.MpiLink | None = None  # when the peers are other processes (mpi.py)
     hin: int = 0  # pinned host mirrors of in/out, when a peer is in another HCCS group
     hout: int = 0
     far: frozenset[int] = frozenset()  # ranks this rank's card cannot reach by P2P
@@ -196,20 +197,23 @@ class Communicator:
         self.host_error = value
 
     # the steps a collective is made of (queued on a user stream; caller holds the ctx) ---
-    def copy(self, stream: object, dst: int, src: int, nbytes: int, kind: int = _D2D) -> None:
+    def copy(self, stream: streams.Stream, dst: int, src: int, nbytes: int,
+             kind: int = _D2D) -> None:
         """One DMA task on ``stream`` (a P2P pull when ``src`` is a peer's)."""
         if nbytes:
             memory.memcpy_async(dst, nbytes, src, nbytes, kind, stream.handle)
 
-    def reduce(self, stream: object, acc: int, src: int, count: int, op: str,
+    def reduce(self, stream: streams.Stream, acc: int, src: int, count: int, op: str,
                dtype: str) -> None:
         """One AI Vector task: ``acc = op(acc, src)`` over ``count`` elements."""
+        assert self.func is not None  # made by ``staged``, before any staged step
         if count:
             kernel.launch_kernel(self.func.handle, 1, [acc, src, count, op, dtype],
                                  stream.handle)
 
-    def meet(self, stream: object, key: tuple, parties: tuple[int, ...]) -> None:
+    def meet(self, stream: streams.Stream, key: tuple, parties: tuple[int, ...]) -> None:
         """A rendezvous point on ``stream`` (see the module docstring)."""
+        assert self.ev_a is not None and self.ev_g is not None and self.helper is not None
         timeout = exec_timeout_s()
         streams.record_event(self.ev_a.handle, stream.handle)
         streams.stream_wait_event(self.helper.handle, self.ev_a.handle)
@@ -261,7 +265,7 @@ def on_device(comm: Communicator) -> Iterator[None]:
 
 
 # init ------------------------------------------------------------------------------------
-def _open(dev: int) -> tuple[object, object]:
+def _open(dev: int) -> tuple[runtime.Context, Link]:
     rt = runtime.get()
     od = rt.devices.get(dev)
     if od is None:
@@ -324,7 +328,15 @@ def _connect(group: Group) -> None:
 
 
 # the communicator segment ------------------------------------------------------------------
-_segs: dict[str, list] = {}  # name -> [CommSegment, local ranks using it]
+@dataclass(eq=False)
+class _SegUse:
+    """A communicator segment this process has open, and its local ranks using it."""
+
+    seg: CommSegment
+    users: int
+
+
+_segs: dict[str, _SegUse] = {}  # name -> its use
 _segs_lock = threading.Lock()
 
 
@@ -339,8 +351,8 @@ def _use_segment(name: str, deadline: float, create: bool = False) -> CommSegmen
     with _segs_lock:
         entry = _segs.get(name)
         if entry is not None:
-            entry[1] += 1
-            return entry[0]
+            entry.users += 1
+            return entry.seg
     seg = None
     if create:
         with contextlib.suppress(FileExistsError):
@@ -353,13 +365,13 @@ def _use_segment(name: str, deadline: float, create: bool = False) -> CommSegmen
         except PermissionError as err:
             raise HcclError(HcclResult.HCCL_E_PARA, str(err)) from None
     with _segs_lock:
-        entry = _segs.setdefault(name, [seg, 0])
-        entry[1] += 1
-    if entry[0] is not seg:  # another thread of this process opened it meanwhile
+        entry = _segs.setdefault(name, _SegUse(seg, 0))
+        entry.users += 1
+    if entry.seg is not seg:  # another thread of this process opened it meanwhile
         if seg.owner:  # we created it: the mapping kept removes the name at the end
-            entry[0].owner, seg.owner = True, False
+            entry.seg.owner, seg.owner = True, False
         seg.close()
-    return entry[0]
+    return entry.seg
 
 
 def _drop_segment(seg: CommSegment, rank: int) -> None:
@@ -369,8 +381,8 @@ def _drop_segment(seg: CommSegment, rank: int) -> None:
         entry = _segs.get(seg.name)
         if entry is None:
             return
-        entry[1] -= 1
-        if entry[1] > 0:
+        entry.users -= 1
+        if entry.users > 0:
             return
         del _segs[seg.name]
     seg.close()
@@ -382,9 +394,9 @@ def _close_segments() -> None:
     with _segs_lock:
         entries = list(_segs.values())
         _segs.clear()
-    for seg, _users in entries:
+    for entry in entries:
         with contextlib.suppress(Exception):
-            seg.close()
+            entry.seg.close()
 
 
 def _hccs_group(dev: int) -> int:
@@ -421,7 +433,7 @@ def comm_init_all(devices: list[int]) -> list[Communicator]:
     group = Group(f"all-{uuid.uuid4().hex}", len(devs))
     made: list[Communicator] = []
     seg = CommSegment.create(_node_name())
-    entry = [seg, 0]
+    entry = _SegUse(seg, 0)
     with _segs_lock:
         _segs[seg.name] = entry
     try:
@@ -429,7 +441,7 @@ def comm_init_all(devices: list[int]) -> list[Communicator]:
             made.append(_new_rank(group, rank, dev))
             group.ranks[rank] = made[-1]
             made[-1].seg = seg
-            entry[1] += 1
+            entry.users += 1
             seg.join(rank, len(devs), made[-1].link.dev, _hccs_group(made[-1].link.dev))
         for comm in made:
             _attach(comm, seg)

@@ -50,11 +50,18 @@ import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from npuemu.host.core import callbacks, memory
+from npuemu.host.core.stream import Stream
 from npuemu.host.hccl.types import HcclError, HcclResult, bf16_reduce, is_bf16
+
+if TYPE_CHECKING:  # mpi4py is imported when MPI is used, not with this module
+    from mpi4py import MPI
+    from mpi4py.typing import Buffer
 
 
 def active(n_ranks: int) -> bool:
@@ -69,7 +76,27 @@ def active(n_ranks: int) -> bool:
 class MpiLink:
     """The MPI side of one rank: its own duplicate of ``MPI.COMM_WORLD``."""
 
-    world: object
+    world: MPI.Intracomm
+
+
+class Rank(Protocol):
+    """What this module uses of a rank: ``comm.py`` ``Communicator`` (which imports this
+    module), joined over MPI."""
+
+    rank: int
+    mpi: MpiLink | None
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def async_error(self) -> int: ...
+    @async_error.setter
+    def async_error(self, value: int) -> None: ...
+
+
+def _world(comm: Rank) -> MPI.Intracomm:
+    assert comm.mpi is not None  # collectives.py sends only ranks joined over MPI here
+    return comm.mpi.world
 
 
 def connect(rank: int, n_ranks: int) -> MpiLink:
@@ -91,7 +118,7 @@ def close(link: MpiLink) -> None:
     link.world.Free()
 
 
-def _mpi():
+def _mpi() -> ModuleType:
     from mpi4py import MPI
 
     return MPI
@@ -103,7 +130,7 @@ def view(ptr: int, elems: int, dt: np.dtype) -> np.ndarray:
     return np.frombuffer(memory.host_view(ptr, elems * dt.itemsize), dtype=np.dtype(dt.str))
 
 
-def _on_stream(comm: object, stream: object, fn: Callable[[], None]) -> None:
+def _on_stream(comm: Rank, stream: Stream, fn: Callable[[], None]) -> None:
     """Queue ``fn`` as a host function of ``stream``; a failure becomes the communicator's
     async error (HCCL_E_REMOTE) and is printed (a host function cannot fail its stream)."""
     def run(_: object) -> None:
@@ -116,11 +143,11 @@ def _on_stream(comm: object, stream: object, fn: Callable[[], None]) -> None:
     callbacks.launch_host_func(stream.handle, run, None)
 
 
-_user_ops: dict[tuple[str, str], object] = {}
+_user_ops: dict[tuple[str, str], MPI.Op] = {}
 _user_ops_lock = threading.Lock()
 
 
-def _half_op(kind: str, op: str) -> object:
+def _half_op(kind: str, op: str) -> MPI.Op:
     """An MPI user op reducing 16-bit floats MPI has no type for (``float16``, or
     ``bfloat16`` bits through ``bf16_reduce``), pairwise and rounded at each step as the
     cards' reduce kernel does. Created once per (kind, op)."""
@@ -131,12 +158,18 @@ def _half_op(kind: str, op: str) -> object:
         return _user_ops[key]
 
 
-def _make_half_op(kind: str, op: str) -> object:
+def _bits(buf: Buffer) -> np.ndarray:
+    """The 16-bit words of a buffer MPI hands a user op (an ``MPI.buffer``, no copy)."""
+    # numpy's stubs list no MPI.buffer, which has the buffer protocol frombuffer reads
+    return np.frombuffer(buf, np.uint16)  # type: ignore[call-overload]
+
+
+def _make_half_op(kind: str, op: str) -> MPI.Op:
     fn = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[op]
 
-    def apply(inbuf: object, inout: object, _datatype: object) -> None:
-        a = np.frombuffer(inbuf, np.uint16)
-        acc = np.frombuffer(inout, np.uint16)
+    def apply(inbuf: Buffer, inout: Buffer, _datatype: MPI.Datatype) -> None:
+        a = _bits(inbuf)
+        acc = _bits(inout)
         if kind == "bfloat16":
             bf16_reduce(op, acc, a)
         else:
@@ -146,15 +179,15 @@ def _make_half_op(kind: str, op: str) -> object:
     return _mpi().Op.Create(apply, commute=True)
 
 
-def _reduce(world: object, dt: np.dtype, op: str, kind: str, src: object,
-            dst: np.ndarray | None, root: int = 0) -> None:
+def _reduce(world: MPI.Intracomm, dt: np.dtype, op: str, kind: str,
+            src: np.ndarray | MPI.InPlaceType, dst: np.ndarray | None, root: int = 0) -> None:
     """MPI's reduction ``kind`` (all, scatter, root): predefined ops on MPI's own types, a
     user op on uint16 bits for float16 and bfloat16. ``src`` may be ``MPI.IN_PLACE``."""
     MPI = _mpi()
     half = "bfloat16" if is_bf16(dt) else ("float16" if dt == np.float16 else None)
     if half:
         mop = _half_op(half, op)
-        src = src if src is MPI.IN_PLACE else src.view(np.uint16)
+        src = src.view(np.uint16) if isinstance(src, np.ndarray) else src  # or IN_PLACE
         dst = None if dst is None else dst.view(np.uint16)
     else:
         mop = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}[op]
@@ -166,9 +199,9 @@ def _reduce(world: object, dt: np.dtype, op: str, kind: str, src: object,
         world.Reduce(src, dst, op=mop, root=root)
 
 
-def all_reduce(comm: object, stream: object, dt: np.dtype, send: int, recv: int, count: int,
+def all_reduce(comm: Rank, stream: Stream, dt: np.dtype, send: int, recv: int, count: int,
                op: str) -> None:
-    world = comm.mpi.world
+    world = _world(comm)
 
     def fn() -> None:
         out = view(recv, count, dt)
@@ -177,9 +210,9 @@ def all_reduce(comm: object, stream: object, dt: np.dtype, send: int, recv: int,
     _on_stream(comm, stream, fn)
 
 
-def reduce(comm: object, stream: object, dt: np.dtype, send: int, recv: int, count: int,
+def reduce(comm: Rank, stream: Stream, dt: np.dtype, send: int, recv: int, count: int,
            op: str, root: int) -> None:
-    world, me = comm.mpi.world, comm.rank
+    world, me = _world(comm), comm.rank
 
     def fn() -> None:
         if me == root:
@@ -190,37 +223,37 @@ def reduce(comm: object, stream: object, dt: np.dtype, send: int, recv: int, cou
     _on_stream(comm, stream, fn)
 
 
-def broadcast(comm: object, stream: object, dt: np.dtype, buf: int, count: int,
+def broadcast(comm: Rank, stream: Stream, dt: np.dtype, buf: int, count: int,
               root: int) -> None:
-    world = comm.mpi.world
+    world = _world(comm)
     _on_stream(comm, stream, lambda: world.Bcast(view(buf, count, dt).view(np.uint8),
                                                    root=root))
 
 
-def all_gather(comm: object, stream: object, dt: np.dtype, send: int, recv: int,
+def all_gather(comm: Rank, stream: Stream, dt: np.dtype, send: int, recv: int,
                count: int) -> None:
-    world, p = comm.mpi.world, comm.size
+    world, p = _world(comm), comm.size
     _on_stream(comm, stream, lambda: world.Allgather(view(send, count, dt).view(np.uint8),
                                                      view(recv, count * p, dt).view(np.uint8)))
 
 
-def reduce_scatter(comm: object, stream: object, dt: np.dtype, send: int, recv: int,
+def reduce_scatter(comm: Rank, stream: Stream, dt: np.dtype, send: int, recv: int,
                    count: int, op: str) -> None:
-    world, p = comm.mpi.world, comm.size
+    world, p = _world(comm), comm.size
     _on_stream(comm, stream, lambda: _reduce(world, dt, op, "scatter",
                                              view(send, count * p, dt), view(recv, count, dt)))
 
 
-def all_to_all(comm: object, stream: object, dt: np.dtype, send: int, recv: int,
+def all_to_all(comm: Rank, stream: Stream, dt: np.dtype, send: int, recv: int,
                count: int) -> None:
-    world, p = comm.mpi.world, comm.size
+    world, p = _world(comm), comm.size
     _on_stream(comm, stream, lambda: world.Alltoall(view(send, count * p, dt).view(np.uint8),
                                                     view(recv, count * p, dt).view(np.uint8)))
 
 
-def all_to_allv(comm: object, stream: object, dt: np.dtype, send: int, sc: list[int],
+def all_to_allv(comm: Rank, stream: Stream, dt: np.dtype, send: int, sc: list[int],
                 sd: list[int], recv: int, rc: list[int], rd: list[int]) -> None:
-    world, e = comm.mpi.world, dt.itemsize
+    world, e = _world(comm), dt.itemsize
     s_n = max((d + c for d, c in zip(sd, sc, strict=True) if c), default=0)
     r_n = max((d + c for d, c in zip(rd, rc, strict=True) if c), default=0)
 
@@ -233,18 +266,18 @@ def all_to_allv(comm: object, stream: object, dt: np.dtype, send: int, sc: list[
     _on_stream(comm, stream, fn)
 
 
-def send(comm: object, stream: object, dt: np.dtype, buf: int, count: int, dest: int) -> None:
-    world = comm.mpi.world
+def send(comm: Rank, stream: Stream, dt: np.dtype, buf: int, count: int, dest: int) -> None:
+    world = _world(comm)
     _on_stream(comm, stream, lambda: world.Send(view(buf, count, dt).view(np.uint8),
                                                 dest=dest, tag=7))
 
 
-def recv(comm: object, stream: object, dt: np.dtype, buf: int, count: int, src: int) -> None:
-    world = comm.mpi.world
+def recv(comm: Rank, stream: Stream, dt: np.dtype, buf: int, count: int, src: int) -> None:
+    world = _world(comm)
     _on_stream(comm, stream, lambda: world.Recv(view(buf, count, dt).view(np.uint8),
                                                 source=src, tag=7))
 
 
-def barrier(comm: object, stream: object, dt: np.dtype) -> None:
-    world = comm.mpi.world
+def barrier(comm: Rank, stream: Stream, dt: np.dtype) -> None:
+    world = _world(comm)
     _on_stream(comm, stream, world.Barrier)

@@ -40,6 +40,7 @@ import hashlib
 import ipaddress
 import json
 from dataclasses import dataclass
+from typing import Literal, overload
 
 from npuemu.host.hccl.types import HcclError, HcclResult
 
@@ -111,6 +112,10 @@ def _string(entry: dict, key: str, where: str, required: bool = True) -> str | N
     return value
 
 
+@overload
+def _number(entry: dict, key: str, where: str, required: Literal[True] = ...) -> int: ...
+@overload
+def _number(entry: dict, key: str, where: str, required: bool) -> int | None: ...
 def _number(entry: dict, key: str, where: str, required: bool = True) -> int | None:
     value = _string(entry, key, where, required)
     if value is None:

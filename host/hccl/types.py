@@ -170,7 +170,8 @@ def numpy_dtype(dtype: object) -> np.dtype:
 
 def is_bf16(dt: np.dtype) -> bool:
     """``dt`` is ``BFLOAT16`` (the tagged uint16 of HCCL_DATA_TYPE_BFP16)."""
-    return (dt.metadata or {}).get("hccl") == "bfloat16"
+    metadata = dt.metadata
+    return metadata is not None and metadata.get("hccl") == "bfloat16"
 
 
 def kernel_dtype(dt: np.dtype) -> str:
