@@ -105,6 +105,7 @@ VARIABLES: dict[str, str] = {
     "NPUEMU_NODE": "attach to this shared node instead of starting an embedded one",
     "NPUEMU_DEVICES": f"cards of an embedded node, 1..{address.MAX_DEVICES} (default 8)",
     "NPUEMU_SOC": "SoC profile of an embedded node (default Ascend910B1)",
+    "NPUEMU_SDK_HOME": "where `npuemu sdk` and `npuemu run ./a.out` put the C toolkit tree",
     "NPUEMU_HBM": "HBM per card, a size such as 64G (default: the SoC's)",
     "NPUEMU_DDR": "device DDR per card, a size (default 8G)",
     "NPUEMU_TOPOLOGY": "HCCS groups, e.g. 0-3,4-7 (default: groups of 4)",

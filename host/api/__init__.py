@@ -59,7 +59,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from npuemu.host.api.memory import (  # issue 12: memory statistics, torch's names
+from npuemu.host.api.memory import (  # memory statistics, torch's names
     empty_cache,
     leak_report,
     memory_allocated,
@@ -361,7 +361,7 @@ class DeviceBuffer:
         self._alloc: Allocation | None = None
         self._freed = False
         self.device = device if isinstance(device, Device) else Device(device)
-        link = self.device._open().link  # through the host caching allocator (issue 12)
+        link = self.device._open().link  # through the host caching allocator
         self._block = _caching.get().malloc(_index(nbytes), _index(policy), link)  # type: ignore[arg-type]
         self._alloc = self._block.alloc
         self.ptr: int = self._alloc.ptr

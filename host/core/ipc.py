@@ -154,3 +154,6 @@ def _forget(link: Link) -> None:
 
 
 runtime.on_close_device(_forget)
+
+
+vmm.close_import = close_import

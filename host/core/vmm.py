@@ -179,11 +179,18 @@ def free_physical(handle: object) -> None:
     with rt.lock:
         rt.handles.pop(phys.handle, None)
     if phys.imported:  # close the import; the memory stays its exporter's
-        from npuemu.host.core import ipc  # ipc imports this module
-
-        ipc.close_import(phys)
+        close_import(phys)
     elif rt.allocations.get(phys.alloc.ptr) is phys.alloc:
         memory.free(phys.alloc.ptr)
+
+
+def _no_imports(phys: Physical) -> None:
+    raise AssertionError(f"physical handle {phys.handle} is imported but ipc is not loaded")
+
+
+close_import: Callable[[Physical], None] = _no_imports
+"""Closes an imported handle; ``host/core/ipc.py`` (the only maker of imported handles, and a
+module that imports this one) sets it when it loads, so the two modules form no import cycle."""
 
 
 # reservations -------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
 """Data types, formats and op error codes of the single-operator API (``acl_base_rt.h``,
 ``acl_op.h``), with the numpy dtype each data type computes in.
 
-The values are the reference's (CANN_OPS_MODELS_REFERENCE.md §1.1, §1.2, §1.5, §2.1). The
-ACL error codes of the op API are read from ``shared/errors.py`` when it defines them and
-fall back to the reference's numbers otherwise, so this module works before and after the
-shared table grows.
+The values are CANN's (``aclDataType``, ``aclFormat`` and the op API's ``ACL_ERROR_*`` codes
+of ``acl_base.h`` / ``acl_op.h``). The ACL error codes of the op API are read from
+``shared/errors.py`` when it defines them and fall back to CANN's numbers otherwise, so this
+module works before and after the shared table grows.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ DATA_TYPES: dict[int, tuple[str, int, str | None]] = {
     36: ("ACL_FLOAT8_E4M3FN", 1, None),
     37: ("ACL_FLOAT8_E8M0", 1, None),
 }
-for _v in (38, 39, 40, 41):  # FLOAT6/FLOAT4: the reference's default branch gives 8
+for _v in (38, 39, 40, 41):  # FLOAT6/FLOAT4: CANN's aclDataTypeSize gives 8 (its default branch)
     DATA_TYPES[_v] = (f"ACL_DT_{_v}", 8, None)
 NUMPY_TO_ACL = {np.dtype(np_name): v for v, (_n, _s, np_name) in DATA_TYPES.items()
                 if np_name is not None}

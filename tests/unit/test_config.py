@@ -311,10 +311,16 @@ def test_worker_settings_never_fail_on_a_bad_value() -> None:
     assert config.WorkerSettings.from_env(bad) == config.WorkerSettings(log_to_stdout=True)
 
 
+# Names in the source that are not variables npuemu reads: what the C toolkit's set_env.sh
+# (host/capi/sdk.py) exports for C programs and their builds, and a C preprocessor macro of the
+# libraries' build (host/capi/build.py).
+NOT_READ = {"ASCEND_HOME_PATH", "ASCEND_OPP_PATH", "ASCEND_TOOLKIT_HOME", "NPUEMU_HAS_APP_LOG"}
+
+
 def test_every_variable_read_is_documented() -> None:
     root = pathlib.Path(__file__).resolve().parents[2]
     used = set()
     for folder in ("host", "device", "shared"):
         for path in (root / folder).rglob("*.py"):
             used.update(re.findall(r"[\"']((?:NPUEMU|ASCEND)_[A-Z_]+)[\"']", path.read_text()))
-    assert used <= set(config.VARIABLES), sorted(used - set(config.VARIABLES))
+    assert used - NOT_READ <= set(config.VARIABLES), sorted(used - NOT_READ - set(config.VARIABLES))
