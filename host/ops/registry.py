@@ -76,7 +76,8 @@ class OpDef:
     ``inputs``/``outputs`` are names; ``variadic`` names the input (or, for Split, output)
     list whose length varies. ``linear(ins, outs, attrs)`` lists ``(tensor index, axis)``
     pairs (inputs first, then outputs) along which the kernel scales linearly: a signature
-    differing only there re-tiles a cached binary instead of compiling (the op compile cache's re-tile rule)."""
+    differing only there re-tiles a cached binary instead of compiling (the op cache's
+    re-tile rule)."""
 
     type: str
     engine: str
