@@ -96,9 +96,7 @@ def aclCreateDataBuffer(data: Any, size: int) -> Any:
     return X.ffi.cast("aclDataBuffer *", acl.create_data_buffer(X.addr(data), size))
 
 
-@export
-def aclDestroyDataBuffer(buf: Any) -> int:
-    return acl.destroy_data_buffer(X.addr(buf))
+X.forward("aclDestroyDataBuffer", acl.destroy_data_buffer)
 
 
 @export
@@ -111,14 +109,8 @@ def aclGetDataBufferAddr(buf: Any) -> Any:
     return X.ffi.cast("void *", acl.get_data_buffer_addr(X.addr(buf)))
 
 
-@export
-def aclGetDataBufferSize(buf: Any) -> int:
-    return acl.get_data_buffer_size(X.addr(buf))
-
-
-@export
-def aclGetDataBufferSizeV2(buf: Any) -> int:
-    return acl.get_data_buffer_size_v2(X.addr(buf))
+X.forward("aclGetDataBufferSize", acl.get_data_buffer_size)
+X.forward("aclGetDataBufferSizeV2", acl.get_data_buffer_size_v2)
 
 
 @export

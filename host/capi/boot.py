@@ -23,11 +23,13 @@ import traceback
 from typing import Any
 
 from npuemu.host.capi import exports
-from npuemu.host.core import plog
+from npuemu.host.core import plog, runtime
+from npuemu.host.hccl.types import HcclResult
 from npuemu.shared import errors, logring
 
 _ERROR = errors.ACL_ERROR_INTERNAL_ERROR
-HCCL_NOT_SUPPORT, HCCL_INTERNAL = 5, 4  # HCCL_E_NOT_SUPPORT, HCCL_E_INTERNAL
+HCCL_NOT_SUPPORT = int(HcclResult.HCCL_E_NOT_SUPPORT)
+HCCL_INTERNAL = int(HcclResult.HCCL_E_INTERNAL)
 
 
 def _on_error(exc_type: type, exc: BaseException, tb: Any) -> None:
@@ -47,12 +49,6 @@ def _kind(ctype: Any) -> str:
     return "int" if res.cname == "int" or res.kind == "enum" else "other"
 
 
-def _keep_signals() -> None:
-    from npuemu.host.core import runtime
-
-    runtime._hooks_installed = True  # private flag: see the module docstring
-
-
 def attach(soname: str, ffi: Any, lib: Any, python: str) -> None:
     """Give every function of ``lib`` its body (called once per library, by its init).
     ``python`` is the interpreter that built the library; in a C program it becomes
@@ -60,7 +56,7 @@ def attach(soname: str, ffi: Any, lib: Any, python: str) -> None:
     the process's own interpreter and exit hooks are left as they are."""
     if not lib.npuemu_host_is_python():
         sys.executable = python
-        _keep_signals()
+        runtime.without_exit_hooks()
     code, internal = errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, _ERROR
     if soname == "libhccl.so":
         code, internal = HCCL_NOT_SUPPORT, HCCL_INTERNAL

@@ -23,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from npuemu.host.hccl.types import HcclResult
 from npuemu.shared import errors
 
 HERE = Path(__file__).resolve().parent
@@ -153,7 +154,8 @@ def _init_code(lib: Library) -> str:
     hccl = lib is HCCL
     return _INIT.format(paths=_python_paths(), module=lib.module, soname=lib.soname,
                         python=python_executable(), hccl=hccl,
-                        code=4 if hccl else errors.ACL_ERROR_INTERNAL_ERROR)
+                        code=int(HcclResult.HCCL_E_INTERNAL) if hccl
+                        else errors.ACL_ERROR_INTERNAL_ERROR)
 
 
 def _c_string(text: str) -> str:

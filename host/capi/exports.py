@@ -38,6 +38,18 @@ def export(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def forward(name: str, fn: Callable[..., int]) -> None:
+    """Register the body of the C function ``name`` whose first argument is a handle: ``fn``
+    (the ``acl`` face's call) gets it as the int the runtime uses, then the other arguments as
+    they came."""
+
+    def call(handle: Any, *args: Any) -> int:
+        return fn(addr(handle), *args)
+
+    call.__name__ = call.__qualname__ = name
+    _IMPLS[name] = call
+
+
 def implementation(name: str) -> Callable[..., Any] | None:
     return _IMPLS.get(name)
 

@@ -55,9 +55,7 @@ def aclrtBinaryGetFunction(binary: Any, name: Any, out: Any) -> int:
                        rt.binary_get_function(X.addr(binary), X.text(name)))
 
 
-@export
-def aclrtBinaryUnLoad(binary: Any) -> int:
-    return rt.binary_unload(X.addr(binary))
+X.forward("aclrtBinaryUnLoad", rt.binary_unload)
 
 
 @export

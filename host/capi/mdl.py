@@ -107,14 +107,8 @@ def aclmdlCreateDesc() -> Any:
     return X.ffi.cast("aclmdlDesc *", mdl.create_desc())
 
 
-@export
-def aclmdlDestroyDesc(desc: Any) -> int:
-    return mdl.destroy_desc(X.addr(desc))
-
-
-@export
-def aclmdlGetDesc(desc: Any, model_id: int) -> int:
-    return mdl.get_desc(X.addr(desc), model_id)
+X.forward("aclmdlDestroyDesc", mdl.destroy_desc)
+X.forward("aclmdlGetDesc", mdl.get_desc)
 
 
 @export
@@ -221,9 +215,7 @@ def aclmdlCreateDataset() -> Any:
     return X.ffi.cast("aclmdlDataset *", mdl.create_dataset())
 
 
-@export
-def aclmdlDestroyDataset(ds: Any) -> int:
-    return mdl.destroy_dataset(X.addr(ds))
+X.forward("aclmdlDestroyDataset", mdl.destroy_dataset)
 
 
 @export
@@ -231,9 +223,7 @@ def aclmdlAddDatasetBuffer(ds: Any, buf: Any) -> int:
     return mdl.add_dataset_buffer(X.addr(ds), X.addr(buf))[1]
 
 
-@export
-def aclmdlGetDatasetNumBuffers(ds: Any) -> int:
-    return mdl.get_dataset_num_buffers(X.addr(ds))
+X.forward("aclmdlGetDatasetNumBuffers", mdl.get_dataset_num_buffers)
 
 
 @export

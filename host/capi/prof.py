@@ -46,19 +46,9 @@ def aclprofCreateConfig(devices: Any, n: int, metrics: int, events: Any,
     return X.ffi.cast("aclprofConfig *", prof.create_config(ids, metrics, 0, data_types))
 
 
-@export
-def aclprofDestroyConfig(config: Any) -> int:
-    return prof.destroy_config(X.addr(config))
-
-
-@export
-def aclprofStart(config: Any) -> int:
-    return prof.start(X.addr(config))
-
-
-@export
-def aclprofStop(config: Any) -> int:
-    return prof.stop(X.addr(config))
+X.forward("aclprofDestroyConfig", prof.destroy_config)
+X.forward("aclprofStart", prof.start)
+X.forward("aclprofStop", prof.stop)
 
 
 @export
@@ -87,9 +77,7 @@ def aclprofSetStampTraceMessage(stamp: Any, msg: Any, length: int) -> int:
     return prof.set_stamp_trace_message(X.addr(stamp), text, length)
 
 
-@export
-def aclprofMark(stamp: Any) -> int:
-    return prof.mark(X.addr(stamp))
+X.forward("aclprofMark", prof.mark)
 
 
 @export
@@ -100,9 +88,7 @@ def aclprofMarkEx(msg: Any, length: int, s: Any) -> int:
     return prof.mark_ex(text, X.addr(s))
 
 
-@export
-def aclprofPush(stamp: Any) -> int:
-    return prof.push(X.addr(stamp))
+X.forward("aclprofPush", prof.push)
 
 
 @export

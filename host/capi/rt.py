@@ -118,14 +118,8 @@ def aclrtCreateContext(p: Any, dev: int) -> int:
     return _handle_out("aclrtCreateContext", p, rt.create_context(dev))
 
 
-@export
-def aclrtDestroyContext(ctx: Any) -> int:
-    return rt.destroy_context(X.addr(ctx))
-
-
-@export
-def aclrtSetCurrentContext(ctx: Any) -> int:
-    return rt.set_context(X.addr(ctx))
+X.forward("aclrtDestroyContext", rt.destroy_context)
+X.forward("aclrtSetCurrentContext", rt.set_context)
 
 
 @export
@@ -149,24 +143,10 @@ def aclrtCreateStreamWithConfig(p: Any, priority: int, flag: int) -> int:
                        rt.create_stream_with_config(priority, flag))
 
 
-@export
-def aclrtDestroyStream(s: Any) -> int:
-    return rt.destroy_stream(X.addr(s))
-
-
-@export
-def aclrtDestroyStreamForce(s: Any) -> int:
-    return rt.destroy_stream_force(X.addr(s))
-
-
-@export
-def aclrtSynchronizeStream(s: Any) -> int:
-    return rt.synchronize_stream(X.addr(s))
-
-
-@export
-def aclrtSynchronizeStreamWithTimeout(s: Any, timeout: int) -> int:
-    return rt.synchronize_stream_with_timeout(X.addr(s), timeout)
+X.forward("aclrtDestroyStream", rt.destroy_stream)
+X.forward("aclrtDestroyStreamForce", rt.destroy_stream_force)
+X.forward("aclrtSynchronizeStream", rt.synchronize_stream)
+X.forward("aclrtSynchronizeStreamWithTimeout", rt.synchronize_stream_with_timeout)
 
 
 @export
@@ -189,14 +169,8 @@ def aclrtStreamWaitEventWithTimeout(s: Any, e: Any, timeout: int) -> int:
     return rt.stream_wait_event_with_timeout(X.addr(s), X.addr(e), timeout)
 
 
-@export
-def aclrtSetStreamFailureMode(s: Any, mode: int) -> int:
-    return rt.set_stream_failure_mode(X.addr(s), mode)
-
-
-@export
-def aclrtStreamAbort(s: Any) -> int:
-    return rt.stream_abort(X.addr(s))
+X.forward("aclrtSetStreamFailureMode", rt.set_stream_failure_mode)
+X.forward("aclrtStreamAbort", rt.stream_abort)
 
 
 # events ----------------------------------------------------------------------------------------
@@ -221,9 +195,7 @@ def aclrtCreateEventExWithFlag(p: Any, flag: int) -> int:
     return _handle_out("aclrtCreateEventExWithFlag", p, rt.create_event_ex_with_flag(flag))
 
 
-@export
-def aclrtDestroyEvent(e: Any) -> int:
-    return rt.destroy_event(X.addr(e))
+X.forward("aclrtDestroyEvent", rt.destroy_event)
 
 
 @export
@@ -251,14 +223,8 @@ def aclrtQueryEventWaitStatus(e: Any, p: Any) -> int:
     return _out("aclrtQueryEventWaitStatus", p, rt.query_event_wait_status(X.addr(e)))
 
 
-@export
-def aclrtSynchronizeEvent(e: Any) -> int:
-    return rt.synchronize_event(X.addr(e))
-
-
-@export
-def aclrtSynchronizeEventWithTimeout(e: Any, timeout: int) -> int:
-    return rt.synchronize_event_with_timeout(X.addr(e), timeout)
+X.forward("aclrtSynchronizeEvent", rt.synchronize_event)
+X.forward("aclrtSynchronizeEventWithTimeout", rt.synchronize_event_with_timeout)
 
 
 @export

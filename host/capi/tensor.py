@@ -37,34 +37,12 @@ def aclDestroyTensorDesc(desc: Any) -> None:
     acl.destroy_tensor_desc(X.addr(desc))
 
 
-@export
-def aclGetTensorDescType(desc: Any) -> int:
-    return acl.get_tensor_desc_type(X.addr(desc))
-
-
-@export
-def aclGetTensorDescFormat(desc: Any) -> int:
-    return acl.get_tensor_desc_format(X.addr(desc))
-
-
-@export
-def aclGetTensorDescSize(desc: Any) -> int:
-    return acl.get_tensor_desc_size(X.addr(desc))
-
-
-@export
-def aclGetTensorDescElementCount(desc: Any) -> int:
-    return acl.get_tensor_desc_element_count(X.addr(desc))
-
-
-@export
-def aclGetTensorDescNumDims(desc: Any) -> int:
-    return acl.get_tensor_desc_num_dims(X.addr(desc))
-
-
-@export
-def aclGetTensorDescDim(desc: Any, index: int) -> int:
-    return acl.get_tensor_desc_dim(X.addr(desc), index)
+X.forward("aclGetTensorDescType", acl.get_tensor_desc_type)
+X.forward("aclGetTensorDescFormat", acl.get_tensor_desc_format)
+X.forward("aclGetTensorDescSize", acl.get_tensor_desc_size)
+X.forward("aclGetTensorDescElementCount", acl.get_tensor_desc_element_count)
+X.forward("aclGetTensorDescNumDims", acl.get_tensor_desc_num_dims)
+X.forward("aclGetTensorDescDim", acl.get_tensor_desc_dim)
 
 
 @export

@@ -45,9 +45,7 @@ def aclrtMemPoolCreate(out: Any, props: Any) -> int:
     return _out("aclrtMemPoolCreate", out, rt.mem_pool_create(desc), "void *")
 
 
-@export
-def aclrtMemPoolDestroy(pool: Any) -> int:
-    return rt.mem_pool_destroy(X.addr(pool))
+X.forward("aclrtMemPoolDestroy", rt.mem_pool_destroy)
 
 
 @export
@@ -63,9 +61,7 @@ def aclrtMemPoolFreeAsync(ptr: Any, s: Any) -> int:
     return rt.mem_pool_free_async(X.addr(ptr), X.addr(s))
 
 
-@export
-def aclrtMemPoolTrimTo(pool: Any, keep: int) -> int:
-    return rt.mem_pool_trim_to(X.addr(pool), keep)
+X.forward("aclrtMemPoolTrimTo", rt.mem_pool_trim_to)
 
 
 def _attr_ptr(attr: int, value: Any) -> Any:
@@ -109,9 +105,7 @@ def aclrtReserveMemAddress(out: Any, size: int, alignment: int, expect: Any, fla
                 rt.reserve_mem_address(size, alignment, X.addr(expect), flags), "void *")
 
 
-@export
-def aclrtReleaseMemAddress(va: Any) -> int:
-    return rt.release_mem_address(X.addr(va))
+X.forward("aclrtReleaseMemAddress", rt.release_mem_address)
 
 
 @export
@@ -124,9 +118,7 @@ def aclrtMallocPhysical(out: Any, size: int, prop: Any, flags: int) -> int:
                 "void *")
 
 
-@export
-def aclrtFreePhysical(handle: Any) -> int:
-    return rt.free_physical(X.addr(handle))
+X.forward("aclrtFreePhysical", rt.free_physical)
 
 
 @export
@@ -134,9 +126,7 @@ def aclrtMapMem(va: Any, size: int, offset: int, handle: Any, flags: int) -> int
     return rt.map_mem(X.addr(va), size, offset, X.addr(handle), flags)
 
 
-@export
-def aclrtUnmapMem(va: Any) -> int:
-    return rt.unmap_mem(X.addr(va))
+X.forward("aclrtUnmapMem", rt.unmap_mem)
 
 
 @export

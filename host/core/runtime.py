@@ -375,6 +375,14 @@ def _on_sigterm(signum: int, frame: object) -> None:
 _hooks_installed = False
 
 
+def without_exit_hooks() -> None:
+    """Never install the exit hooks below: for a runtime embedded in a C program
+    (``host/capi``), whose interpreter is never finalized (atexit never runs) and whose
+    signals are the program's own."""
+    global _hooks_installed
+    _hooks_installed = True
+
+
 def _install_exit_hooks() -> None:
     """atexit teardown; SIGTERM becomes SystemExit so atexit runs (unless the program set
     its own handler)."""
