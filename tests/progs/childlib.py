@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from npuemu.shared import errors
 from npuemu.tools.cli import install_acl
 
 install_acl()
@@ -29,6 +30,15 @@ def ok(ret, what=""):
     """Exit the child with the code and the runtime's last message unless ``ret`` is 0."""
     if ret != 0:
         raise SystemExit(f"{what} failed: {ret} {acl.get_recent_err_msg()}")
+
+
+def code_of(fn, *args):
+    """0, or the ACL code of the ``AclError`` that ``fn(*args)`` raised."""
+    try:
+        fn(*args)
+    except errors.AclError as err:
+        return err.code
+    return 0
 
 
 def ints(result):
