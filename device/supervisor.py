@@ -56,7 +56,7 @@ import time
 
 import psutil
 
-from npuemu.shared import control, errors, layout, protocol, shm, topology
+from npuemu.shared import control, errors, layout, liveness, protocol, shm, topology
 from npuemu.shared.config import ATTACH_TIMEOUT_S, DEVICE_LOST_TIMEOUT_S, WorkerSettings
 from npuemu.shared.layout import (
     CLIENT_ENTRY,
@@ -108,7 +108,9 @@ class DeviceProc:
 class Supervisor:
     def __init__(self, args: argparse.Namespace) -> None:
         self.node, self.args = args.node, args
-        self.groups = topology.parse(WorkerSettings.from_env().topology, args.devices)
+        profile = soc_profile(args.soc)  # the default topology is the SoC's
+        self.groups = topology.parse(WorkerSettings.from_env().topology, args.devices,
+                                     profile.hccs_group if profile else topology.GROUP_SIZE)
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(control.address(self.node))  # EADDRINUSE: the node exists
@@ -120,6 +122,9 @@ class Supervisor:
         self.devices = [DeviceProc(d) for d in range(args.devices)]
         self.conns: dict[socket.socket, dict] = {}
         self.owner_seen = False
+        # the owner is watched from now on (a zombie is dead; a later process on its pid is
+        # not taken for it)
+        self.owner = liveness.ProcessWatch(args.owner) if args.owner else None
         self.refused = 0
         self.running = True
         self._write_registry()
@@ -358,10 +363,14 @@ class Supervisor:
             for key, _ in self.sel.select(timeout=LOOP_S):
                 self._event(key)
             self.check_heartbeats()
-            if self.args.owner and not self.owner_seen and (
-                    not psutil.pid_exists(self.args.owner)
-                    or time.monotonic() - started > ATTACH_TIMEOUT_S):
-                self.running = False  # the owner died before it ever connected
+            if self.owner_lost(started):
+                self.running = False
+
+    def owner_lost(self, started: float) -> bool:
+        """An embedded node's owner died (a zombie included) before it ever connected, or
+        has not connected within ``ATTACH_TIMEOUT_S`` of ``started``."""
+        return self.owner is not None and not self.owner_seen and (
+            not self.owner.alive() or time.monotonic() - started > ATTACH_TIMEOUT_S)
 
     def _event(self, key: selectors.SelectorKey) -> None:
         kind, obj = key.data
@@ -516,7 +525,7 @@ def _abandoned(name: str, gone: int) -> bool:
         joined = True
         pid = words[base + layout.COMM_RANK.PID]
         if state != layout.CommRankState.LEFT and pid not in (0, gone) and \
-                0 < pid < 1 << 22 and psutil.pid_exists(pid):
+                0 < pid < 1 << 22 and liveness.alive_now(pid):  # a zombie is gone
             return False
     return joined
 

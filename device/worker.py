@@ -253,6 +253,11 @@ class Worker:
         ctl[_C.PID] = me.pid
         ctl[_C.CTIME] = int(me.create_time() * 1e6)
         ctl[_C.HBM_TOTAL], ctl[_C.DDR_TOTAL] = hbm, ddr
+        # the firmware's share counts as used, as npu-smi shows it on an idle card (and as
+        # aclrtGetMemInfo's free leaves it out); per-process figures never include it
+        for arena in self.memory.arenas:
+            used_field, peak_field = _ARENA_FIELDS[arena.kind]
+            ctl[used_field] = ctl[peak_field] = arena.reserved
         ctl[_C.HBM_LARGEST_FREE], ctl[_C.HBM_FREE_BLOCKS] = hbm, 1 if hbm else 0
         ctl[_C.BOOT_NS] = self.boot_ns
         ctl[_C.HEARTBEAT] = time.monotonic_ns()
@@ -396,9 +401,7 @@ class Worker:
                 served = self.serve()
                 until = scheduler.pump()
             except BaseException as err:  # a bug of ours: keep the card up, say where
-                if containment.is_stop(err):
-                    raise
-                self.internal_error("main loop")
+                self._contain(err, "main loop")
                 served, until = 0, 0.01
             if served:
                 last_work = now
@@ -410,7 +413,17 @@ class Worker:
                 now = time.monotonic()
             if now - last_house > HOUSEKEEPING_S:
                 last_house = now
-                self.housekeeping()
+                try:
+                    self.housekeeping()
+                except BaseException as err:  # likewise: the next pass tries again
+                    self._contain(err, "housekeeping")
+
+    def _contain(self, err: BaseException, where: str) -> None:
+        """A failure of the loop's own code (``where``): logged as an internal error, and the
+        card stays up; only the worker's own stop (``containment.is_stop``) is raised on."""
+        if containment.is_stop(err):
+            raise err
+        self.internal_error(where)
 
     def stop(self) -> None:
         """End the loop after its current pass (the SIGINT handler of a hand-run worker)."""

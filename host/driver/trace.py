@@ -23,9 +23,8 @@ import time
 from typing import Any
 
 import numpy as np
-import psutil
 
-from npuemu.shared import errors, logring, shm
+from npuemu.shared import errors, liveness, logring, shm
 from npuemu.shared import trace as tl
 from npuemu.shared.layout import CTL_LINKS, DEVICE_CTL, LINK_ENTRY
 from npuemu.shared.protocol import Frame
@@ -76,7 +75,7 @@ class TraceReader:
         self.records = np.frombuffer(self.seg.buf, RECORD_DTYPE, count=self.capacity,
                                      offset=tl.RECORDS_OFFSET)
         other = words[_H.READER_PID]
-        if other and other != os.getpid() and psutil.pid_exists(other):
+        if other and other != os.getpid() and liveness.alive_now(other):  # a zombie: free
             self._release()
             raise errors.error_for(errors.ACL_ERROR_PROF_ALREADY_RUN,
                                    f"device {link.dev} is profiled by process {other}")
