@@ -108,9 +108,7 @@ class DeviceProc:
 class Supervisor:
     def __init__(self, args: argparse.Namespace) -> None:
         self.node, self.args = args.node, args
-        profile = soc_profile(args.soc)  # the default topology is the SoC's
-        self.groups = topology.parse(WorkerSettings.from_env().topology, args.devices,
-                                     profile.hccs_group if profile else topology.GROUP_SIZE)
+        self.groups = topology.parse(WorkerSettings.from_env().topology, args.devices)
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(control.address(self.node))  # EADDRINUSE: the node exists
