@@ -57,7 +57,12 @@ import time
 import psutil
 
 from npuemu.shared import control, errors, layout, liveness, protocol, shm, topology
-from npuemu.shared.config import ATTACH_TIMEOUT_S, DEVICE_LOST_TIMEOUT_S, WorkerSettings
+from npuemu.shared.config import (
+    ATTACH_TIMEOUT_S,
+    DEVICE_LOST_TIMEOUT_S,
+    WorkerSettings,
+    soc_profile,
+)
 from npuemu.shared.layout import (
     CLIENT_ENTRY,
     CTL_CLIENTS,
@@ -108,7 +113,9 @@ class DeviceProc:
 class Supervisor:
     def __init__(self, args: argparse.Namespace) -> None:
         self.node, self.args = args.node, args
-        self.groups = topology.parse(WorkerSettings.from_env().topology, args.devices)
+        profile = soc_profile(args.soc)  # the default topology is the SoC's
+        self.groups = topology.parse(WorkerSettings.from_env().topology, args.devices,
+                                     profile.hccs_group if profile else topology.GROUP_SIZE)
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(control.address(self.node))  # EADDRINUSE: the node exists

@@ -253,6 +253,11 @@ class Worker:
         ctl[_C.PID] = me.pid
         ctl[_C.CTIME] = int(me.create_time() * 1e6)
         ctl[_C.HBM_TOTAL], ctl[_C.DDR_TOTAL] = hbm, ddr
+        # the firmware's share counts as used, as npu-smi shows it on an idle card (and as
+        # aclrtGetMemInfo's free leaves it out); per-process figures never include it
+        for arena in self.memory.arenas:
+            used_field, peak_field = _ARENA_FIELDS[arena.kind]
+            ctl[used_field] = ctl[peak_field] = arena.reserved
         ctl[_C.HBM_LARGEST_FREE], ctl[_C.HBM_FREE_BLOCKS] = hbm, 1 if hbm else 0
         ctl[_C.BOOT_NS] = self.boot_ns
         ctl[_C.HEARTBEAT] = time.monotonic_ns()

@@ -43,10 +43,12 @@ __all__ = [
     "MAX_ARENA_BYTES",
     "MEM_ALIGN",
     "PROFILES",
+    "SOC_FAMILIES",
     "NodeConfig",
     "SocProfile",
     "parse_size",
     "parse_visible_devices",
+    "soc_profile",
 ]
 
 KiB = 1 << 10
@@ -104,11 +106,13 @@ def glibc_tunables(current: str, nt_bytes: int) -> str:
 VARIABLES: dict[str, str] = {
     "NPUEMU_NODE": "attach to this shared node instead of starting an embedded one",
     "NPUEMU_DEVICES": f"cards of an embedded node, 1..{address.MAX_DEVICES} (default 8)",
-    "NPUEMU_SOC": "SoC profile of an embedded node (default Ascend910B1)",
+    "NPUEMU_SOC": "SoC profile of an embedded node: Ascend910B1..B4, Ascend910_9391 (or "
+                  "Ascend910_93), Ascend310P3, Ascend310B1 (default Ascend910B1)",
     "NPUEMU_SDK_HOME": "where `npuemu sdk` and `npuemu run ./a.out` put the C toolkit tree",
     "NPUEMU_HBM": "HBM per card, a size such as 64G (default: the SoC's)",
     "NPUEMU_DDR": "device DDR per card, a size (default 8G)",
-    "NPUEMU_TOPOLOGY": "HCCS groups, e.g. 0-3,4-7 (default: groups of 4)",
+    "NPUEMU_TOPOLOGY": "HCCS groups, e.g. 0-3,4-7 (default: the SoC's; groups of 4 on "
+                       "910B)",
     "NPUEMU_MAX_STREAMS": f"streams per card, 1..{layout.MAX_STREAMS} (default: the maximum)",
     "NPUEMU_ECC_SBE_WARN": "correctable ECC errors before health Warning, >= 1 (default 5)",
     "NPUEMU_TRACK_ALLOC": "1: record the Python stack of every malloc for leak reports",
@@ -123,7 +127,10 @@ VARIABLES: dict[str, str] = {
     "ASCEND_GLOBAL_LOG_LEVEL": "0..4, other values ignored (default 3)",
     "ASCEND_MODULE_LOG_LEVEL": "MOD=lvl:MOD=lvl; one bad token voids it",
     "ASCEND_GLOBAL_EVENT_ENABLE": "0/1 (default 1)",
-    "ASCEND_LOG_PRINT_TO_STDOUT": "1: device log lines also go to the worker's stdout",
+    "ASCEND_LOG_PRINT_TO_STDOUT": "1: host log lines also go to stdout, device ones to the "
+                                  "worker's stdout",
+    "ASCEND_SLOG_PRINT_TO_STDOUT": "the older name of ASCEND_LOG_PRINT_TO_STDOUT (either "
+                                   "set to 1 turns it on)",
     "ASCEND_PROCESS_LOG_PATH": "root of the host plog files (first choice; default ~/ascend/log)",
     "ASCEND_WORK_PATH": "root of the host plog files when ASCEND_PROCESS_LOG_PATH is unset",
     "ASCEND_OP_CACHE_MAX_SIZE": "entries of the in-memory op map per card (default 20000)",
@@ -139,12 +146,23 @@ VARIABLES: dict[str, str] = {
 """Every environment variable npuemu reads, with what it means."""
 
 
+def _round_up(n: int, align: int) -> int:
+    return -(-n // align) * align
+
+
 @dataclass(frozen=True)
 class SocProfile:
     """Hardware numbers of one SoC, as in ``[SoCInfo]`` of its CANN platform ``.ini`` file.
 
-    ``hbm_bytes`` is ``memory_size``; ``l2_bytes`` is ``l2_size``. ``ddr_bytes`` (device DDR
-    next to the HBM) has no ``.ini`` key: it is npuemu's choice, 8 GiB for every profile.
+    ``hbm_bytes`` is ``memory_size``: the card's main memory, the arena ``aclrtMalloc`` takes
+    from. On the inference SoCs (Ascend310P3, Ascend310B1) that memory is DDR, not HBM
+    (``main_memory`` says which): npuemu still keeps it in its HBM arena, so
+    ``aclrtGetMemInfo(ACL_HBM_MEM)`` reports it there (the real runtime's split of those
+    SoCs' memory attributes is not emulated); ``npuemu smi`` shows it as Memory-Usage.
+    ``l2_bytes`` is ``l2_size``; ``core_types`` is ``core_type_list``. ``ddr_bytes`` (device
+    DDR next to the main memory) has no ``.ini`` key: it is npuemu's choice, 8 GiB for every
+    profile. ``hccs_group``: cards per HCCS mesh of the default topology, 0 for SoCs whose
+    cards have no HCCS (PCIe only: every card its own group, no peer access).
     """
 
     name: str
@@ -155,13 +173,25 @@ class SocProfile:
     vector_core_num: int
     aicpu_num: int
     l2_bytes: int
+    core_types: tuple[str, ...] = ("CubeCore", "VectorCore")
+    hccs_group: int = 4
+    main_memory: str = "HBM"
+
+    @property
+    def chip_name(self) -> str:
+        """The name npu-smi prints for the chip (``910B1``, ``310P3``)."""
+        return self.name.removeprefix("Ascend")
 
 
 # Numbers from hicann/runtime src/platform/platform_config/cann/<name>.ini, [SoCInfo]
-# (ai_core_cnt, cube_core_cnt, vector_core_cnt, ai_cpu_cnt, memory_size, l2_size); read at
-# commits 40a5304 (910B1), a4fd650 (910B2), a4fd650 (910B3) and 494dda3 (910B4).
-# SoCs whose .ini lacks a field we need
-# (e.g. Ascend310P3 has no cube_core_cnt) are left out rather than guessed.
+# (ai_core_cnt, cube_core_cnt, vector_core_cnt, ai_cpu_cnt, memory_size, l2_size,
+# core_type_list); read at commits 40a5304 (910B1, 310P3), a4fd650 (910B2, 910B3, 310B1,
+# 910_9391) and 494dda3 (910B4); sizes rounded up to MEM_ALIGN (Ascend310P3's
+# memory_size, 24000000000, is not a multiple of it). Ascend310P3's .ini has no
+# cube_core_cnt: its AI Cores hold the cube units, so its cube count is its AI Core count.
+# HCCS groups: the A2 servers' default of two groups of 4 (shared/topology.py), one mesh
+# of 16 for the A3 (an A3 server joins its 16 chips over HCCS), none for the PCIe
+# inference cards.
 _DDR_BYTES = 8 * GiB
 
 PROFILES: dict[str, SocProfile] = {
@@ -171,9 +201,27 @@ PROFILES: dict[str, SocProfile] = {
         SocProfile("Ascend910B2", 64 * GiB, _DDR_BYTES, 24, 24, 48, 6, 192 * MiB),
         SocProfile("Ascend910B3", 64 * GiB, _DDR_BYTES, 20, 20, 40, 6, 192 * MiB),
         SocProfile("Ascend910B4", 32 * GiB, _DDR_BYTES, 20, 20, 40, 6, 96 * MiB),
+        SocProfile("Ascend910_9391", 64 * GiB, _DDR_BYTES, 24, 24, 48, 6, 192 * MiB,
+                   hccs_group=16),
+        SocProfile("Ascend310P3", _round_up(24_000_000_000, MEM_ALIGN), _DDR_BYTES, 8, 8, 7, 7,
+                   16 * MiB,
+                   ("AICore", "VectorCore"), hccs_group=0, main_memory="DDR"),
+        SocProfile("Ascend310B1", 32 * GiB, _DDR_BYTES, 1, 1, 1, 4, 4 * MiB,
+                   ("AICore", "VectorCore", "CubeCore"), hccs_group=0, main_memory="DDR"),
     )
 }
 """Known SoCs by ``aclrtGetSocName`` string."""
+
+SOC_FAMILIES: dict[str, str] = {"Ascend910_93": "Ascend910_9391"}
+"""Family names (the ``.ini`` files' ``Short_SoC_version``) accepted where a SoC is named
+(``NPUEMU_SOC``, ATC's ``--soc_version``) for the profile of that family npuemu has;
+``aclrtGetSocName`` then reports the profile's full name, as a real card does."""
+
+
+def soc_profile(name: str) -> SocProfile | None:
+    """The profile of ``name``, a SoC or a family name of :data:`SOC_FAMILIES`, or None."""
+    return PROFILES.get(SOC_FAMILIES.get(name, name))
+
 
 _SIZE_RE = re.compile(
     r"(?P<num>\d+(?:\.\d*)?|\.\d+)\s*(?:(?P<unit>[kmgt])(?:i?b)?|b)?", re.IGNORECASE | re.ASCII
@@ -227,10 +275,6 @@ def parse_visible_devices(value: str | None, count: int) -> list[int]:
     return ids
 
 
-def _round_up(n: int, align: int) -> int:
-    return -(-n // align) * align
-
-
 def _check_devices(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{what}: device count must be an int, got {value!r}")
@@ -257,9 +301,11 @@ def _check_mem(value: Any, what: str) -> int:
 def _check_soc(value: Any, what: str) -> SocProfile:
     if isinstance(value, SocProfile):
         return value
-    if isinstance(value, str) and value in PROFILES:
-        return PROFILES[value]
-    raise ValueError(f"{what}: unknown SoC {value!r}; known: {', '.join(PROFILES)}")
+    found = soc_profile(value) if isinstance(value, str) else None
+    if found is not None:
+        return found
+    raise ValueError(f"{what}: unknown SoC {value!r}; known: "
+                     f"{', '.join([*PROFILES, *SOC_FAMILIES])}")
 
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -415,7 +461,14 @@ class WorkerSettings:
         return cls(number("NPUEMU_MAX_STREAMS", 1, layout.MAX_STREAMS, DEFAULT_MAX_STREAMS),
                    number("NPUEMU_ECC_SBE_WARN", 1, 1 << 32, DEFAULT_ECC_SBE_WARN),
                    env.get("NPUEMU_TOPOLOGY", "").strip() or None,
-                   env.get("ASCEND_LOG_PRINT_TO_STDOUT", "").strip() == "1")
+                   log_to_stdout(env))
+
+
+def log_to_stdout(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether log lines are printed to stdout: ``ASCEND_LOG_PRINT_TO_STDOUT=1`` or its older
+    name ``ASCEND_SLOG_PRINT_TO_STDOUT=1``, which most scripts still set."""
+    return any(env.get(var, "").strip() == "1"
+               for var in ("ASCEND_LOG_PRINT_TO_STDOUT", "ASCEND_SLOG_PRINT_TO_STDOUT"))
 
 
 def check_env(env: Mapping[str, str] = os.environ) -> str:

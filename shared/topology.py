@@ -14,10 +14,12 @@ from npuemu.shared.enums import DevsTopology
 GROUP_SIZE = 4
 
 
-def parse(spec: str | None, devices: int) -> list[int]:
-    """HCCS group number of each card. Every card must be in exactly one group."""
+def parse(spec: str | None, devices: int, group_size: int = GROUP_SIZE) -> list[int]:
+    """HCCS group number of each card. Every card must be in exactly one group. Without
+    ``spec``, groups of ``group_size`` cards (the SoC's); 0 means the cards have no HCCS,
+    each is a group of its own."""
     if not spec or not spec.strip():
-        return [dev // GROUP_SIZE for dev in range(devices)]
+        return [dev // group_size if group_size else dev for dev in range(devices)]
     groups = [-1] * devices
     for number, part in enumerate(spec.split(",")):
         lo, _, hi = part.strip().partition("-")

@@ -372,9 +372,9 @@ def _main_new(argv: list[str]) -> int:
         parser.print_help()
         return 0
     if args.verb == "version":
-        from npuemu.tools.smi import version
+        import npuemu
 
-        print(f"msnpureport (npuemu) {version()}")
+        print(f"msnpureport (npuemu) {npuemu.__version__}")
         return 0
     view = open_node(args.name, PROG)
     if view is None:

@@ -7,16 +7,16 @@ command asks the driver to clear its counters).
     $ npuemu smi info
 
 +------------------------------------------------------------------------------------------------+
-| npu-smi 0.1.0                    Version: 0.1.0                                                |
+| npu-smi 24.1.rc3                 Version: 24.1.rc3                                             |
 +---------------------------+---------------+----------------------------------------------------+
-| NPU ID  Name              | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
-|                           | Bus-Id        | NPU Util(%) Memory-Usage(MB)  HBM-Usage(MB)        |
+| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
+| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
 +===========================+===============+====================================================+
-| 0       910B1             | Alarm         | 97.8        36                0    / 512           |
-|                           | 0000:C1:00.0  | 3           0    / 256        2    / 1024          |
+| 0     910B1               | Alarm         | 97.8        36                0    / 0             |
+| 0                         | 0000:C1:00.0  | 3           0    / 256        3074 / 65536         |
 +===========================+===============+====================================================+
-| 1       910B1             | UNKNOWN       | -           -                 -                    |
-|                           | 0000:C2:00.0  | -           -                 -                    |
+| 1     910B1               | UNKNOWN       | -           -                 -                    |
+| 0                         | 0000:C2:00.0  | -           -                 -                    |
 +===========================+===============+====================================================+
 +---------------------------+---------------+----------------------------------------------------+
 | NPU ID                    | Process id    | Process name             | Process memory(MB)      |
@@ -36,7 +36,7 @@ command asks the driver to clear its counters).
             Message                        : Set chip clear-ecc-info successfully
 
 Power and temperature are not measured (an emulated card has no sensors): they are derived
-from the card's NPU Util (u, 0..100, below) by a stated linear model of a 910B card, the
+from the card's AICore(%) (u, 0..100, below) by a stated linear model of a 910B card, the
 same for every SoC profile::
 
     Power(W)             = 90.0 + (350.0 - 90.0) * u / 100     (idle 90 W, 350 W at full load)
@@ -45,13 +45,19 @@ same for every SoC profile::
 
 So an idle card shows 90.0 W and 35 C, and a card that has been busy half its uptime 220.0 W
 and 52 C. A card whose worker is not running shows ``-``. What else is invented (a card has
-a PCIe address; an emulated one has none): clock speeds and manufacturer id are fixed
-(the 910B's), Bus-Ids follow an 8-card Atlas 800T A2 server
-(``0000:C1:00.0``, ``0000:C2:00.0``, ``0000:81:00.0`` ...), serial numbers are derived from
-the node name. The other numbers are real: Health, usage (MB = MiB, rounded up), huge pages
-(2 MiB pages in use / arena size in 2 MiB pages), NPU Util (AI Core busy time over the
-worker's uptime, in %), ECC counters, isolated pages, processes (attached host clients).
-A card whose worker is not running (never started, or lost) shows Health ``UNKNOWN``.
+a PCIe address; an emulated one has none): the version line is :data:`DRIVER_VERSION` (the
+driver release whose layout these tables follow; npuemu has no driver, scripts parse a
+driver version there), clock speeds and manufacturer id are fixed (the 910B's), Bus-Ids
+follow an 8-card Atlas 800T A2 server (``0000:C1:00.0``, ``0000:C2:00.0``, ``0000:81:00.0``
+...), serial numbers are derived from the node name. The other numbers are real: Health,
+usage (MB = MiB, rounded up; the firmware's share counts as used, as on a card), AICore(%)
+(AI Core busy time over the worker's uptime), ECC counters, isolated pages, processes
+(attached host clients). Hugepages-Usage is the host's huge pages (``/proc/meminfo``:
+in use / total), as npu-smi reports them. Memory-Usage is the device DDR and HBM-Usage the
+HBM; on the SoCs whose main memory is DDR (Ascend310P3, Ascend310B1) Memory-Usage is that
+memory and HBM-Usage ``0 / 0``, as those cards show it. The Chip row is the chip index on
+the card (0: one chip per emulated card). A card whose worker is not running (never
+started, or lost) shows Health ``UNKNOWN``.
 
 Usage::
 
@@ -72,20 +78,22 @@ from dataclasses import dataclass, field
 import psutil
 
 from npuemu.shared import errors, layout, logring, shm
+from npuemu.shared.config import soc_profile
 from npuemu.shared.layout import DEVICE_CTL, POISON_ENTRY, DeviceState
 from npuemu.tools.status import hbm_pools
 
 _C = DEVICE_CTL
 MiB = 1 << 20
-HUGE_PAGE = 2 * MiB
 HEALTH_NAMES = {0: "OK", 1: "Warning", 2: "Alarm", 3: "Critical"}
 UNKNOWN = "UNKNOWN"
 IDLE_W, FULL_W = 90.0, 350.0
-"""Power model: watts at NPU Util 0 % and 100 % (linear between; see the module docstring)."""
+"""Power model: watts at AICore(%) 0 and 100 (linear between; see the module docstring)."""
 IDLE_C, FULL_C = 35, 70
-"""Temperature model: degrees C at NPU Util 0 % and 100 % (linear between)."""
+"""Temperature model: degrees C at AICore(%) 0 and 100 (linear between)."""
 HBM_OVER_C = 2
 """HBM temperature above the chip temperature of the model."""
+DRIVER_VERSION = "24.1.rc3"
+"""The version npu-smi prints in its first line (see the module docstring)."""
 _BUS = ("C1", "C2", "81", "82", "01", "02", "41", "42")
 _W = (27, 15, 52)  # the three cells of the box table
 _PW = (27, 15, 26, 25)  # the process table splits the third cell in two
@@ -234,19 +242,34 @@ def npu_util(card: Card) -> int:
 
 
 def power_w(util: int) -> float:
-    """Modelled board power at NPU Util ``util`` % (not measured: see the module docstring)."""
+    """Modelled board power at AICore(%) ``util`` (not measured: see the module docstring)."""
     return IDLE_W + (FULL_W - IDLE_W) * util / 100
 
 
 def temp_c(util: int) -> int:
-    """Modelled chip temperature at NPU Util ``util`` % (not measured)."""
+    """Modelled chip temperature at AICore(%) ``util`` (not measured)."""
     return round(IDLE_C + (FULL_C - IDLE_C) * util / 100)
 
 
-def version() -> str:
-    import npuemu
+def host_hugepages() -> tuple[int, int]:
+    """The host's huge pages: ``(in use, total)`` from ``/proc/meminfo`` ((0, 0) if none)."""
+    info: dict[str, int] = {}
+    with contextlib.suppress(OSError), open("/proc/meminfo", encoding="ascii") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("HugePages_Total", "HugePages_Free"):
+                info[key] = int(value.split()[0])
+    total = info.get("HugePages_Total", 0)
+    return total - info.get("HugePages_Free", total), total
 
-    return npuemu.__version__
+
+def _memory_cells(view: NodeView, card: Card) -> tuple[str, str]:
+    """Memory-Usage and HBM-Usage of a running card (see the module docstring)."""
+    main = _usage(mb(card.word(_C.HBM_USED)), mb(card.word(_C.HBM_TOTAL)))
+    profile = soc_profile(view.soc)
+    if profile is not None and profile.main_memory == "DDR":
+        return main, _usage(0, 0)
+    return _usage(mb(card.word(_C.DDR_USED)), mb(card.word(_C.DDR_TOTAL))), main
 
 
 def kv(pairs: list[tuple[str, object]]) -> str:
@@ -279,27 +302,25 @@ def _usage(used: int, total: int) -> str:
 
 def render_info(view: NodeView) -> str:
     inner = sum(_W) + len(_W) - 1
-    ver = version()
-    lines = ["+" + "-" * inner + "+", _full(f"{'npu-smi ' + ver:<32} Version: {ver}"),
+    lines = ["+" + "-" * inner + "+",
+             _full(f"{'npu-smi ' + DRIVER_VERSION:<32} Version: {DRIVER_VERSION}"),
              _line(),
-             _cells("NPU ID  Name", "Health", _triple("Power(W)", "Temp(C)",
-                                                       "Hugepages-Usage(page)")),
-             _cells("", "Bus-Id", _triple("NPU Util(%)", "Memory-Usage(MB)", "HBM-Usage(MB)")),
+             _cells("NPU   Name", "Health", _triple("Power(W)", "Temp(C)",
+                                                     "Hugepages-Usage(page)")),
+             _cells("Chip", "Bus-Id", _triple("AICore(%)", "Memory-Usage(MB)", "HBM-Usage(MB)")),
              _line("=")]
-    short = view.soc.removeprefix("Ascend")
+    profile = soc_profile(view.soc)
+    short = profile.chip_name if profile else view.soc.removeprefix("Ascend")
+    huge = _usage(*host_hugepages())
     for card in view.cards:
         if card.running:
-            huge = _usage(-(-card.word(_C.USED_HUGE) // HUGE_PAGE),
-                          card.word(_C.HBM_TOTAL) // HUGE_PAGE)
             util = npu_util(card)
             first = _triple(f"{power_w(util):.1f}", temp_c(util), huge)
-            second = _triple(util,
-                             _usage(mb(card.word(_C.DDR_USED)), mb(card.word(_C.DDR_TOTAL))),
-                             _usage(mb(card.word(_C.HBM_USED)), mb(card.word(_C.HBM_TOTAL))))
+            second = _triple(util, *_memory_cells(view, card))
         else:
             first = second = _triple("-", "-", "-")
-        lines += [_cells(f"{card.id:<8}{short}", card.health, first),
-                  _cells("", bus_id(card.id), second), _line("=")]
+        lines += [_cells(f"{card.id:<6}{short}", card.health, first),
+                  _cells("0", bus_id(card.id), second), _line("=")]
     lines += [_line(), _cells("NPU ID", "Process id", "Process name", "Process memory(MB)",
                               widths=_PW), _line("=")]
     for card in view.cards:
@@ -380,7 +401,7 @@ def _pool_rows(card: Card) -> list[tuple[str, object]]:
 
 # ------------------------------------------------------------------------------- commands
 def _parser() -> argparse.ArgumentParser:
-    model = ("Power(W) and Temp(C) are not measured: they are modelled from NPU Util u (AI "
+    model = ("Power(W) and Temp(C) are not measured: they are modelled from AICore(%) u (AI "
              f"Core busy time over the worker's uptime) as {IDLE_W:.0f} + "
              f"{FULL_W - IDLE_W:.0f}*u/100 W and {IDLE_C} + {FULL_C - IDLE_C}*u/100 C.")
     parser = argparse.ArgumentParser(prog="npuemu smi", description="npu-smi of an npuemu node",

@@ -51,12 +51,18 @@ from npuemu.shared.enums import MemAttr, MemMallocModifier
 from npuemu.shared.pages import FarPages, far_base
 
 COMMIT_CHUNK = HUGE_PAGE
-FIRMWARE_RESERVED_HBM = {profile.hbm_bytes: 3 << 30 for profile in PROFILES.values()}
+FIRMWARE_RESERVED_HBM = {p.hbm_bytes: 3 << 30 for p in PROFILES.values()}
 """HBM a real card keeps for its firmware and runtime (not allocatable, not in ``free`` of
-``aclrtGetMemInfo``), by HBM size of the SoC profiles (64 GiB: Ascend910B1-B3, 32 GiB:
-Ascend910B4): 3 GiB. Our choice: no documented figure was found; 3 GiB is close to the
-HBM usage ``npu-smi info`` commonly shows on an idle Atlas A2 card. A card given another
-HBM size (``NPUEMU_HBM``, as tests do) reserves nothing, so small test cards keep all of it."""
+``aclrtGetMemInfo``, counted as used by ``npuemu status``/``smi``), by HBM size of the SoC
+profiles (``shared/config.py``): 3 GiB. Our choice: no documented figure was found; 3 GiB
+is close to the HBM usage ``npu-smi info`` commonly shows on an idle Atlas A2 card. A card
+given another HBM size (``NPUEMU_HBM``, as tests do) reserves nothing, so small test cards
+keep all of it."""
+FIRMWARE_RESERVED_DDR = {p.ddr_bytes: 1 << 30 for p in PROFILES.values()}
+"""The same for the device DDR, by the profiles' DDR size (8 GiB): 1 GiB, the device OS's
+share (our choice, as for HBM: no documented figure). Another DDR size (``NPUEMU_DDR``)
+reserves nothing."""
+_RESERVED = {address.HBM: FIRMWARE_RESERVED_HBM, address.DDR: FIRMWARE_RESERVED_DDR}
 _LOW_BAND_WIDTH = int(MemMallocModifier.ACL_MEM_TYPE_LOW_BAND_WIDTH)
 
 
@@ -99,7 +105,7 @@ class Arena:
         self.normal = NormalChunks()  # the normal-page pool's 2 MiB chunks (pools.py)
         self._committed = bytearray(-(-seg.size // COMMIT_CHUNK))
         self.committed_bytes = 0
-        self.reserved = FIRMWARE_RESERVED_HBM.get(seg.size, 0) if kind == address.HBM else 0
+        self.reserved = _RESERVED[kind].get(seg.size, 0) if kind in _RESERVED else 0
         self.limit = seg.size - self.reserved  # what user allocations may use in all
         self.progress: Callable[[], None] = _no_progress  # after each chunk (worker: beat)
 

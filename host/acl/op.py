@@ -25,6 +25,14 @@ from npuemu.host.ops import cache, executor, models
 from npuemu.host.ops import desc as D
 from npuemu.host.ops import types as T
 
+_IMPORTED = frozenset(globals())
+
+
+def __dir__() -> list[str]:
+    """``dir(acl.op)`` lists the op calls and constants, not the modules this one imports."""
+    return sorted(n for n in globals() if n not in _IMPORTED and not n.startswith("_"))
+
+
 ACL_ENGINE_SYS, ACL_ENGINE_AICORE, ACL_ENGINE_VECTOR = 0, 1, 2
 ACL_COMPILE_SYS, ACL_COMPILE_UNREGISTERED = 0, 1
 ACL_OP_COMPILE_DEFAULT, ACL_OP_COMPILE_FUZZ = 0, 1

@@ -24,6 +24,14 @@ from npuemu.host.core import (
 )
 from npuemu.shared.enums import EventStatus, RunMode, StreamStatus
 
+_IMPORTED = frozenset(globals())
+
+
+def __dir__() -> list[str]:
+    """``dir(acl.rt)`` lists the runtime calls, not the modules this one imports."""
+    return sorted(n for n in globals() if n not in _IMPORTED and not n.startswith("_"))
+
+
 # device and context ---------------------------------------------------------------------------
 set_device = ret_only(device.set_device)
 reset_device = ret_only(device.reset_device)
@@ -84,7 +92,20 @@ def device_get_stream_priority_range() -> tuple[int, int]:
     return 7, 0
 
 
-get_device_utilization_rate = with_result({})(device.utilization_rate)
+_UTILIZATION_KEYS = {"cubeUtilization": "cube_utilization",
+                     "vectorUtilization": "vector_utilization",
+                     "aicpuUtilization": "aicpu_utilization",
+                     "memoryUtilization": "memory_utilization"}
+
+
+@with_result({**dict.fromkeys(_UTILIZATION_KEYS.values(), 0), "utilization_extend": 0})
+def get_device_utilization_rate(dev: int) -> dict[str, int]:
+    """Mirrors ``aclrtGetDeviceUtilizationRate`` as pyACL returns it: ``(rates, ret)``, the
+    ``aclrtUtilizationInfo`` fields under pyACL's snake-case keys, ``utilization_extend`` the
+    reserved pointer (0). On failure the zeroed record, as pyACL's."""
+    rates = device.utilization_rate(dev)
+    return {key: rates[c_name] for c_name, key in _UTILIZATION_KEYS.items()} | {
+        "utilization_extend": 0}
 
 
 # streams --------------------------------------------------------------------------------------

@@ -55,6 +55,13 @@ __all__ = [
     "stop_thread",
 ]
 
+
+
+def __dir__() -> list[str]:
+    """``dir(acl.util)`` lists pyACL's names, not the modules this one imports."""
+    return sorted(__all__)
+
+
 NPY_TYPES: dict[int, np.dtype] = {
     0: np.dtype(np.bool_),
     1: np.dtype(np.int8),
@@ -229,16 +236,30 @@ def _run(errors: list[str], fn: Callable[..., Any], args: Any) -> None:
         errors.append(f"exception={type(exc).__name__},msg=thread call failed")
 
 
-def start_thread(fn: Callable[..., Any], args: Any) -> tuple[int, int]:
-    """Run ``fn(args)`` (``fn()`` if ``args`` is None) in a new daemon thread.
+def _positional(name: str, args: tuple, kwargs: dict, count: int) -> None:
+    """The TypeError pyACL's argument parsing (CPython's ``PyArg_ParseTuple`` of a
+    positional-only C function) raises for ``args``/``kwargs``, in its words."""
+    if kwargs:
+        raise TypeError(f"{name}() takes no keyword arguments")
+    if len(args) != count:
+        noun = "argument" if count == 1 else "arguments"
+        raise TypeError(f"function takes exactly {count} {noun} ({len(args)} given)")
+
+
+def start_thread(*call: Any, **kwargs: Any) -> tuple[int, int]:
+    """``start_thread(fn, args)``: run ``fn(args)`` (``fn()`` if ``args`` is None) in a new
+    daemon thread.
 
     Returns ``(tid, ret)``: ``tid`` is the thread's pthread id (``Thread.ident``), to pass to
     :func:`stop_thread` and ``acl.rt.subscribe_report`` (typically the thread calls
     ``acl.rt.process_report``); ``ret`` is 0, or ``EAGAIN`` with ``tid`` 0 if no thread could
-    be started.
+    be started. Exactly two positional arguments, else pyACL's TypeError texts
+    ("function takes exactly 2 arguments (0 given)", "parameter must be callable").
     """
+    _positional("start_thread", call, kwargs, 2)
+    fn, args = call
     if not callable(fn):
-        raise TypeError("start_thread: parameter must be callable")
+        raise TypeError("parameter must be callable")
     errors: list[str] = []
     thread = threading.Thread(
         target=_run, args=(errors, fn, args), name="acl.util.thread", daemon=True
@@ -255,15 +276,20 @@ def start_thread(fn: Callable[..., Any], args: Any) -> tuple[int, int]:
     return tid, 0
 
 
-def stop_thread(tid: int) -> int:
-    """Join the thread started by :func:`start_thread`; returns ``ret``.
+def stop_thread(*call: Any, **kwargs: Any) -> int:
+    """``stop_thread(tid)``: join the thread started by :func:`start_thread`; returns ``ret``.
 
     0 once it has finished; 100000 (``ACL_ERROR_INVALID_PARAM``) for an unknown ``tid``;
     ``EDEADLK`` when called from that thread; ``ETIMEDOUT`` if it is still running after
     :data:`STOP_THREAD_TIMEOUT_S` (it stays registered). Like pyACL, raises ``RuntimeError``
-    describing the exception(s) if the thread function raised.
+    describing the exception(s) if the thread function raised, and its argument parsing's
+    TypeError for anything but one int ("argument 1 must be int, not str").
     """
-    tid = operator.index(tid)
+    _positional("stop_thread", call, kwargs, 1)
+    (tid,) = call
+    if not isinstance(tid, int):
+        raise TypeError(f"argument 1 must be int, not {type(tid).__name__}")
+    tid = int(tid) & (_PTR_LIMIT - 1)  # pyACL reads it as unsigned long long, masked
     with _workers_lock:
         worker = _workers.get(tid)
         if worker is None:

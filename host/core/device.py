@@ -20,8 +20,8 @@ import time
 from npuemu.host.core import runtime
 from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Context, OpenDevice
-from npuemu.shared import errors
-from npuemu.shared.config import PROFILES, SocProfile
+from npuemu.shared import config, errors
+from npuemu.shared.config import SocProfile
 from npuemu.shared.enums import DeviceStatus
 from npuemu.shared.protocol import Op
 
@@ -127,8 +127,9 @@ def synchronize_device(timeout_ms: int = -1) -> None:
 
 def utilization_rate(dev: int) -> dict[str, int]:
     """Mirrors ``aclrtGetDeviceUtilizationRate``: percent busy of the AI Core (cube), AI
-    Vector and AI CPU engines since the previous call (or since the device booted), and
-    HBM in use."""
+    Vector and AI CPU engines since the previous call (or since the device booted), under
+    the C record's field names. ``memoryUtilization`` is -1, the value the real runtime
+    reports in that reserved field (memory use is ``aclrtGetMemInfo``'s)."""
     rt = runtime.get()
     od = rt.open_device(dev)
     link, now = od.link, time.monotonic_ns()
@@ -138,10 +139,8 @@ def utilization_rate(dev: int) -> dict[str, int]:
     wall = max(now - since, 1)
     cube, vector, aicpu = (min(100, (b - a) * 100 // wall)
                            for a, b in zip(before, busy, strict=True))
-    mem = link.memory_usage()
-    hbm = mem.hbm_used * 100 // max(mem.hbm_total, 1)
     return {"cubeUtilization": cube, "vectorUtilization": vector, "aicpuUtilization": aicpu,
-            "memoryUtilization": hbm}
+            "memoryUtilization": -1}
 
 
 def create_context(dev: int) -> int:
@@ -191,7 +190,8 @@ def soc_profile() -> SocProfile:
     if name is None:
         runtime.get().ensure_node()  # raises the reason the node cannot be reached
         name = soc_name()  # it can be reached now
-    if name not in PROFILES:
+    profile = config.soc_profile(name) if name is not None else None
+    if profile is None:
         raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
                                f"the node's SoC {name!r} has no profile in this host")
-    return PROFILES[name]
+    return profile

@@ -8,7 +8,9 @@ line written, so a program that logs nothing leaves no file. The file is created
 the directories it makes 0700 whatever the umask (``shared/private.py``): only its owner
 reads what the program did. At DEBUG every malloc/free,
 stream/event create/destroy and task submission is logged, so a host log and a device log
-can be aligned by time.
+can be aligned by time. With ``ASCEND_LOG_PRINT_TO_STDOUT=1`` (or its older name
+``ASCEND_SLOG_PRINT_TO_STDOUT=1``; read once) each line is also printed to stdout; the real
+runtime then prints instead of writing the file, npuemu keeps the file too (the tools read it).
 
 Threading model: no threads of its own; any thread logs. ``_lock`` guards ``_file`` (opened
 by the first line written) and each line's write and flush, so lines never interleave.
@@ -23,13 +25,14 @@ import sys
 import threading
 from typing import IO, Any
 
-from npuemu.shared import logring, private
+from npuemu.shared import config, logring, private
 
 _lock = threading.Lock()
 _file: IO[Any] | None = None  # opened in text mode
 _level = logring.parse_global_level()
 _modules = logring.parse_module_levels()
 _proc = os.path.basename(sys.argv[0] or "python") or "python"
+_to_stdout = config.log_to_stdout()
 debug = min([_level, *_modules.values()]) <= logring.DEBUG
 """True when DEBUG lines are written (callers test it before formatting a message)."""
 
@@ -60,6 +63,9 @@ def log(level: int, message: str, module: str = "RUNTIME") -> None:
         if _file is not None:
             _file.write(line)
             _file.flush()
+        if _to_stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
 
 
 def _open() -> IO[Any] | None:

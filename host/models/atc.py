@@ -37,7 +37,7 @@ from npuemu.host.models.codes import (
 from npuemu.host.models.graph import ACL_FORMATS, Graph, Node, signature
 from npuemu.host.ops import compiler, registry
 from npuemu.host.ops.registry import Spec
-from npuemu.shared.config import PROFILES
+from npuemu.shared.config import PROFILES, SOC_FAMILIES, soc_profile
 
 STREAM_MEMORY_SLACK = 1.05
 MAX_GEARS = 100
@@ -125,9 +125,12 @@ def convert(model: str | os.PathLike, output: str | os.PathLike, soc_version: st
             input_shape: str | None = None, input_format: str = "NCHW",
             dynamic_batch_size: str | None = None, max_streams: int = 4) -> dict[str, Any]:
     """ONNX -> OM (ATC ``--mode=0 --framework=5``). Returns the report; raises ModelError."""
-    if soc_version not in PROFILES:
+    profile = soc_profile(soc_version)  # a family name (Ascend910_93) means its profile
+    if profile is None:
         raise ModelError(ACL_ERROR_GE_PARAM_INVALID,
-                         f"--soc_version {soc_version!r} unknown (known: {sorted(PROFILES)})")
+                         f"--soc_version {soc_version!r} unknown (known: "
+                         f"{sorted([*PROFILES, *SOC_FAMILIES])})")
+    soc_version = profile.name
     if input_format not in ACL_FORMATS:
         raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"--input_format {input_format!r}")
     graphs, gears = build_graphs(model, input_shape, dynamic_batch_size)
@@ -219,7 +222,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="the ONNX model to convert (mode 0)")
     p.add_argument("--framework", type=int, default=5, help="5 (ONNX), the only one")
     p.add_argument("--output", help="the OM file to write, without .om (mode 0)")
-    p.add_argument("--soc_version", help="required in mode 0: Ascend910B1..Ascend910B4")
+    p.add_argument("--soc_version", help="required in mode 0: Ascend910B1..Ascend910B4, "
+                   "Ascend910_9391 (Ascend910_93), Ascend310P3 or Ascend310B1")
     p.add_argument("--input_shape", help='e.g. "x:-1,3,224,224" (-1: the dynamic batch dim)')
     p.add_argument("--input_format", default="NCHW", help="NCHW (default), NHWC, ND or NCDHW")
     p.add_argument("--dynamic_batch_size", help='batch gears with a -1 input dim, e.g. "1,2,4"')

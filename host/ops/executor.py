@@ -19,7 +19,8 @@ descriptor with -1 dims (a max shape) makes the call synchronous and gets the re
 written back, as ``aclopExecuteV2`` does for dynamic ops. Without a compiled, loaded or
 dynamic match: ``ACL_ERROR_OP_NOT_FOUND`` (100024), as the real runtime.
 
-Codes (where the real runtime is silent, our choice): unknown op type 100020;
+Codes (where the real runtime is silent, our choice): compiling an unknown op type 100020
+(executing one, or creating its handle, 100024 as above);
 wrong number of inputs 100021 / outputs 100022; a dtype the op does not take 100026; a
 format it does not take 100027; descriptor and buffer lists of different lengths, a
 buffer smaller than its descriptor, an output descriptor that contradicts shape inference,
@@ -330,8 +331,13 @@ def find(req: Request, link: Any) -> Entry:
         if models.STATIC_DYNAMIC and not any(d.dynamic for d in req.present):
             models.load_static_dynamic(cache, _shapeless(req.op_type, req.present, req.outs,
                                                          req.attr))
-        op = registry.lookup(req.op_type)
-        entry = _dynamic_match(cache, op, req, key)
+        # an op type with no compiled model is a missing model (100024), as in CANN's
+        # model map; only compiling needs the op's definition (100020 when it has none)
+        try:
+            op = registry.lookup(req.op_type)
+        except errors.AclError:
+            op = None
+        entry = None if op is None else _dynamic_match(cache, op, req, key)
     if entry is None:
         raise T.fail(T.ACL_ERROR_OP_NOT_FOUND,
                      f"no compiled or loaded {req.op_type} matches these descriptors: "

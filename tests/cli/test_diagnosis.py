@@ -78,7 +78,7 @@ def cells(line: str) -> list[str]:
 def npu_rows(table: str) -> dict[int, tuple[list[str], list[str]]]:
     """The two box-table lines of each NPU, split into cells, by NPU ID."""
     lines = table.splitlines()
-    head = lines.index(next(ln for ln in lines if ln.startswith("| NPU ID  Name")))
+    head = lines.index(next(ln for ln in lines if ln.startswith("| NPU   Name")))
     rows: dict[int, tuple[list[str], list[str]]] = {}
     i = head + 3  # two header lines and a ==== line
     while lines[i].startswith("| ") and re.match(r"\| \d+ ", lines[i]):
@@ -110,11 +110,12 @@ def test_smi_info_table_rows_per_npu_and_processes(npuemu_cli, module_node, spaw
 
     table = cli_ok(npuemu_cli, "smi", "info", "--name", name)
     lines = table.splitlines()
-    assert re.fullmatch(r"\| npu-smi \d+\.\d+\.\d+ +Version: \d+\.\d+\.\d+ +\|", lines[1]), lines
+    assert re.fullmatch(rf"\| npu-smi {re.escape(smi.DRIVER_VERSION)} +Version: "
+                        rf"{re.escape(smi.DRIVER_VERSION)} +\|", lines[1]), lines
     assert len({len(ln) for ln in lines}) == 1, "ragged box table"
-    assert cells(lines[3]) == ["NPU ID  Name", "Health",
+    assert cells(lines[3]) == ["NPU   Name", "Health",
                                "Power(W)    Temp(C)           Hugepages-Usage(page)"]
-    assert cells(lines[4])[1:] == ["Bus-Id", "NPU Util(%) Memory-Usage(MB)  HBM-Usage(MB)"]
+    assert cells(lines[4]) == ["Chip", "Bus-Id", "AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)"]
     rows = npu_rows(table)
     assert sorted(rows) == [0, 1]
     usage = re.compile(r"(\d+) +/ (\d+)")
@@ -122,8 +123,8 @@ def test_smi_info_table_rows_per_npu_and_processes(npuemu_cli, module_node, spaw
         first, second = rows[npu]
         assert first[0].split() == [str(npu), "910B1"] and first[1] == "OK", first
         power, temp, huge = first[2].split(None, 2)
-        assert usage.fullmatch(huge).group(2) == "32"
-        assert second[0] == "" and second[1] == bus
+        assert usage.fullmatch(huge).groups() == tuple(map(str, smi.host_hugepages()))
+        assert second[0] == "0" and second[1] == bus  # the Chip row: chip 0 of the card
         util, rest = second[2].split(None, 1)
         assert 0 <= int(util) <= 100  # power and temperature: the stated model of NPU Util
         assert (float(power), int(temp)) == (round(smi.power_w(int(util)), 1),

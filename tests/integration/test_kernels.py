@@ -120,12 +120,13 @@ def test_async_copies_with_pinned_and_pageable_host_memory(run_prog):
 
 def test_device_utilization_rate_after_a_long_vector_kernel(run_prog):
     r = scenario(run_prog, "utilization")
-    keys = {"cubeUtilization", "vectorUtilization", "aicpuUtilization", "memoryUtilization"}
-    for rates, ret in [r["first"], *r["polls"]]:
+    keys = {"cube_utilization", "vector_utilization", "aicpu_utilization"}
+    for rates, ret in [r["first"], *r["polls"]]:  # pyACL's keys; memory reserved (-1)
         assert ret == 0
-        assert set(rates) == keys, rates
-        assert all(type(v) is int and 0 <= v <= 100 for v in rates.values()), rates
-    assert r["polls"][-1][0]["vectorUtilization"] > 0, r["polls"]
+        assert set(rates) == keys | {"memory_utilization", "utilization_extend"}, rates
+        assert all(type(rates[k]) is int and 0 <= rates[k] <= 100 for k in keys), rates
+        assert rates["memory_utilization"] == -1 and rates["utilization_extend"] == 0, rates
+    assert r["polls"][-1][0]["vector_utilization"] > 0, r["polls"]
     assert r["bad_device"] != 0
 
 

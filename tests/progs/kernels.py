@@ -336,7 +336,7 @@ def utilization():
     while time.monotonic() < deadline:
         rates, ret = acl.rt.get_device_utilization_rate(0)
         polls.append([rates, ret])
-        if ret or rates.get("vectorUtilization", 0) > 0:
+        if ret or rates.get("vector_utilization", 0) > 0:
             break
         time.sleep(0.01)
     R["first"] = list(first)

@@ -116,7 +116,10 @@ def test_profile_910b1_matches_reference() -> None:
 def test_profiles_are_consistent() -> None:
     for name, p in config.PROFILES.items():
         assert p.name == name
-        assert p.vector_core_num == 2 * p.cube_core_num  # 910B: two AIV per AIC
+        if p.core_types == ("CubeCore", "VectorCore"):  # split cores: two AIV per AIC
+            assert p.vector_core_num == 2 * p.cube_core_num, name
+        assert p.vector_core_num > 0 and 0 < p.cube_core_num <= p.ai_core_num, name
+        assert p.main_memory in ("HBM", "DDR") and p.hccs_group >= 0, name
         assert 0 < p.hbm_bytes <= config.MAX_ARENA_BYTES
         assert p.hbm_bytes % config.MEM_ALIGN == 0 and p.ddr_bytes % config.MEM_ALIGN == 0
     with pytest.raises(dataclasses.FrozenInstanceError):
