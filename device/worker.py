@@ -466,7 +466,7 @@ class Worker:
         cards can still name another process's block there; the host runtime refuses such
         pointers before any frame is sent."""
         if not address.is_device_ptr(addr):
-            for base, seg in client.pinned.items():
+            for base, seg in tuple(client.pinned.items()):  # engines resolve too
                 if base <= addr and addr + count <= base + seg.size:
                     return seg.address + (addr - base)
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,

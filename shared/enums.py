@@ -165,6 +165,42 @@ class StreamWaitValue(IntEnum):
 
 
 # --------------------------------------------------------------------------------------------
+# Model runtime instances (aclmdlRI*: stream capture and models built by hand)
+# --------------------------------------------------------------------------------------------
+
+
+class CaptureMode(IntEnum):
+    """aclmdlRICaptureMode (aclmdlRICaptureBegin, aclmdlRICaptureThreadExchangeMode)."""
+
+    ACL_MODEL_RI_CAPTURE_MODE_GLOBAL = 0
+    ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL = 1
+    ACL_MODEL_RI_CAPTURE_MODE_RELAXED = 2
+
+
+class CaptureStatus(IntEnum):
+    """aclmdlRICaptureStatus (aclmdlRICaptureGetInfo)."""
+
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE = 0
+    ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE = 1
+    ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED = 2
+
+
+class ModelStreamFlag(IntEnum):
+    """ACL_MODEL_STREAM_FLAG_* (aclmdlRIBindStream): a head stream runs from the start of
+    each execution; a default one only when activated."""
+
+    ACL_MODEL_STREAM_FLAG_HEAD = 0x00000000
+    ACL_MODEL_STREAM_FLAG_DEFAULT = 0x7FFFFFFF
+
+
+class ModelRIDebugJsonPrint(IntEnum):
+    """ACL_MDLRI_DEBUG_JSON_PRINT_* flags (aclmdlRIDebugJsonPrint)."""
+
+    ACL_MDLRI_DEBUG_JSON_PRINT_SUMMARY = 0
+    ACL_MDLRI_DEBUG_JSON_PRINT_VERBOSE = 1
+
+
+# --------------------------------------------------------------------------------------------
 # Event
 # --------------------------------------------------------------------------------------------
 
@@ -609,3 +645,13 @@ ACL_CALLBACK_NO_BLOCK = CallbackBlockType.ACL_CALLBACK_NO_BLOCK
 ACL_CALLBACK_BLOCK = CallbackBlockType.ACL_CALLBACK_BLOCK
 ACL_RT_DEVICE_STATUS_NORMAL = DeviceStatus.ACL_RT_DEVICE_STATUS_NORMAL
 ACL_RT_DEVICE_STATUS_ABNORMAL = DeviceStatus.ACL_RT_DEVICE_STATUS_ABNORMAL
+
+# stream capture (aclmdlRI*)
+ACL_MODEL_RI_CAPTURE_MODE_GLOBAL = CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL
+ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL = CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL
+ACL_MODEL_RI_CAPTURE_MODE_RELAXED = CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_RELAXED
+ACL_MODEL_RI_CAPTURE_STATUS_NONE = CaptureStatus.ACL_MODEL_RI_CAPTURE_STATUS_NONE
+ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE = CaptureStatus.ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE
+ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED = CaptureStatus.ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED
+ACL_MODEL_STREAM_FLAG_HEAD = ModelStreamFlag.ACL_MODEL_STREAM_FLAG_HEAD
+ACL_MODEL_STREAM_FLAG_DEFAULT = ModelStreamFlag.ACL_MODEL_STREAM_FLAG_DEFAULT

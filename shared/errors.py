@@ -130,9 +130,13 @@ ACL_ERROR_RT_PARAM_INVALID = 107000
 ACL_ERROR_RT_INVALID_DEVICEID = 107001
 ACL_ERROR_RT_CONTEXT_NULL = 107002
 ACL_ERROR_RT_STREAM_CONTEXT = 107003
+ACL_ERROR_RT_MODEL_CONTEXT = 107004
+ACL_ERROR_RT_STREAM_MODEL = 107005
 ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID = 107006
 ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL = 107007
 ACL_ERROR_RT_ADDR_UNALIGNED = 107008
+ACL_ERROR_RT_FILE_OPEN = 107009
+ACL_ERROR_RT_FILE_WRITE = 107010
 ACL_ERROR_RT_STREAM_SUBSCRIBE = 107011
 ACL_ERROR_RT_THREAD_SUBSCRIBE = 107012
 ACL_ERROR_RT_STREAM_NO_CB_REG = 107015
@@ -144,7 +148,22 @@ ACL_ERROR_RT_TASK_TIMEOUT = 107020
 ACL_ERROR_RT_SYSPARAMOPT_NOT_SET = 107021
 ACL_ERROR_RT_DEVICE_TASK_ABORT = 107022
 ACL_ERROR_RT_STREAM_ABORT = 107023
+ACL_ERROR_RT_CAPTURE_DEPENDENCY = 107024
+ACL_ERROR_RT_STREAM_UNJOINED = 107025
+ACL_ERROR_RT_MODEL_CAPTURED = 107026
+ACL_ERROR_RT_STREAM_CAPTURED = 107027
+ACL_ERROR_RT_EVENT_CAPTURED = 107028
+ACL_ERROR_RT_STREAM_NOT_CAPTURED = 107029
+ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT = 107030
+ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT = 107031
+ACL_ERROR_STREAM_CAPTURE_CONFLICT = 107032
 ACL_ERROR_RT_TASK_ABORT_STOP = 107035
+ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED = 107036
+ACL_ERROR_RT_MODEL_RUNNING = 107037
+ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD = 107038
+ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY = 107039
+ACL_ERROR_RT_MODEL_UPDATE_FAILED = 107040
+ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC = 107041
 
 # --------------------------------------------------------------------------------------------
 # Runtime, resource band
@@ -201,6 +220,7 @@ ACL_ERROR_RT_SUSPECT_REMOTE_ERROR = 507057
 ACL_ERROR_RT_DRV_INTERNAL_ERROR = 507899
 ACL_ERROR_RT_AICPU_INTERNAL_ERROR = 507900
 ACL_ERROR_RT_SOCKET_CLOSE = 507901
+ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED = 507903
 ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 507910
 ACL_ERROR_HOST_MEMORY_NOT_REGISTERED = 507911
 ACL_ERROR_RT_L3_PORT_ERROR = 507914
@@ -317,6 +337,30 @@ DESCRIPTIONS: dict[int, str] = {
     ACL_ERROR_RT_DEVICE_TASK_ABORT: "A device task abort is in progress.",
     ACL_ERROR_RT_STREAM_ABORT: "A stream abort is in progress.",
     ACL_ERROR_RT_TASK_ABORT_STOP: "A device task abort stopped before its post-processing.",
+    ACL_ERROR_RT_MODEL_CONTEXT: "The model is not in the current context.",
+    ACL_ERROR_RT_STREAM_MODEL: "The stream is not bound to the model, or is bound to another.",
+    ACL_ERROR_RT_FILE_OPEN: "A file could not be opened.",
+    ACL_ERROR_RT_FILE_WRITE: "A file could not be written.",
+    ACL_ERROR_RT_CAPTURE_DEPENDENCY: "A capture depends on work that is not part of it.",
+    ACL_ERROR_RT_STREAM_UNJOINED: "A stream joined to the capture was not joined back to its "
+                                  "origin stream.",
+    ACL_ERROR_RT_MODEL_CAPTURED: "The model runtime instance is being captured.",
+    ACL_ERROR_RT_STREAM_CAPTURED: "The stream is capturing: the call is not allowed on it.",
+    ACL_ERROR_RT_EVENT_CAPTURED: "The event was recorded in a capture: the call is not allowed.",
+    ACL_ERROR_RT_STREAM_NOT_CAPTURED: "The stream is not capturing.",
+    ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT: "Not allowed while a capture is under way in a mode "
+                                           "other than relaxed.",
+    ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT: "A disallowed implicit dependency on the default stream.",
+    ACL_ERROR_STREAM_CAPTURE_CONFLICT: "Streams that depend on each other cannot begin capture "
+                                       "together.",
+    ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED: "The capture was not begun on this stream.",
+    ACL_ERROR_RT_MODEL_RUNNING: "The model runtime instance is still running.",
+    ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD: "The capture is ended by another thread than the "
+                                              "one that began it.",
+    ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY: "The array given is too small.",
+    ACL_ERROR_RT_MODEL_UPDATE_FAILED: "The model runtime instance could not be updated.",
+    ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC: "An async call that turns synchronous is not allowed "
+                                           "while a capture is under way (not relaxed).",
     ACL_ERROR_RT_FEATURE_NOT_SUPPORT: "The runtime does not support this feature or flag.",
     ACL_ERROR_RT_MEMORY_ALLOCATION: "Device memory allocation failed: out of memory.",
     ACL_ERROR_RT_MEMORY_FREE: "Freeing memory failed.",
@@ -365,6 +409,7 @@ DESCRIPTIONS: dict[int, str] = {
     ACL_ERROR_RT_DRV_INTERNAL_ERROR: "The driver hit an internal error.",
     ACL_ERROR_RT_AICPU_INTERNAL_ERROR: "The AI CPU hit an internal error.",
     ACL_ERROR_RT_SOCKET_CLOSE: "The host-device channel was closed.",
+    ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED: "The capture was invalidated by an error during it.",
     ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED: "The host memory range is already registered.",
     ACL_ERROR_HOST_MEMORY_NOT_REGISTERED: "The host memory range has not been registered.",
     ACL_ERROR_RT_L3_PORT_ERROR: "An L3 port (unified-bus memory) error occurred.",

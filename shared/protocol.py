@@ -63,7 +63,9 @@ completion is published in the client's stream/event tables (``layout.py``):
 A model step (``MODEL_LOAD``) is ``[stream, bin id, kernel name, blocks, [args], [[arg index,
 0 input / 1 output, user index], ...], [waited event ids], [recorded event ids]]``, in the
 schedule's order; kernel name ``""`` (bin id 0, blocks 0, no args or slots) is a step kept
-only for its events. ``MODEL_EXECUTE`` runs every step of the model as one task (its input
+only for its events. A step of five fields ``[stream, op, [args], [waited event ids],
+[recorded event ids]]`` is a copy (op ``COPY_ASYNC``, ``[dst, src, count]``) or memset
+(``MEMSET_ASYNC``, ``[ptr, value, count]``) of a captured stream (``device/exec/graph.py``). ``MODEL_EXECUTE`` runs every step of the model as one task (its input
 and output counts must be the model's).
 
 Reports (device -> host, report ring): ``[EXCEPTION, stream slot, task seq, code, stream

@@ -16,9 +16,11 @@ user index], ...], [waited event, ...], [recorded event, ...]]``: one op of the 
 the schedule's global order. Its argument template carries the weight and workspace
 addresses already; each slot is replaced by a bound input or output address at execute.
 A step with kernel name ``""`` (bin id 0, blocks 0) runs nothing: an op the compiler
-emptied, kept for its events. A model larger than one frame is sent as several
-``MODEL_LOAD`` frames, the later ones naming the id the first returned (steps appended;
-the host executes it only once every part is there).
+emptied, kept for its events. A step of five fields ``[stream, op, [args], [waited event,
+...], [recorded event, ...]]`` is a copy or memset of a captured stream (``graph.py``).
+A model larger than one frame is sent as several ``MODEL_LOAD`` frames, the later ones
+naming the id the first returned (steps appended; the host executes it only once every
+part is there).
 
 Load binds every kernel function (a binary unloaded later does not affect the model) and
 builds each step's argument tuple and its block contexts once, so an execute does no
@@ -98,6 +100,7 @@ from typing import TYPE_CHECKING, Any
 
 from npuemu.device import engines
 from npuemu.device.containment import user_code
+from npuemu.device.exec import graph
 from npuemu.device.exec.kernels import KernelContext, MemoryFault, Ranges, lookup
 from npuemu.shared import errors
 from npuemu.shared.kernel import MAX_BLOCKS
@@ -212,10 +215,11 @@ def model_unload(worker: Worker, client: Client, mid: int) -> tuple:
 
 def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
           recorded: set[int], budget: list[int]) -> tuple:
-    if type(row) not in (list, tuple) or len(row) != 8:
+    if type(row) not in (list, tuple) or len(row) not in (8, graph.MEMORY_STEP_FIELDS):
         raise BadFrame("a model step is [stream, bin id, kernel, blocks, args, slots, "
-                       "waits, records]")
-    stream, bin_id, name, blocks, args, slots, waits, records = row
+                       "waits, records] or [stream, op, args, waits, records]")
+    memory = len(row) == graph.MEMORY_STEP_FIELDS  # a captured copy or memset (graph.py)
+    stream, waits, records = (row[0], row[3], row[4]) if memory else (row[0], row[6], row[7])
     if u64(stream) >= MAX_STREAMS:
         raise BadFrame(f"step stream {stream} not below {MAX_STREAMS}")
     waits, records = tuple(_ints(waits, "waits")), tuple(_ints(records, "records"))
@@ -229,6 +233,9 @@ def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
     if len(recorded) > MAX_MODEL_EVENTS:
         raise errors.error_for(errors.ACL_ERROR_RT_OVER_LIMIT,
                                f"MODEL_LOAD: more than {MAX_MODEL_EVENTS} events in one model")
+    if memory:
+        return graph.memory_step(worker, client, (stream, row[1], row[2], waits, records))
+    bin_id, name, blocks, args, slots = row[1:6]
     if type(name) is not str:
         raise BadFrame(f"kernel name {name!r:.60} is not a string")
     if not name:  # an emptied op: only its events matter

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from npuemu.host.acl._wrap import ret_only, with_result
+from npuemu.host.acl.mdl_ri import *  # noqa: F403  (the aclmdlRI* calls of acl.mdl)
 from npuemu.host.core import hostread
 from npuemu.host.models import modeldesc, omfile
 from npuemu.host.models import runtime as models

@@ -31,7 +31,7 @@ import ctypes
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from npuemu.host.core import callbacks, memory, p2p, runtime, vmm
+from npuemu.host.core import callbacks, capture, memory, p2p, runtime, vmm
 from npuemu.host.core import stream as streams
 from npuemu.shared import address, errors
 from npuemu.shared.enums import MemcpyKind
@@ -96,6 +96,7 @@ def memcpy2d(dst: object, dpitch: object, src: object, spitch: object, width: ob
     if not width or not height:
         return
     runtime.get().current()
+    capture.check_mode("aclrtMemcpy2d")  # 107030 while a capture's mode forbids it
     np.copyto(_rows(dst, dpitch, width, height, True), _rows(src, spitch, width, height, False))
     dev = dst if kind == _K.ACL_MEMCPY_HOST_TO_DEVICE else src
     memory.find(dev, 1).link.check_alive()  # a card that died meanwhile fails the copy

@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from npuemu.host.core import freebatch, p2p, plog, runtime
+from npuemu.host.core import capture, freebatch, p2p, plog, runtime
 from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Allocation, index
 from npuemu.host.driver.interface import Link
@@ -296,6 +296,7 @@ def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
     if count == 0:
         return
     runtime.get().current()
+    capture.check_mode("aclrtMemcpy")  # 107030 while a capture's mode forbids it
     if direction == (True, True):  # INNER_DEVICE_TO_DEVICE across two cards is refused
         _d2d(dst, src, count, kind)
     elif direction == (False, True):
@@ -373,6 +374,7 @@ def memset(ptr: int, max_count: int, value: int, count: int) -> None:
     value = index(value, errors.ACL_ERROR_INVALID_PARAM, "value")
     if count == 0:
         return
+    capture.check_mode("aclrtMemset")  # 107030 while a capture's mode forbids it
     if address.is_device_ptr(ptr):
         runtime.get().current()
         alloc, addr = _device_address(ptr, count)
@@ -421,19 +423,31 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
     moves the bytes in stream order. Pinned host memory (``malloc_host``) is used in place,
     truly async. Pageable host memory is staged through a pinned buffer, as the runtime
     does: an H2D call returns once the source is staged, a D2H call returns after the copy.
-    Async H2H is 207000 (as in EP mode)."""
+    Async H2H is 207000 (as in EP mode). ``HOST_TO_BUF_TO_DEVICE`` stages the source at the
+    call even when it is pinned, so the caller may reuse it at return (on a capturing
+    stream it is read at each replay, as ``HOST_TO_DEVICE``). On a stream that records its
+    tasks (``capture.py``) pageable host memory is 107000, as in the reference; elsewhere a
+    pageable copy turns synchronous, which a capture's mode may forbid (107041)."""
     dst, src, count, direction = _copy_args(dst, dst_max, src, count, kind, allow_zero=False)
     if direction == (False, False):
         raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "async host-to-host copy")
     stream = streams.resolve(stream_handle, for_submit=True)
     link = stream.link
+    host = (src if direction == (False, True) else dst) if direction != (True, True) else 0
+    if host and not is_pinned(link, host, count):
+        if stream.recorder is not None:
+            raise _param("a copy of pageable host memory cannot be recorded in a model "
+                         "runtime instance: use memory of aclrtMallocHost")
+        capture.check_mode("aclrtMemcpyAsync of pageable host memory",
+                           errors.ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC)
+    buffered = kind == _K.ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE and stream.recorder is None
     src_alloc = find(src, count) if direction[0] else None
     dst_alloc = find(dst, count) if direction[1] else None
     if src_alloc is not None and dst_alloc is not None:
         _check_inner(kind, src_alloc, dst_alloc)
     p2p.check_copy(stream.device, src_alloc.link.logical if src_alloc else stream.device,
                    dst_alloc.link.logical if dst_alloc else stream.device)
-    if direction == (False, True) and not is_pinned(link, src, count):
+    if direction == (False, True) and (buffered or not is_pinned(link, src, count)):
         runtime.get().host_maps.check(src, count, write=False)
         staged = _stage(link, count)
         ctypes.memmove(staged, src, count)

@@ -34,6 +34,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from npuemu.host.core import plog, runtime
 from npuemu.host.core.runtime import index, lookup
@@ -56,9 +57,11 @@ _PERSISTENT = int(StreamFlag.ACL_STREAM_PERSISTENT)
 _FAST_SYNC = int(StreamFlag.ACL_STREAM_FAST_SYNC)
 FAST_SYNC_SPIN_S = 2e-3
 """``ACL_STREAM_FAST_SYNC``: synchronize polls this long (yielding) before it sleeps."""
-_RETURN_AT_ONCE = int(StreamFlag.ACL_STREAM_PERSISTENT | StreamFlag.ACL_STREAM_DEVICE_USE_ONLY
-                       | StreamFlag.ACL_STREAM_CPU_SCHEDULE)
-"""Streams whose synchronize returns at once, as CANN's stream documentation says."""
+KEPT = int(StreamFlag.ACL_STREAM_PERSISTENT | StreamFlag.ACL_STREAM_DEVICE_USE_ONLY
+           | StreamFlag.ACL_STREAM_CPU_SCHEDULE)
+"""Streams whose tasks are kept for a model, never run by themselves, so that their
+synchronize returns at once (the reference's runtime; ``host/core/capture.py``)."""
+PERSISTENT = _PERSISTENT
 PERSISTENT_CACHE = 64
 """Most destroyed ``ACL_STREAM_PERSISTENT`` streams kept per device for reuse (the real
 runtime keeps their resources in a global cache, to make creating streams cheaper)."""
@@ -102,6 +105,47 @@ def on_stream_closed(hook: Callable[[Stream], None]) -> None:
     _closed_hooks.append(hook)
 
 
+class Recorder(Protocol):
+    """Where the tasks of a stream that does not run them go (``host/core/capture.py``: a
+    capture or a model built by hand; ``UNBOUND``: a stream whose tasks are kept for a
+    model it is not bound to)."""
+
+    def task(self, stream: Stream, op: int, args: tuple[Any, ...]) -> int: ...
+    def record(self, stream: Stream, event: Event) -> None: ...
+    def wait(self, stream: Stream, event: Event) -> None: ...
+    def refuse(self, stream: Stream, what: str) -> None: ...
+    def refuse_event(self, event: Event, what: str) -> None: ...
+
+
+class _Unbound:
+    """Recorder of a PERSISTENT, DEVICE_USE_ONLY or CPU_SCHEDULE stream bound to no model
+    (or bound with ACL_MODEL_STREAM_FLAG_DEFAULT, never activated here): its tasks are kept
+    for a model in the reference and never run by themselves; here they are counted in the
+    host log (DEBUG) and dropped. Nothing is refused."""
+
+    def task(self, stream: Stream, op: int, args: tuple[Any, ...]) -> int:
+        if plog.debug:
+            plog.log(logring.DEBUG, f"task (op {op}) of stream {stream.sid} kept, not run: "
+                                    f"its flags {stream.flags:#x} keep tasks for a model")
+        return 0
+
+    def record(self, stream: Stream, event: Event) -> None:
+        self.task(stream, _RECORD, ())
+
+    def wait(self, stream: Stream, event: Event) -> None:
+        self.task(stream, int(Op.WAIT_EVENT), ())
+
+    def refuse(self, stream: Stream, what: str) -> None:
+        return None
+
+    def refuse_event(self, event: Event, what: str) -> None:
+        return None
+
+
+UNBOUND: Recorder = _Unbound()
+UNBOUND_IDLE: Recorder = _Unbound()  # bound with ACL_MODEL_STREAM_FLAG_DEFAULT
+
+
 @dataclass(eq=False)
 class Stream:
     """Host side of an ``aclrtStream``."""
@@ -120,6 +164,8 @@ class Stream:
     mode_set: bool = False  # set_failure_mode was called (then it is not cached for reuse)
     after: dict[Stream, int] = field(default_factory=dict)
     """Other streams' task numbers this stream's later tasks run after (event waits)."""
+    recorder: Recorder | None = None
+    """Not None: its tasks are recorded or kept, not sent (``host/core/capture.py``)."""
 
     def completed(self) -> int:
         return self.link.completed[self.slot]
@@ -152,6 +198,7 @@ class Event:
     src: Stream | None = None  # the stream of the latest record, its task number and
     src_seq: int = 0  # what that stream followed then (``Stream.after``)
     src_after: dict[Stream, int] = field(default_factory=dict)
+    capture: Any = None  # the capture.Recording its latest record belongs to, if any
 
     def done_gen(self) -> int:
         return self.link.event_done[self.slot]
@@ -164,9 +211,11 @@ class Event:
 def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     """Mirrors ``aclrtCreateStreamWithConfig`` (and ``aclrtCreateStream``). One round trip.
     Priority is clamped to 0..7 and recorded (it does not change scheduling). Flags:
-    FAST_SYNC makes synchronize poll ~2 ms before sleeping; PERSISTENT, DEVICE_USE_ONLY and
-    CPU_SCHEDULE make synchronize return at once (as CANN's documentation says; their tasks still
-    run in order); FAST_LAUNCH and HUGE are accepted with no effect; unknown bits are kept.
+    FAST_SYNC makes synchronize poll ~2 ms before sleeping; on PERSISTENT, DEVICE_USE_ONLY
+    and CPU_SCHEDULE streams tasks are kept for a model (``aclmdlRIBindStream``), not run,
+    so synchronize has nothing to wait for and returns at once, as in the reference;
+    FAST_LAUNCH and HUGE are accepted for compatibility only (no effect: the submission path
+    is the same for every stream); unknown bits are kept.
     207008 when the device's stream limit (``NPUEMU_MAX_STREAMS``, default 1024) is reached.
     A stream left in the cache by a destroyed PERSISTENT stream is reused without a round
     trip (the worker records but does not use priority and flags)."""
@@ -181,7 +230,7 @@ def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     if reuse is not None:
         slot, sid, submitted, seen = reuse
         return rt.register(Stream(0, ctx.device, link, slot, sid, priority, flags,
-                                  submitted, seen))
+                                  submitted, seen, recorder=UNBOUND if flags & KEPT else None))
     pool = link.stream_slots
     slot = pool.take(errors.ACL_ERROR_RT_NO_STREAM_RESOURCE)
     try:
@@ -193,7 +242,8 @@ def create_stream(priority: int = 0, flags: int = 0) -> Stream:
         hook(link)
     if plog.debug:
         plog.log(logring.DEBUG, f"stream {sid} created on device {ctx.device}")
-    return rt.register(Stream(0, ctx.device, link, slot, sid, priority, flags))
+    return rt.register(Stream(0, ctx.device, link, slot, sid, priority, flags,
+                              recorder=UNBOUND if flags & KEPT else None))
 
 
 def streams_of(link: Link) -> list[Stream]:
@@ -224,7 +274,10 @@ def resolve(handle: object, *, for_submit: bool = False) -> Stream:
 def submit(stream: Stream, op: int, *args: object) -> int:
     """Queue a task on ``stream``; returns its sequence number. Never waits for the device.
     The task is counted only once it is queued (107000 for an argument the wire cannot
-    carry, e.g. an int >= 2**64, and the stream stays as it was)."""
+    carry, e.g. an int >= 2**64, and the stream stays as it was). A stream that records or
+    keeps its tasks (``Stream.recorder``) hands the task there: nothing is sent, 0 returned."""
+    if stream.recorder is not None:
+        return stream.recorder.task(stream, op, args)
     link = stream.link
     with link.lock:
         seq = stream.submitted + 1
@@ -241,7 +294,8 @@ def synchronize_stream(handle: object, timeout_ms: int = -1) -> None:
     forever; 0 or < -1 is 107000; expiry is 507046."""
     wait_s = timeout_s(timeout_ms)
     stream = resolve(handle)
-    if stream.flags & _RETURN_AT_ONCE:
+    if stream.recorder is not None:  # 107027 while it captures; kept tasks: nothing to wait
+        stream.recorder.refuse(stream, "synchronize")
         return
     target = stream.submitted
     spin = FAST_SYNC_SPIN_S if stream.flags & _FAST_SYNC else SPIN_S
@@ -271,8 +325,11 @@ def timeout_s(timeout_ms: object) -> float | None:
 
 
 def stream_query(handle: object) -> int:
-    """Mirrors ``aclrtStreamQuery``: COMPLETE (0) or NOT_READY (1); no round trip."""
+    """Mirrors ``aclrtStreamQuery``: COMPLETE (0) or NOT_READY (1); no round trip (107027
+    while it captures)."""
     stream = resolve(handle)
+    if stream.recorder is not None:
+        stream.recorder.refuse(stream, "query")
     if stream.done(stream.submitted):
         return StreamStatus.ACL_STREAM_STATUS_COMPLETE
     return StreamStatus.ACL_STREAM_STATUS_NOT_READY
@@ -285,6 +342,8 @@ def destroy_stream(handle: object, force: bool = False) -> None:
     if not handle:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                "the default stream is destroyed with its context")
+    if stream.recorder is not None:  # 107027 while it captures; a bound stream is unbound
+        stream.recorder.refuse(stream, "destroy")
     if not force and not stream.done(target := stream.submitted):
         stream.link.wait_until(lambda: stream.done(target), None)
     close_stream(stream, force)
@@ -391,6 +450,9 @@ def record_event(event_handle: object, stream_handle: object) -> None:
     link = stream.link
     if event.link is not link:
         _same_device(event, stream)
+    if stream.recorder is not None:  # recorded in a capture or kept (host/core/capture.py)
+        stream.recorder.record(stream, event)
+        return
     with link.lock:
         seq, gen = stream.submitted + 1, event.gen + 1
         link.submit_locked([_RECORD, 0, stream.slot, seq, event.slot, gen])
@@ -402,6 +464,8 @@ def reset_event(event_handle: object, stream_handle: object) -> None:
     """Mirrors ``aclrtResetEvent``: queue a reset on the stream (async)."""
     event, stream = event_of(event_handle), resolve(stream_handle)
     _same_device(event, stream)
+    if stream.recorder is not None:
+        return  # a captured reset records nothing (the capture's events are fresh per replay)
     submit(stream, Op.RESET_EVENT, event.slot)
     event.gen, event.src = 0, None
 
@@ -413,6 +477,10 @@ def stream_wait_event(stream_handle: object, event_handle: object, timeout_ms: i
     event, stream = event_of(event_handle), resolve(stream_handle)
     _same_device(event, stream)
     timeout_ms = index(timeout_ms, errors.ACL_ERROR_RT_PARAM_INVALID, "timeout")
+    recorder = stream.recorder or event.capture
+    if recorder is not None and timeout_ms >= 0:  # a capture's wait, or a stream joining it
+        recorder.wait(stream, event)
+        return
     if event.gen and timeout_ms >= 0:
         submit(stream, Op.WAIT_EVENT, event.slot, event.gen, timeout_ms)
         if not timeout_ms and event.src is not None:  # a timed wait may go on without it
@@ -452,15 +520,24 @@ def order_after(stream: Stream, other: Stream) -> None:
         destroy_event(event.handle)
 
 
+def settled_event(handle: object, what: str) -> Event:
+    """The event behind ``handle`` for a query or synchronize: 107028 if its latest record
+    belongs to an active capture."""
+    event = event_of(handle)
+    if event.capture is not None:
+        event.capture.refuse_event(event, what)
+    return event
+
+
 def query_event(handle: object) -> int:
     """Mirrors ``aclrtQueryEvent``: COMPLETE (0) / NOT_READY (1); works from any device."""
-    done = event_of(handle).complete()
+    done = settled_event(handle, "query").complete()
     return EventStatus.ACL_EVENT_STATUS_COMPLETE if done else EventStatus.ACL_EVENT_STATUS_NOT_READY
 
 
 def query_event_status(handle: object) -> int:
     """Mirrors ``aclrtQueryEventStatus``: COMPLETE (1) / NOT_READY (0)."""
-    done = event_of(handle).complete()
+    done = settled_event(handle, "query").complete()
     return (EventRecordedStatus.ACL_EVENT_RECORDED_STATUS_COMPLETE if done
             else EventRecordedStatus.ACL_EVENT_RECORDED_STATUS_NOT_READY)
 
@@ -469,7 +546,7 @@ def synchronize_event(handle: object, timeout_ms: int = -1) -> None:
     """Mirrors ``aclrtSynchronizeEvent(WithTimeout)``: blocks until the latest record is done;
     expiry is 507047; a record that carries a failure raises it."""
     wait_s = timeout_s(timeout_ms)
-    event = event_of(handle)
+    event = settled_event(handle, "synchronize")
     gen = event.gen
     if not event.link.wait_until(lambda: event.done_gen() >= gen, wait_s):
         raise errors.error_for(errors.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
@@ -491,7 +568,8 @@ def _timestamp_ns(event: Event) -> int:
 
 def event_elapsed_time(start: object, end: object) -> float:
     """Mirrors ``aclrtEventElapsedTime``: milliseconds between two completed records."""
-    t0, t1 = _timestamp_ns(event_of(start)), _timestamp_ns(event_of(end))
+    t0 = _timestamp_ns(settled_event(start, "elapsed time"))
+    t1 = _timestamp_ns(settled_event(end, "elapsed time"))
     if t1 < t0:
         raise errors.error_for(errors.ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL,
                                "end event completed before start event")
@@ -500,7 +578,7 @@ def event_elapsed_time(start: object, end: object) -> float:
 
 def event_get_timestamp(handle: object) -> int:
     """Mirrors ``aclrtEventGetTimestamp``: microseconds since the device booted."""
-    return _timestamp_ns(event_of(handle)) // 1000
+    return _timestamp_ns(settled_event(handle, "timestamp")) // 1000
 
 
 def destroy_event(handle: object) -> None:

@@ -205,5 +205,5 @@ def test_synchronize_device_covers_every_stream_of_the_device(run_prog):
 def test_stream_flags_change_synchronize_as_documented(run_prog):
     r = scenario(run_prog, "flags")
     assert r["persistent_sync"] == 0 and r["persistent_fast"]
-    assert r["persistent_query"] == [1, 0]  # NOT_READY: the host func still holds it
+    assert r["persistent_query"] == [0, 0]  # COMPLETE: its tasks are kept for a model
     assert r["fast_sync"] == 0 and r["fast_data"]
