@@ -5,8 +5,11 @@ and dynamic batch. Calls return ``ret`` or a tuple ending in ``ret``; handles ar
 ``execute`` runs on the current context's default stream and waits for it (the real runtime
 runs it on an internal stream); ``execute_async`` queues on the given stream.
 
+Dynamic image size (``get_dynamic_hw``, ``set_dynamic_hw_size``) is here; the AIPP calls are
+``host/acl/mdl_aipp.py``'s, bound at the end of this module.
+
 Not here yet: config-handle loads (``load_with_config``), ``execute_v2``, queue loads,
-AIPP, bundles, dynamic HW/dims, ``get_op_attr``, dump.
+bundles, dynamic dims, ``get_op_attr``, dump.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from npuemu.host.acl import mdl_aipp as _mdl_aipp
 from npuemu.host.acl._wrap import ret_only, with_result
+from npuemu.host.acl.mdl_aipp import *  # noqa: F403  (the AIPP calls of acl.mdl)
 from npuemu.host.acl.mdl_ri import *  # noqa: F403  (the aclmdlRI* calls of acl.mdl)
 from npuemu.host.core import hostread
 from npuemu.host.models import modeldesc, omfile
@@ -35,6 +40,7 @@ class _Dataset:
     buffers: list[int] = field(default_factory=list)
     tensor_descs: dict[int, int] = field(default_factory=dict)
     batch: int = 0
+    hw: list[int] | None = None
 
 
 def _handle(table: dict, obj: Any) -> int:
@@ -108,7 +114,8 @@ unload.__doc__ = "``aclmdlUnload``: 145003 for an unknown id."
 
 
 # execute -----------------------------------------------------------------------------------
-def _bound(model: models.Model, ds_handle: int, inputs: bool) -> tuple[list, int]:
+def _bound(model: models.Model, ds_handle: int, inputs: bool
+           ) -> tuple[list, int, list[int] | None]:
     ds = _datasets.get(ds_handle) if type(ds_handle) is int else None
     if ds is None:
         raise _param(f"{ds_handle!r} is not a live dataset")
@@ -119,33 +126,34 @@ def _bound(model: models.Model, ds_handle: int, inputs: bool) -> tuple[list, int
             raise _param(f"dataset buffer {h!r} was destroyed")
         bufs.append((buf.addr, buf.size))
     desc: modeldesc.ModelDesc = model.desc
-    batch = 0
-    if inputs and desc.gears:
+    batch, hw = 0, None
+    if inputs and (desc.gears or desc.hw):
         if len(bufs) != len(desc.inputs):
             raise ModelError(ACL_ERROR_GE_PARAM_INVALID,
                              f"the model has {len(desc.inputs)} inputs (with "
                              f"{modeldesc.DYNAMIC_TENSOR_NAME}), {len(bufs)} buffers given")
         bufs = bufs[:-1]
-        batch = ds.batch or desc.gears[-1]
-    return bufs, batch
+        batch = (ds.batch or desc.gears[-1]) if desc.gears else 0
+        hw = (ds.hw or desc.hw[-1]) if desc.hw else None
+    return bufs, batch, hw
 
 
 @ret_only
 def execute(model_id: int, in_ds: int, out_ds: int) -> None:
     """``aclmdlExecute`` (blocks until the outputs are written)."""
     model = models.get(model_id)
-    ins, batch = _bound(model, in_ds, True)
-    outs, _ = _bound(model, out_ds, False)
-    models.execute(model_id, ins, outs, 0, batch)
+    ins, batch, hw = _bound(model, in_ds, True)
+    outs, _, _ = _bound(model, out_ds, False)
+    models.execute(model_id, ins, outs, 0, batch, hw=hw)
 
 
 @ret_only
 def execute_async(model_id: int, in_ds: int, out_ds: int, stream: int) -> None:
     """``aclmdlExecuteAsync``: queued on ``stream``; the caller synchronizes."""
     model = models.get(model_id)
-    ins, batch = _bound(model, in_ds, True)
-    outs, _ = _bound(model, out_ds, False)
-    models.execute_async(model_id, ins, outs, stream, batch)
+    ins, batch, hw = _bound(model, in_ds, True)
+    outs, _, _ = _bound(model, out_ds, False)
+    models.execute_async(model_id, ins, outs, stream, batch, hw)
 
 
 # descriptors -------------------------------------------------------------------------------
@@ -225,11 +233,12 @@ def get_output_size_by_index(desc: int, i: int) -> int:
     return _size(desc, i, False)
 
 
-def _dims(desc: int, i: int, inputs: bool, current: bool) -> tuple[dict, int]:
+def _dims(desc: int, i: int, inputs: bool, current: bool, v2: bool = False
+          ) -> tuple[dict, int]:
     t = _io(desc, i, inputs)
     if t is None:
         return {}, errors.ACL_ERROR_INVALID_PARAM
-    dims = t.dims[_d(desc).cur_program()] if current else t.shown_dims()  # type: ignore[union-attr]
+    dims = t.dims[_d(desc).cur_program()] if current else t.shown_dims(v2)  # type: ignore[union-attr]
     return {"name": t.name, "dimCount": len(dims), "dims": list(dims)}, 0
 
 
@@ -237,7 +246,9 @@ def get_input_dims(desc: int, i: int) -> tuple[dict, int]:
     return _dims(desc, i, True, False)
 
 
-get_input_dims_v2 = get_input_dims
+def get_input_dims_v2(desc: int, i: int) -> tuple[dict, int]:
+    """As ``get_input_dims`` but a static AIPP input's dims are its raw layout."""
+    return _dims(desc, i, True, False, v2=True)
 
 
 def get_output_dims(desc: int, i: int) -> tuple[dict, int]:
@@ -374,3 +385,31 @@ def set_dynamic_batch_size(model_id: int, ds: int, index: int, batch: int) -> No
         raise ModelError(145013, f"batch {batch} at input {index}: gears {desc.gears}")
     _ds(ds).batch = batch
     desc.current[0] = batch
+
+
+# dynamic image size ------------------------------------------------------------------------
+def get_dynamic_hw(desc: int, i: int) -> tuple[dict, int]:
+    """``aclmdlGetDynamicHW`` -> ({"hwCount", "hw": [[h, w], ...]}, ret); 0 gears if the
+    model has none (``i`` is not used: the gears are the model's)."""
+    d = _d(desc)
+    if d is None:
+        return {}, errors.ACL_ERROR_INVALID_PARAM
+    return {"hwCount": len(d.hw), "hw": [list(g) for g in d.hw]}, 0
+
+
+@ret_only
+def set_dynamic_hw_size(model_id: int, ds: int, index: int, height: int, width: int) -> None:
+    """``aclmdlSetDynamicHWSize``: the (h, w) gear for executes with dataset ``ds``;
+    ``index`` is that of ``ascend_mbatch_shape_data``. No such gear (or a model without
+    image size gears): 145000 (our choice, as the batch case's 145013 names batches)."""
+    model = models.get(model_id)
+    desc: modeldesc.ModelDesc = model.desc
+    if [height, width] not in desc.hw or index != len(desc.inputs) - 1:
+        raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"image size {height}x{width} at input "
+                         f"{index}: gears {desc.hw}")
+    _ds(ds).hw = [height, width]
+    desc.current[1] = desc.hw.index([height, width])
+
+
+# AIPP (host/acl/mdl_aipp.py) ---------------------------------------------------------------
+_mdl_aipp.bind_datasets(get_dataset_buffer)

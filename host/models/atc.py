@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from npuemu.host.models import lowering, omfile, onnx_front, planner, streams
+from npuemu.host.models import aipp, interface, lowering, omfile, onnx_front, planner, streams
 from npuemu.host.models.codes import (
     ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
     ACL_ERROR_GE_PARAM_INVALID,
@@ -78,12 +78,22 @@ def _gear_shapes(shapes: dict[str, list[int]], gears: list[int]) -> list[dict[st
 
 
 def build_graphs(model: str | os.PathLike, input_shape: str | None = None,
-                 dynamic_batch_size: str | None = None) -> tuple[list[Graph], list[int]]:
-    """Front end + lowering for every gear (one graph for a static model)."""
+                 dynamic_batch_size: str | None = None, **flags: Any
+                 ) -> tuple[list[Graph], list[int], list[dict]]:
+    """Front end + lowering for every gear (one graph for a static model), then the
+    interface flags and AIPP (``host/models/interface.py``, ``aipp.py``); returns the graphs,
+    the batch gears and the model definition's ``aipp`` entries."""
     gears = parse_dynamic_batch(dynamic_batch_size)
+    hw = interface.parse_hw(flags.get("dynamic_image_size"))
+    if gears and hw:
+        raise ModelError(ACL_ERROR_GE_PARAM_INVALID, "--dynamic_batch_size and "
+                         "--dynamic_image_size cannot be used together")
     shapes = onnx_front.parse_input_shape(input_shape)
-    base = onnx_front.load(model)
-    graphs = [lowering.lower(onnx_front.prepare(base, s)) for s in _gear_shapes(shapes, gears)]
+    base = interface.select_outputs(onnx_front.load(model), flags.get("out_nodes"))
+    per_gear = interface.hw_gear_shapes(shapes, hw, flags.get("input_format", "NCHW")) \
+        if hw else _gear_shapes(shapes, gears)
+    graphs = [lowering.lower(onnx_front.prepare(base, s)) for s in per_gear]
+    entries = _interface(graphs, base, bool(hw), **flags)
     ref = graphs[-1]
     for g in graphs[:-1]:
         if [(n.op, n.inputs, n.outputs) for n in g.nodes] != \
@@ -91,7 +101,21 @@ def build_graphs(model: str | os.PathLike, input_shape: str | None = None,
            ref.weights.keys():
             raise ModelError(ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
                              "the graph's structure or weights change with the batch size")
-    return graphs, gears
+    return graphs, gears, entries
+
+
+def _interface(graphs: list[Graph], base: Any, hw: bool, **flags: Any) -> list[dict]:
+    """``--input_fp16_nodes``, ``--output_type`` and ``--insert_op_conf`` on every gear."""
+    fp16 = interface.parse_fp16_nodes(flags.get("input_fp16_nodes"))
+    configs = aipp.read(flags["insert_op_conf"]) if flags.get("insert_op_conf") else []
+    if hw and any(not c.dynamic for c in configs):
+        raise aipp.fail("static AIPP with --dynamic_image_size is not supported by npuemu")
+    entries: list[dict] = []
+    for g in graphs:
+        entries = aipp.insert(g, configs, fp16) if configs else []
+        interface.fp16_inputs(g, fp16)
+        interface.output_types(g, base, flags.get("output_type"))
+    return entries
 
 
 def op_workspace(graph: Graph) -> Callable[[Node], int]:
@@ -123,8 +147,11 @@ def schedule_and_plan(graph: Graph, max_streams: int = 4
 
 def convert(model: str | os.PathLike, output: str | os.PathLike, soc_version: str,
             input_shape: str | None = None, input_format: str = "NCHW",
-            dynamic_batch_size: str | None = None, max_streams: int = 4) -> dict[str, Any]:
-    """ONNX -> OM (ATC ``--mode=0 --framework=5``). Returns the report; raises ModelError."""
+            dynamic_batch_size: str | None = None, max_streams: int = 4,
+            **flags: Any) -> dict[str, Any]:
+    """ONNX -> OM (ATC ``--mode=0 --framework=5``). Returns the report; raises ModelError.
+    ``flags``: ``insert_op_conf``, ``input_fp16_nodes``, ``output_type``, ``out_nodes``,
+    ``dynamic_image_size`` (ATC's flags of those names)."""
     profile = soc_profile(soc_version)  # a family name (Ascend910_93) means its profile
     if profile is None:
         raise ModelError(ACL_ERROR_GE_PARAM_INVALID,
@@ -133,7 +160,8 @@ def convert(model: str | os.PathLike, output: str | os.PathLike, soc_version: st
     soc_version = profile.name
     if input_format not in ACL_FORMATS:
         raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"--input_format {input_format!r}")
-    graphs, gears = build_graphs(model, input_shape, dynamic_batch_size)
+    graphs, gears, entries = build_graphs(model, input_shape, dynamic_batch_size,
+                                          input_format=input_format, **flags)
     big = graphs[-1]
     sched, mplan = schedule_and_plan(big, max_streams)
     planner.verify(mplan, big, sched)
@@ -143,6 +171,11 @@ def convert(model: str | os.PathLike, output: str | os.PathLike, soc_version: st
                 raise ModelError(ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
                                  f"{blk.name!r} grows when the batch shrinks")
     om = _assemble(graphs, gears, sched, mplan, soc_version, input_format)
+    hw = interface.parse_hw(flags.get("dynamic_image_size"))
+    om.model_def.update(aipp=entries, dynamic_hw=hw)
+    om.dynamic = om.dynamic or bool(hw)
+    for prog, gear in zip(om.programs, hw, strict=False):
+        prog["hw"] = gear
     path = os.fspath(output)
     path = path if path.endswith(".om") else path + ".om"
     size = omfile.write(path, om)
@@ -154,7 +187,7 @@ def _assemble(graphs: list[Graph], gears: list[int], sched: streams.Schedule,
     big = graphs[-1]
     blob, offsets = omfile.pack_weights({k: v.tobytes() for k, v in big.weights.items()})
     programs, op_refs, index = [], [], {}
-    for g, batch in zip(graphs, gears or [0], strict=True):
+    for g, batch in zip(graphs, gears or [0] * len(graphs), strict=True):
         tasks, scratch = [], []
         for i, node in enumerate(g.nodes):
             key = signature(g, node)
@@ -227,6 +260,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--input_shape", help='e.g. "x:-1,3,224,224" (-1: the dynamic batch dim)')
     p.add_argument("--input_format", default="NCHW", help="NCHW (default), NHWC, ND or NCDHW")
     p.add_argument("--dynamic_batch_size", help='batch gears with a -1 input dim, e.g. "1,2,4"')
+    p.add_argument("--dynamic_image_size", help='H,W gears with -1 H and W input dims, e.g. '
+                   '"224,224;448,448"')
+    p.add_argument("--insert_op_conf", help="AIPP configuration file (static or dynamic AIPP)")
+    p.add_argument("--input_fp16_nodes", help='inputs that take float16 data, e.g. "x;y"')
+    p.add_argument("--output_type", help='FP32, FP16, UINT8 or INT8, or "node:0:FP16;..."')
+    p.add_argument("--out_nodes", help='the model\'s outputs, e.g. "prob:0;fc:0"')
     p.add_argument("--log", default="null", choices=("debug", "info", "warning", "error", "null"),
                    help="info or debug: print the memory plan's report (JSON, on stderr)")
     p.add_argument("--om", help="the OM file to dump (mode 1)")
@@ -247,7 +286,8 @@ def run(argv: Sequence[str] | None = None) -> int:
                 raise ModelError(ACL_ERROR_GE_PARAM_INVALID,
                                  f"--framework={args.framework}: only 5 (ONNX) is supported")
             report = convert(args.model, args.output, args.soc_version, args.input_shape,
-                             args.input_format, args.dynamic_batch_size)
+                             args.input_format, args.dynamic_batch_size,
+                             **{k: getattr(args, k) for k in _FLAGS})
             if args.log in ("debug", "info"):
                 print(json.dumps(report), file=sys.stderr)
     except ModelError as exc:
@@ -255,6 +295,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 1
     print("ATC run success, welcome to the next use.")
     return 0
+
+
+_FLAGS = ("insert_op_conf", "input_fp16_nodes", "output_type", "out_nodes", "dynamic_image_size")
 
 
 def _need(args: argparse.Namespace, *names: str) -> None:

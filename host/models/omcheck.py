@@ -90,8 +90,12 @@ def check(model_def: object, tensors: object, programs: object, op_refs: object,
                        ("MEMORY_PLAN", plan)):
         plain_tree(part, what)
     gears = _model_def(model_def)
+    hw = model_def.get("dynamic_hw") or []  # type: ignore[union-attr]
+    need(isinstance(hw, list) and all(isinstance(g, list) and len(g) == 2 and all(
+        is_int(d, 1, MAX_DIM) for d in g) for g in hw), f"dynamic image sizes {hw!r}")
+    _aipp(model_def.get("aipp") or [])  # type: ignore[union-attr]
     blocks = _plan(plan)
-    _programs(programs, gears)
+    _programs(programs, gears or [0] * max(1, len(hw)))
     _tensors(tensors, len(programs), blocks, weight_size)  # type: ignore[arg-type]
     _op_refs(op_refs)
 
@@ -109,6 +113,25 @@ def _model_def(md: object) -> list[int]:
     need(isinstance(gears, list) and all(is_int(g, 1, MAX_DIM) for g in gears)
          and len(set(gears)) == len(gears), f"dynamic batch gears {gears!r}")
     return gears
+
+
+def _aipp(entries: object) -> None:
+    """The model definition's AIPP entries (``host/models/aipp.py``)."""
+    for e in rows(entries, "the AIPP entries"):
+        need(isinstance(e, dict) and is_name(e.get("input")) and e.get("mode") in (
+            "static", "dynamic"), f"AIPP entry {e!r}")
+        dims = e.get("model_dims")
+        need(isinstance(dims, list) and len(dims) == 4 and all(is_int(d, 1, MAX_DIM)
+                                                               for d in dims),
+             f"AIPP entry model dims {dims!r}")
+        if e["mode"] == "dynamic":
+            need(is_name(e.get("params_input")), f"AIPP entry {e!r}")
+            continue
+        params = e.get("params")
+        size = params.get("src_image_size") if isinstance(params, dict) else None
+        need(isinstance(size, list) and len(size) == 2 and all(is_int(d, 1, MAX_DIM)
+                                                               for d in size),
+             f"AIPP entry parameters {params!r}")
 
 
 def _plan(plan: object) -> dict[str, list]:
@@ -130,7 +153,7 @@ def _programs(programs: object, gears: list[int]) -> None:
     progs = rows(programs, "the program list")
     need(all(isinstance(p, dict) for p in progs), "a program is not a map")
     batches = [p.get("batch") for p in progs]
-    need(batches == (gears or [0]), f"program batches {batches!r} for gears {gears!r}")
+    need(batches == gears, f"program batches {batches!r} for gears {gears!r}")
     for k, prog in enumerate(progs):
         _program(prog, k)
 

@@ -107,6 +107,7 @@ class Program:
     n_streams: int = 1
     n_events: int = 0
     card_id: int = 0  # the registered task list on the card (MODEL_LOAD)
+    hw: list[int] | None = None  # the (h, w) gear of a --dynamic_image_size model
 
 
 @dataclass(eq=False)
@@ -136,8 +137,15 @@ class Model:
     def work_size(self) -> int:
         return self.om.work_size
 
-    def program(self, batch: int = 0) -> Program:
-        """The program for ``batch`` (0: the largest gear, or the only program)."""
+    def program(self, batch: int = 0, hw: list[int] | None = None) -> Program:
+        """The program for ``batch`` or the (h, w) gear ``hw`` (neither: the largest gear,
+        or the only program)."""
+        if hw:
+            for prog in self.programs:
+                if prog.hw == list(hw):
+                    return prog
+            raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"image size {list(hw)} is not a "
+                             f"gear of this model ({[p.hw for p in self.programs]})")
         if not batch:
             return self.programs[-1]
         for prog in self.programs:
@@ -303,7 +311,7 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
     in_sizes, in_dims = sizes("input")
     out_sizes, out_dims = sizes("output")
     return Program(prog["batch"], tasks, in_sizes, out_sizes, in_dims, out_dims,
-                   len(prog["streams"]), len(prog["events"]))
+                   len(prog["streams"]), len(prog["events"]), hw=prog.get("hw"))
 
 
 def _compile(req: executor.Request, link: Any) -> Any:
@@ -379,22 +387,23 @@ def _drained(model: Model) -> bool:
 
 def execute_async(model_id: object, inputs: list[tuple[int, int]],
                   outputs: list[tuple[int, int]], stream_handle: object,
-                  batch: int = 0) -> None:
+                  batch: int = 0, hw: list[int] | None = None) -> None:
     """Queue the model's tasks on the stream (``aclmdlExecuteAsync``); allocates nothing."""
     model = get(model_id)
     stream = resolve(stream_handle, for_submit=True)
     with model.lock:
-        _launch(model, model.program(batch), inputs, outputs, stream)
+        _launch(model, model.program(batch, hw), inputs, outputs, stream)
 
 
 def execute(model_id: object, inputs: list[tuple[int, int]], outputs: list[tuple[int, int]],
-            stream_handle: object = None, batch: int = 0, timeout_ms: int = -1) -> None:
+            stream_handle: object = None, batch: int = 0, timeout_ms: int = -1,
+            hw: list[int] | None = None) -> None:
     """``aclmdlExecute``: queue the tasks and wait for them (blocks, bounded by
     ``timeout_ms``; -1 waits as long as the device is alive)."""
     model = get(model_id)
     stream = resolve(stream_handle, for_submit=True)
     with model.lock:
-        _launch(model, model.program(batch), inputs, outputs, stream)
+        _launch(model, model.program(batch, hw), inputs, outputs, stream)
     synchronize_stream(stream_handle, timeout_ms)
 
 

@@ -1,3 +1,3 @@
 """Imports every op family module once, so they register their ops."""
 
-from npuemu.host.ops import cube, elementwise, norm, pooling, reduce, shape  # noqa: F401
+from npuemu.host.ops import cube, elementwise, image, norm, pooling, reduce, shape  # noqa: F401
