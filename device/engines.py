@@ -1,4 +1,4 @@
-"""Engine queues of a device: DMA, AI Core, AI Vector and AI CPU, one thread each.
+"""Engine queues of a device: DMA, AI Core, AI Vector, AI CPU and DVPP, one thread each.
 
 The scheduler (``scheduler.py``) hands an engine a task whose stream dependencies are met;
 the engine runs it (numpy and ``ctypes.memmove`` release the GIL, so engines overlap) and
@@ -35,12 +35,14 @@ from typing import Any
 from npuemu.shared import errors
 
 DMA, AICORE, AIVECTOR, AICPU = "dma", "aicore", "aivector", "aicpu"
-ENGINES = (DMA, AICORE, AIVECTOR, AICPU)
+DVPP = "dvpp"  # image decode/encode and VPC (device/exec/dvpp.py)
+ENGINES = (DMA, AICORE, AIVECTOR, AICPU, DVPP)
 FAILURE_CODE = {
     DMA: errors.ACL_ERROR_RT_SYS_DMA,
     AICORE: errors.ACL_ERROR_RT_AICORE_EXCEPTION,
     AIVECTOR: errors.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
     AICPU: errors.ACL_ERROR_RT_AICPU_EXCEPTION,
+    DVPP: errors.ACL_ERROR_RT_AICPU_EXCEPTION,
 }
 
 

@@ -67,7 +67,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import containment, engines
-from npuemu.device.exec import collective
+from npuemu.device.exec import collective, dvpp
 from npuemu.device.exec import model as model_tasks
 from npuemu.device.exec.kernels import launch as run_kernel
 from npuemu.device.exec.kernels import lookup as lookup_kernel
@@ -448,6 +448,8 @@ class Scheduler:
             return model_tasks.prepare(self.worker, client, task)
         if task.op == Op.COLLECTIVE:
             return collective.prepare(self.worker, client, task)
+        if task.op == Op.DVPP:
+            return dvpp.prepare(self.worker, client, task)
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"unknown task op {task.op}")
 
 
@@ -599,7 +601,7 @@ _TASK_ARGS = {
     Op.RECORD: (_event_slot, u64), Op.RESET_EVENT: (_event_slot,),
     Op.WAIT_EVENT: (_event_slot, u64, u64), Op.LAUNCH: (u64, _name, _blocks, _kernel_args),
     Op.CALLBACK: (u64, _flag), Op.MODEL_EXECUTE: model_tasks.EXECUTE_CHECKS,
-    Op.COLLECTIVE: collective.TASK_ARGS,
+    Op.COLLECTIVE: collective.TASK_ARGS, Op.DVPP: dvpp.TASK_ARGS,
 }
 
 

@@ -59,6 +59,7 @@ completion is published in the client's stream/event tables (``layout.py``):
 | CALLBACK     | callback id, block (0/1)               |
 | MODEL_EXECUTE| model id, [input addresses], [output addresses] |
 | COLLECTIVE   | comm id, kind, algo, dtype, op, root (send/recv: the peer), count, send, recv, timeout ms, [counts] (all_to_allv: send_counts, sdispls, recv_counts, rdispls) |
+| DVPP         | kind (str: jpegd, pngd, jpege, vpc), [picture record addresses], [integer parameters] (``device/exec/dvpp.py``) |
 
 A model step (``MODEL_LOAD``) is ``[stream, bin id, kernel name, blocks, [args], [[arg index,
 0 input / 1 output, user index], ...], [waited event ids], [recorded event ids]]``, in the
@@ -136,6 +137,7 @@ class Op(enum.IntEnum):
     CALLBACK = 38
     MODEL_EXECUTE = 39
     COLLECTIVE = 40  # a collective step (device/exec/collective.py)
+    DVPP = 41  # an image task of the DVPP engine (device/exec/dvpp.py)
 
 
 TASK_OPS = frozenset(op for op in Op if op >= Op.COPY_ASYNC)

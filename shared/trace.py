@@ -63,7 +63,7 @@ OP_REFUSED = 0xFFFF
 """TRACE_RECORD.op of a task the card refused (a frame that broke the protocol, failed in its
 turn; the scheduler's internal op -1)."""
 
-ENGINE_IDS = {"": 0, "dma": 1, "aicore": 2, "aivector": 3, "aicpu": 4}
+ENGINE_IDS = {"": 0, "dma": 1, "aicore": 2, "aivector": 3, "aicpu": 4, "dvpp": 5}
 """TRACE_RECORD.engine: 0 = run by the scheduler itself (events, callbacks, small copies)."""
 ENGINE_NAMES = {v: k or "scheduler" for k, v in ENGINE_IDS.items()}
 

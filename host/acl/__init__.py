@@ -3,7 +3,7 @@ process of an environment where npuemu is installed (the top-level ``acl`` packa
 with npuemu forwards to this module), unless a real pyACL comes earlier on ``sys.path``.
 
 Submodules as in pyACL: ``acl.rt`` (runtime), ``acl.util`` (pointer helpers), ``acl.prof``
-(profiling). Calls return
+(profiling), ``acl.media`` (DVPP images). Calls return
 ``ret`` or a tuple ending in ``ret``; pointers and handles are ints. Calls that take no
 parameters accept and ignore extra arguments, as pyACL's do.
 """
@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from npuemu.host.acl import data, mdl, op, prof, rt, tensor, util
+from npuemu.host.acl import data, mdl, media, op, prof, rt, tensor, util
 from npuemu.host.acl._wrap import fail as _fail
 from npuemu.host.acl._wrap import recent_message as _recent_message
 from npuemu.host.acl.tensor import *  # noqa: F403  (tensor descriptors, op attributes)
@@ -133,5 +133,5 @@ data_type_size = data.type_size
 __all__ = ["app_log", "create_data_buffer", "data_type_size", "destroy_data_buffer",
            "finalize", "get_data_buffer_addr", "get_data_buffer_size",
            "get_data_buffer_size_v2", "get_recent_err_msg", "get_soc_name", "get_version",
-           "init", "mdl", "on_finalize", "op", "prof", "rt", "update_data_buffer", "util",
+           "init", "mdl", "media", "on_finalize", "op", "prof", "rt", "update_data_buffer", "util",
            *tensor.__all__]

@@ -43,7 +43,8 @@ OUTPUT = "mindstudio_profiler_output"
 HOST_DEV = 31
 SORT_TX, SORT_CANN, SORT_HW = 6, 7, 14
 ENGINE_TID = 1 << 20  # engine tracks come after every stream id
-ENGINE_LABEL = {"dma": "DMA", "aicore": "AI Core", "aivector": "AI Vector", "aicpu": "AI CPU"}
+ENGINE_LABEL = {"dma": "DMA", "aicore": "AI Core", "aivector": "AI Vector", "aicpu": "AI CPU",
+                "dvpp": "DVPP"}
 
 OP_SUMMARY = ["Device_id", "Model ID", "Task ID", "Stream ID", "Op Name", "OP Type",
               "OP State", "Task Type", "Task Start Time(us)", "Task Duration(us)",

@@ -1,0 +1,531 @@
+"""The DVPP engine's tasks: JPEG/PNG decode, JPEG encode and VPC (resize, crop, crop and
+paste, batch crop, colour conversion, borders) on device memory.
+
+A ``DVPP`` task frame carries a kind, the pinned-host addresses of its picture records
+(``shared/media.py``: ``PIC_DESC``) and integer parameters:
+
+| kind  | records              | parameters                                                  |
+|-------|----------------------|-------------------------------------------------------------|
+| jpegd | output               | data, size                                                  |
+| pngd  | output               | data, size                                                  |
+| jpege | input                | data, capacity, level, size word (pinned host address, u32) |
+| vpc   | inputs..., outputs... | op, interpolation, inputs, then per op: see ``_vpc``        |
+
+``prepare`` (loop thread, when the task reaches its stream's head) reads the records, checks
+them and resolves every address (107000 for memory that is not the client's; 507018 for a
+picture that breaks a rule: the geometry is read in stream order, so a picture an earlier
+task wrote is seen as written). ``_run`` (the DVPP engine thread) decodes, encodes or
+transforms and writes the results and the output records (width, height, strides, size of a
+decode; ret code 0). A task that fails, for a corrupt file or a picture that breaks a rule,
+fails with ``ACL_ERROR_RT_AICPU_EXCEPTION`` (507018: on this SoC the acldvpp image calls run
+as AI CPU tasks; the hardware's exact value is our choice), writes a nonzero ret code into its
+output records and one line to the device log (module DVPP); the card goes on.
+
+Codecs: Pillow (libjpeg-turbo, libpng) decodes and encodes; OpenCV resizes (bilinear or
+nearest, ``cv2.INTER_LINEAR`` / ``cv2.INTER_NEAREST``: CANN documents them as the
+industry's algorithms), converts colour (BT.601 as ``cv2.cvtColor`` defines its YUV codes)
+and makes borders. JPEGD asks libjpeg for YCbCr without colour conversion; its chroma,
+upsampled by libjpeg, is brought back to 4:2:0 by 2x2 averaging, so a decoded picture is
+within a few levels of the file's own chroma planes (not bit-exact to the hardware).
+
+Partial: progressive and arithmetic-coded JPEGs are refused as the hardware refuses them,
+but only progressive is detected (an arithmetic-coded file decodes); JPEGD writes YUV420SP
+only (no YUV422SP/444SP/440 outputs, no PIXEL_FORMAT_UNKNOWN); VPC takes YUV400,
+YUV420SP and RGB888/BGR888 only; EXIF rotation is not applied.
+
+Threading model: ``prepare`` runs in the worker's loop thread; ``_run`` on the DVPP engine
+thread touches only its task's resolved addresses (device memory and pinned records of the
+task's client, held live by the allocator's checks at prepare time, as copies are).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import cv2
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+from PIL import Image
+
+from npuemu.device import engines
+from npuemu.shared import errors
+from npuemu.shared import media as m
+from npuemu.shared.protocol import BadFrame, u64
+
+if TYPE_CHECKING:
+    from npuemu.device.scheduler import Task
+    from npuemu.device.worker import Client, Worker
+
+FAILED = errors.ACL_ERROR_RT_AICPU_EXCEPTION
+KINDS = ("jpegd", "pngd", "jpege", "vpc")
+MAX_RECORDS = 256
+"""Most picture records of one task (a batch crop's inputs and outputs)."""
+_P = m.PIC_DESC
+_RECORD = ctypes.c_uint64 * _P.words
+cv2.setNumThreads(1)  # one engine thread per card: no pool of its own behind it
+
+
+class DvppFailure(Exception):
+    """A picture or file the DVPP engine refuses; the task fails with ``FAILED``."""
+
+
+def _kind(value: object) -> None:
+    if value not in KINDS:
+        raise BadFrame(f"DVPP kind {value!r:.40} is not one of {KINDS}")
+
+
+def _records(value: object) -> None:
+    if not isinstance(value, list | tuple) or not 0 < len(value) <= MAX_RECORDS:
+        raise BadFrame(f"DVPP records must be an array of 1 to {MAX_RECORDS} addresses")
+    for v in value:
+        u64(v)
+
+
+def _params(value: object) -> None:
+    if not isinstance(value, list | tuple) or len(value) > 8 * MAX_RECORDS:
+        raise BadFrame("DVPP parameters must be an array of integers")
+    for v in value:
+        u64(v)
+
+
+TASK_ARGS = (_kind, _records, _params)
+
+
+@dataclass
+class Picture:
+    """One picture record, read when the task started, and its bytes' local address."""
+
+    record: Any  # the record's words (ctypes array over pinned host memory)
+    fmt: int
+    width: int
+    height: int
+    stride_w: int
+    stride_h: int
+    size: int
+    addr: int = 0  # local address of its data (0 until resolved)
+
+    def fail(self) -> None:
+        self.record[_P.RET_CODE] = m.JPEGD_DEC_RET_FAILED
+
+
+def _picture(worker: Worker, client: Client, ptr: int) -> Picture:
+    record = _RECORD.from_address(worker.resolve(client, ptr, _P.size))
+    return Picture(record, record[_P.FORMAT], record[_P.WIDTH], record[_P.HEIGHT],
+                   record[_P.WIDTH_STRIDE], record[_P.HEIGHT_STRIDE], record[_P.SIZE])
+
+
+def _data(worker: Worker, client: Client, pic: Picture, count: int) -> None:
+    pic.addr = worker.resolve(client, pic.record[_P.DATA], count)
+
+
+def _bytes(addr: int, count: int) -> np.ndarray:
+    view = memoryview((ctypes.c_char * count).from_address(addr)).cast("B")
+    return np.frombuffer(view, np.uint8)
+
+
+def prepare(worker: Worker, client: Client, task: Task) -> tuple[str, Callable[[Task], int]]:
+    """Loop thread: read and check the task's records, resolve its addresses; the engine
+    and the run function. Raises AclError (the task fails with its code)."""
+    kind, records, params = task.args
+    pics = [_picture(worker, client, p) for p in records]
+    try:
+        job = _PREPARE[kind](worker, client, pics, list(params))
+    except DvppFailure as err:
+        for pic in pics:
+            pic.fail()
+        worker.log("ERROR", f"{kind}: {err}", module="DVPP")
+        raise errors.error_for(FAILED, str(err)) from None
+
+    def run(task: Task) -> int:
+        try:
+            job()
+        except DvppFailure as err:
+            for pic in pics:
+                pic.fail()
+            worker.log("ERROR", f"{kind}: {err}", module="DVPP")
+            return FAILED
+        for pic in pics:
+            pic.record[_P.RET_CODE] = 0
+        return 0
+
+    return engines.DVPP, run
+
+
+# decoders and the encoder ----------------------------------------------------------------
+def _open(data: bytes, what: str) -> Image.Image:
+    try:
+        image = Image.open(io.BytesIO(data))
+    except Exception as err:  # Pillow raises several unrelated types for bad files
+        raise DvppFailure(f"not a {what} file: {err}") from None
+    if image.format != what:
+        raise DvppFailure(f"the data is a {image.format} file, not {what}")
+    return image
+
+
+def _jpegd(worker: Worker, client: Client, pics: list[Picture],
+           params: list[int]) -> Callable[[], None]:
+    (out,), (data, size) = pics, params
+    src = worker.resolve(client, data, size)
+    if out.fmt not in m.YUV420SP:
+        raise DvppFailure(f"JPEGD writes YUV420SP (1, 2), not format {out.fmt}")
+    blob = ctypes.string_at(src, size)  # read once: the task runs next, in stream order
+    probe = _open(blob, "JPEG")
+    width, height = probe.size
+    if not (m.JPEGD_MIN <= width <= m.JPEGD_MAX and m.JPEGD_MIN <= height <= m.JPEGD_MAX):
+        raise DvppFailure(f"JPEG of {width}x{height}, outside {m.JPEGD_MIN}x{m.JPEGD_MIN} "
+                          f"to {m.JPEGD_MAX}x{m.JPEGD_MAX}")
+    if probe.info.get("progressive") or probe.info.get("progression"):
+        raise DvppFailure("do not support progressive mode")
+    if probe.mode not in ("L", "RGB"):
+        raise DvppFailure(f"just support jpeg with YUV 444 440 422 420 400, not {probe.mode}")
+    w, h, sw, sh, need = m.jpegd_geometry(width, height)
+    if out.size < need:
+        raise DvppFailure(f"output buffer of {out.size} bytes; the picture needs {need}")
+    _data(worker, client, out, need)
+
+    def job() -> None:
+        image = _open(blob, "JPEG")
+        image.draft("YCbCr" if image.mode == "RGB" else "L", image.size)
+        try:
+            pixels = np.asarray(image)
+        except Exception as err:  # a truncated or corrupt scan
+            raise DvppFailure(f"decode failed: {err}") from None
+        rec = out.record
+        rec[_P.WIDTH], rec[_P.HEIGHT], rec[_P.WIDTH_STRIDE], rec[_P.HEIGHT_STRIDE] = w, h, sw, sh
+        luma, chroma = _yuv420_views(out.addr, sw, sh, w, h)
+        if pixels.ndim == 2:
+            luma[:] = pixels[:h, :w]
+            chroma[:] = 128
+            return
+        luma[:] = pixels[:h, :w, 0]
+        half = cv2.resize(pixels[:h, :w, 1:3], (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+        chroma[:] = half if out.fmt == m.NV12 else half[:, :, ::-1]
+
+    return job
+
+
+def _pngd(worker: Worker, client: Client, pics: list[Picture],
+          params: list[int]) -> Callable[[], None]:
+    (out,), (data, size) = pics, params
+    src = worker.resolve(client, data, size)
+    if out.fmt not in (m.RGB888, m.RGBA8888):
+        raise DvppFailure(f"PNGD writes RGB888 (12) or RGBA8888 (16), not format {out.fmt}")
+    blob = ctypes.string_at(src, size)  # read once: the task runs next, in stream order
+    width, height = _open(blob, "PNG").size
+    if not (m.PNGD_MIN <= width <= m.PNGD_MAX and m.PNGD_MIN <= height <= m.PNGD_MAX):
+        raise DvppFailure(f"PNG of {width}x{height}, outside {m.PNGD_MIN}x{m.PNGD_MIN} to "
+                          f"{m.PNGD_MAX}x{m.PNGD_MAX}")
+    w, h, sw, sh, need = m.pngd_geometry(width, height, out.fmt)
+    if out.size < need:
+        raise DvppFailure(f"output buffer of {out.size} bytes; the picture needs {need}")
+    _data(worker, client, out, need)
+
+    def job() -> None:
+        image = _open(blob, "PNG")
+        try:
+            pixels = np.asarray(image.convert("RGB" if out.fmt == m.RGB888 else "RGBA"))
+        except Exception as err:
+            raise DvppFailure(f"decode failed: {err}") from None
+        rec = out.record
+        rec[_P.WIDTH], rec[_P.HEIGHT], rec[_P.WIDTH_STRIDE], rec[_P.HEIGHT_STRIDE] = w, h, sw, sh
+        channels = m.bytes_per_pixel(out.fmt)
+        rows = _bytes(out.addr, sw * sh).reshape(sh, sw)
+        rows[:h, :w * channels] = pixels.reshape(h, w * channels)
+
+    return job
+
+
+def _jpege(worker: Worker, client: Client, pics: list[Picture],
+           params: list[int]) -> Callable[[], None]:
+    (pic,), (data, capacity, level, size_word) = pics, params
+    if pic.fmt not in m.YUV420SP:
+        raise DvppFailure(f"JPEGE takes YUV420SP (1, 2), not format {pic.fmt}")
+    w, h, sw, sh = pic.width, pic.height, pic.stride_w, pic.stride_h
+    if not (m.JPEGE_MIN <= w <= m.JPEGE_MAX and m.JPEGE_MIN <= h <= m.JPEGE_MAX) \
+            or w % 2 or h % 2:
+        raise DvppFailure(f"JPEGE input {w}x{h}: even, {m.JPEGE_MIN} to {m.JPEGE_MAX}")
+    if sw % 16 or sw < w or not (sh == h or (sh % 16 == 0 and sh >= max(h, 32))):
+        raise DvppFailure(f"JPEGE strides {sw}x{sh} for {w}x{h}: width stride a multiple of "
+                          "16, height stride the height or a multiple of 16")
+    need = m.picture_bytes(pic.fmt, sw, sh)
+    if pic.size < need:
+        raise DvppFailure(f"input buffer of {pic.size} bytes; its strides need {need}")
+    _data(worker, client, pic, need)
+    dst = worker.resolve(client, data, capacity)
+    word = ctypes.c_uint32.from_address(worker.resolve(client, size_word, 4))
+    quality = 100 if level == 0 else level
+
+    def job() -> None:
+        luma, chroma = _yuv420_views(pic.addr, sw, sh, w, h)
+        uv = chroma if pic.fmt == m.NV12 else chroma[:, :, ::-1]
+        full = cv2.resize(uv, (w, h), interpolation=cv2.INTER_NEAREST)
+        planes = [Image.fromarray(np.ascontiguousarray(p)) for p in (luma, full[:, :, 0],
+                                                                     full[:, :, 1])]
+        out = io.BytesIO()
+        Image.merge("YCbCr", planes).save(out, "JPEG", quality=quality, subsampling=2)
+        encoded = out.getbuffer()
+        if len(encoded) > capacity:
+            raise DvppFailure(f"encoded picture of {len(encoded)} bytes; the output buffer "
+                              f"holds {capacity}")
+        ctypes.memmove(dst, bytes(encoded), len(encoded))
+        word.value = len(encoded)
+
+    return job
+
+
+# VPC ---------------------------------------------------------------------------------------
+def _yuv420_views(addr: int, sw: int, sh: int, w: int, h: int) -> tuple[np.ndarray, np.ndarray]:
+    """Writable views (never copies) of a YUV420SP picture: luma (h, w) and chroma
+    (h/2, w/2, 2)."""
+    frame = _bytes(addr, sw * sh * 3 // 2)
+    luma = frame[:sw * sh].reshape(sh, sw)[:h, :w]
+    chroma = as_strided(frame[sw * sh:], shape=(h // 2, w // 2, 2), strides=(sw, 2, 1))
+    return luma, chroma
+
+
+def _packed(addr: int, sw: int, sh: int, w: int, h: int, channels: int) -> np.ndarray:
+    """Writable view (never a copy) of a packed picture: (h, w, channels)."""
+    return as_strided(_bytes(addr, sw * sh), shape=(h, w, channels),
+                      strides=(sw, channels, 1))
+
+
+@dataclass
+class Planes:
+    """A picture's pixels: YUV (luma, chroma with U first or None for YUV400) or RGB."""
+
+    luma: np.ndarray | None = None
+    chroma: np.ndarray | None = None
+    rgb: np.ndarray | None = None
+
+
+def _load(pic: Picture) -> Planes:
+    if pic.fmt in (m.RGB888, m.BGR888):
+        rgb = _packed(pic.addr, pic.stride_w, pic.stride_h, pic.width, pic.height, 3)
+        return Planes(rgb=rgb if pic.fmt == m.RGB888 else rgb[:, :, ::-1])
+    if pic.fmt == m.YUV400:
+        rows = _bytes(pic.addr, pic.stride_w * pic.stride_h).reshape(pic.stride_h, pic.stride_w)
+        return Planes(luma=rows[:pic.height, :pic.width])
+    luma, chroma = _yuv420_views(pic.addr, pic.stride_w, pic.stride_h, pic.width, pic.height)
+    return Planes(luma, chroma if pic.fmt == m.NV12 else chroma[:, :, ::-1])
+
+
+def _as(planes: Planes, fmt: int) -> Planes:
+    """The same pixels in ``fmt``'s family (RGB, YUV420, YUV400); OpenCV's BT.601."""
+    want_rgb = fmt in (m.RGB888, m.BGR888)
+    if want_rgb and planes.rgb is not None:
+        return planes
+    if want_rgb:
+        assert planes.luma is not None
+        h, w = planes.luma.shape
+        chroma = planes.chroma if planes.chroma is not None else np.full(
+            (h // 2, w // 2, 2), 128, np.uint8)
+        nv12 = np.concatenate([planes.luma.reshape(h, w), chroma.reshape(h // 2, w)])
+        return Planes(rgb=cv2.cvtColor(nv12, cv2.COLOR_YUV2RGB_NV12))
+    if planes.rgb is not None:
+        h, w = planes.rgb.shape[:2]
+        i420 = cv2.cvtColor(np.ascontiguousarray(planes.rgb), cv2.COLOR_RGB2YUV_I420)
+        u = i420[h:h + h // 4].reshape(h // 2, w // 2)
+        v = i420[h + h // 4:].reshape(h // 2, w // 2)
+        planes = Planes(i420[:h], np.stack([u, v], axis=2))
+    if fmt == m.YUV400:
+        return Planes(planes.luma)
+    if planes.chroma is None:
+        assert planes.luma is not None
+        h, w = planes.luma.shape
+        return Planes(planes.luma, np.full((h // 2, w // 2, 2), 128, np.uint8))
+    return planes
+
+
+def _crop(planes: Planes, roi: tuple[int, int, int, int]) -> Planes:
+    left, right, top, bottom = roi
+    if planes.rgb is not None:
+        return Planes(rgb=planes.rgb[top:bottom + 1, left:right + 1])
+    assert planes.luma is not None
+    chroma = None if planes.chroma is None else \
+        planes.chroma[top // 2:(bottom + 1) // 2, left // 2:(right + 1) // 2]
+    return Planes(planes.luma[top:bottom + 1, left:right + 1], chroma)
+
+
+def _resize(planes: Planes, w: int, h: int, interpolation: int) -> Planes:
+    flag = cv2.INTER_NEAREST if interpolation == m.Interpolation.NEAREST else cv2.INTER_LINEAR
+
+    def one(a: np.ndarray | None, ww: int, hh: int) -> np.ndarray | None:
+        if a is None or a.shape[:2] == (hh, ww):
+            return a
+        return cv2.resize(a, (ww, hh), interpolation=flag)
+
+    if planes.rgb is not None:
+        return Planes(rgb=one(planes.rgb, w, h))
+    return Planes(one(planes.luma, w, h), one(planes.chroma, w // 2, h // 2))
+
+
+def _store(pic: Picture, planes: Planes, x: int = 0, y: int = 0) -> None:
+    """Write ``planes`` (already in ``pic``'s family) into ``pic`` at ``(x, y)``."""
+    target = _load(pic)
+    if target.rgb is not None:
+        assert planes.rgb is not None
+        h, w = planes.rgb.shape[:2]
+        target.rgb[y:y + h, x:x + w] = planes.rgb
+        return
+    assert target.luma is not None and planes.luma is not None
+    h, w = planes.luma.shape
+    target.luma[y:y + h, x:x + w] = planes.luma
+    if target.chroma is not None and planes.chroma is not None:
+        ch, cw = planes.chroma.shape[:2]
+        target.chroma[y // 2:y // 2 + ch, x // 2:x // 2 + cw] = planes.chroma
+
+
+def _check(pic: Picture, output: bool) -> None:
+    if pic.fmt not in m.VPC_FORMATS:
+        raise DvppFailure(f"VPC does not take format {pic.fmt} here")
+    problem = m.vpc_picture_problem(pic.fmt, pic.width, pic.height, pic.stride_w,
+                                    pic.stride_h, pic.size, output)
+    if problem:
+        raise DvppFailure(problem)
+
+
+def _roi(params: list[int], at: int, pic: Picture, what: str,
+         paste: bool = False) -> tuple[int, int, int, int]:
+    if len(params) < at + 4:
+        raise DvppFailure(f"{what}: missing")
+    roi = (params[at], params[at + 1], params[at + 2], params[at + 3])
+    problem = m.roi_problem(list(roi), pic.width, pic.height, what, paste)
+    if problem:
+        raise DvppFailure(problem)
+    return roi
+
+
+def _scale_ok(src_w: int, src_h: int, dst_w: int, dst_h: int) -> None:
+    for a, b in ((src_w, dst_w), (src_h, dst_h)):
+        if not m.VPC_SCALE_MIN <= b / a <= m.VPC_SCALE_MAX:
+            raise DvppFailure(f"resize {src_w}x{src_h} to {dst_w}x{dst_h}: each side scales "
+                              "by 1/32 to 16")
+
+
+def _vpc(worker: Worker, client: Client, pics: list[Picture],
+         params: list[int]) -> Callable[[], None]:
+    """Parameters: op, interpolation, number of inputs, then by op: CROP: an ROI;
+    CROP_PASTE: crop ROI, paste ROI; BORDER: type, top, bottom, left, right, 3 values;
+    BATCH_CROP: the ROI count of each input, then every ROI in order."""
+    if len(params) < 3:
+        raise DvppFailure("VPC task without its operation")
+    op, interpolation, n_in = params[:3]
+    rest = params[3:]
+    inputs, outputs = pics[:n_in], pics[n_in:]
+    if not inputs or not outputs:
+        raise DvppFailure("VPC task without input or output pictures")
+    for pic in inputs:
+        _check(pic, output=False)
+        _data(worker, client, pic, m.picture_bytes(pic.fmt, pic.stride_w, pic.stride_h))
+    for pic in outputs:
+        _check(pic, output=True)
+        _data(worker, client, pic, m.picture_bytes(pic.fmt, pic.stride_w, pic.stride_h))
+    plan = _plan(op, rest, inputs, outputs)
+
+    def job() -> None:
+        for src, roi, dst, at in plan:
+            planes = _load(src)
+            if roi is not None:
+                planes = _crop(planes, roi)
+            if at is None:  # fill the output picture
+                planes = _resize(_as(planes, dst.fmt), dst.width, dst.height, interpolation)
+                _store(dst, planes)
+            elif op == m.VpcOp.BORDER:
+                _store(dst, _border(_as(planes, dst.fmt), rest, dst))
+            else:  # paste into its area
+                x, right, y, bottom = at
+                planes = _resize(_as(planes, dst.fmt), right - x + 1, bottom - y + 1,
+                                 interpolation)
+                _store(dst, planes, x, y)
+
+    return job
+
+
+_Step = tuple[Picture, "tuple[int, int, int, int] | None", Picture,
+              "tuple[int, int, int, int] | None"]
+
+
+def _plan(op: int, rest: list[int], inputs: list[Picture],
+          outputs: list[Picture]) -> list[_Step]:
+    """The (input, crop ROI, output, paste ROI) steps of a VPC task, checked."""
+    src, dst = inputs[0], outputs[0]
+    if op in (m.VpcOp.RESIZE, m.VpcOp.CONVERT):
+        if op == m.VpcOp.CONVERT and (src.width, src.height) != (dst.width, dst.height):
+            raise DvppFailure("convert color keeps the size: output "
+                              f"{dst.width}x{dst.height}, input {src.width}x{src.height}")
+        _scale_ok(src.width, src.height, dst.width, dst.height)
+        return [(src, None, dst, None)]
+    if op == m.VpcOp.CROP:
+        roi = _roi(rest, 0, src, "crop area")
+        _scale_ok(roi[1] - roi[0] + 1, roi[3] - roi[2] + 1, dst.width, dst.height)
+        return [(src, roi, dst, None)]
+    if op == m.VpcOp.CROP_PASTE:
+        roi = _roi(rest, 0, src, "crop area")
+        paste = _roi(rest, 4, dst, "paste area", paste=True)
+        _scale_ok(roi[1] - roi[0] + 1, roi[3] - roi[2] + 1, paste[1] - paste[0] + 1,
+                  paste[3] - paste[2] + 1)
+        return [(src, roi, dst, paste)]
+    if op == m.VpcOp.BORDER:
+        if len(rest) != 8 or rest[0] not in tuple(m.BorderType):
+            raise DvppFailure("make border: a border type of acldvppBorderType and 7 values")
+        top, bottom, left, right = rest[1:5]
+        if (dst.width, dst.height) != (src.width + left + right, src.height + top + bottom):
+            raise DvppFailure(f"make border: output {dst.width}x{dst.height} is not the input "
+                              f"{src.width}x{src.height} with its borders")
+        if src.fmt in m.YUV420SP and any(v % 2 for v in (top, bottom, left, right)):
+            raise DvppFailure("make border on YUV420SP: every border even")
+        return [(src, None, dst, (0, 0, 0, 0))]
+    if op == m.VpcOp.BATCH_CROP:
+        return _batch_plan(rest, inputs, outputs)
+    raise DvppFailure(f"unknown VPC operation {op}")
+
+
+def _batch_plan(rest: list[int], inputs: list[Picture], outputs: list[Picture]) -> list[_Step]:
+    counts, rois = rest[:len(inputs)], rest[len(inputs):]
+    if len(counts) != len(inputs) or sum(counts) != len(outputs) \
+            or len(rois) != 4 * len(outputs):
+        raise DvppFailure(f"batch crop: {len(inputs)} inputs, ROI counts {counts}, "
+                          f"{len(outputs)} outputs and {len(rois) // 4} areas do not agree")
+    plan: list[_Step] = []
+    k = 0
+    for src, count in zip(inputs, counts, strict=True):
+        for _ in range(count):
+            roi = _roi(rois, 4 * k, src, f"crop area {k}")
+            dst = outputs[k]
+            _scale_ok(roi[1] - roi[0] + 1, roi[3] - roi[2] + 1, dst.width, dst.height)
+            plan.append((src, roi, dst, None))
+            k += 1
+    return plan
+
+
+_BORDERS = {m.BorderType.BORDER_CONSTANT: cv2.BORDER_CONSTANT,
+            m.BorderType.BORDER_REPLICATE: cv2.BORDER_REPLICATE,
+            m.BorderType.BORDER_REFLECT: cv2.BORDER_REFLECT,
+            m.BorderType.BORDER_REFLECT_101: cv2.BORDER_REFLECT_101}
+
+
+def _border(planes: Planes, rest: list[int], dst: Picture) -> Planes:
+    """``cv2.copyMakeBorder`` on each plane; the constant's values are the output format's
+    components in byte order (R, G, B for RGB888, B, G, R for BGR888; Y, U, V for YUV)."""
+    kind, top, bottom, left, right, *values = rest
+    flag = _BORDERS[m.BorderType(kind)]
+
+    def one(a: np.ndarray, t: int, b: int, lft: int, r: int, value: Any) -> np.ndarray:
+        return cv2.copyMakeBorder(np.ascontiguousarray(a), t, b, lft, r, flag, value=value)
+
+    if planes.rgb is not None:
+        rgb = values if dst.fmt == m.RGB888 else values[::-1]
+        return Planes(rgb=one(planes.rgb, top, bottom, left, right, tuple(rgb)))
+    assert planes.luma is not None
+    luma = one(planes.luma, top, bottom, left, right, values[0])
+    chroma = None if planes.chroma is None else one(
+        planes.chroma, top // 2, bottom // 2, left // 2, right // 2, (values[1], values[2]))
+    return Planes(luma, chroma)
+
+
+_PREPARE: dict[str, Callable[..., Callable[[], None]]] = {
+    "jpegd": _jpegd, "pngd": _pngd, "jpege": _jpege, "vpc": _vpc}

@@ -1,0 +1,236 @@
+"""``acl.media``: pyACL's DVPP image functions (names, argument order, returns as pyACL:
+``ret`` alone, ``(value..., ret)`` for calls with outputs, a plain value for getters and
+``dvpp_create_*``). Each wraps ``host/media/`` (``desc.py``, ``probe.py``, ``ops.py``,
+``memory.py``), whose docstrings say what each mirrors and whether it blocks; the pixel
+formats and other enumerations are ``npuemu.shared.media`` (also exported here under their C
+names). A ``dvpp_create_*`` call that fails returns 0 (the C call's NULL), with the reason in
+``acl.get_recent_err_msg``.
+
+Partial: video (``vdec_*``, ``venc_*``), ``dvpp_vpc_pyr_down_async``,
+``dvpp_vpc_equalize_hist_async``, ``dvpp_vpc_calc_hist_async`` and the batch crop-and-paste /
+make-border variants are not provided (an ``AttributeError``, as for a pyACL without them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from npuemu.host.acl._wrap import fail, ret_only, with_result
+from npuemu.host.media import desc as _d
+from npuemu.host.media import memory as _mem
+from npuemu.host.media import ops as _ops
+from npuemu.host.media import probe as _probe
+from npuemu.shared import errors
+from npuemu.shared import media as _m
+from npuemu.shared.media import BorderType, ChannelMode, JpegFormat, PixelFormat, StreamFormat
+
+_P = _m.PIC_DESC
+
+for _enum in (PixelFormat, StreamFormat, ChannelMode, BorderType, JpegFormat):
+    globals().update({name: int(member) for name, member in _enum.__members__.items()})
+
+
+def _named(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` under the name its failures are logged with."""
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def _created(fn: Callable[..., int]) -> Callable[..., int]:
+    """A ``dvpp_create_*`` call: the handle, or 0 with the failure recorded."""
+
+    def call(*args: Any) -> int:
+        try:
+            return fn(*args)
+        except errors.AclError as err:
+            fail(err, f"media.{fn.__name__}")
+            return 0
+
+    call.__name__ = call.__qualname__ = fn.__name__
+    call.__doc__ = fn.__doc__
+    return call
+
+
+# memory ----------------------------------------------------------------------------------------
+dvpp_malloc = with_result(0)(_mem.dvpp_malloc)
+dvpp_free = ret_only(_mem.dvpp_free)
+
+# channels --------------------------------------------------------------------------------------
+dvpp_create_channel_desc = _created(_d.create_channel_desc)
+dvpp_destroy_channel_desc = ret_only(_d.destroy_channel_desc)
+dvpp_create_channel = ret_only(_d.create_channel)
+dvpp_destroy_channel = ret_only(_d.destroy_channel)
+dvpp_set_channel_desc_mode = ret_only(_d.set_channel_desc_mode)
+
+
+def dvpp_get_channel_desc_channel_id(handle: object) -> int:
+    """Mirrors ``acldvppGetChannelDescChannelId`` (0 for an unknown handle)."""
+    return _d.getter(handle, _d.ChannelDesc, "channel_id")
+
+
+# picture descriptors -----------------------------------------------------------------------------
+dvpp_create_pic_desc = _created(_d.create_pic_desc)
+dvpp_destroy_pic_desc = ret_only(_d.destroy_pic_desc)
+
+
+def _pic_setter(index: int, name: str) -> Callable[[object, object], int]:
+    def set_field(handle: object, value: object) -> int:
+        try:
+            _d.set_pic_field(handle, index, value, name)
+        except errors.AclError as err:
+            return fail(err, f"media.dvpp_set_pic_desc_{name}")
+        return 0
+
+    set_field.__name__ = f"dvpp_set_pic_desc_{name}"
+    return set_field
+
+
+def _pic_getter(index: int, name: str) -> Callable[[object], int]:
+    def get_field(handle: object) -> int:
+        return _d.get_pic_field(handle, index)
+
+    get_field.__name__ = f"dvpp_get_pic_desc_{name}"
+    return get_field
+
+
+_FIELDS = {"data": _P.DATA, "size": _P.SIZE, "format": _P.FORMAT, "width": _P.WIDTH,
+           "height": _P.HEIGHT, "width_stride": _P.WIDTH_STRIDE,
+           "height_stride": _P.HEIGHT_STRIDE, "ret_code": _P.RET_CODE}
+for _name, _index in _FIELDS.items():
+    globals()[f"dvpp_set_pic_desc_{_name}"] = _pic_setter(_index, _name)
+    globals()[f"dvpp_get_pic_desc_{_name}"] = _pic_getter(_index, _name)
+
+dvpp_create_batch_pic_desc = _created(_d.create_batch_pic_desc)
+dvpp_get_pic_desc = _d.get_pic_desc
+dvpp_destroy_batch_pic_desc = ret_only(_d.destroy_batch_pic_desc)
+
+# configurations ----------------------------------------------------------------------------------
+def _destroyer(kind: type, what: str, name: str) -> Callable[[object], int]:
+    return ret_only(_named(name, lambda handle: _d.destroy(handle, kind, what)))
+
+
+def _creator(kind: type, name: str) -> Callable[[], int]:
+    return _created(_named(name, lambda: _d.create(kind)))
+
+
+def _side_setter(setter: Callable[[object, str, object], None], side: str,
+                 name: str) -> Callable[[object, object], int]:
+    return ret_only(_named(name, lambda handle, value: setter(handle, side, value)))
+
+
+dvpp_create_roi_config = _created(_d.create_roi_config)
+dvpp_destroy_roi_config = _destroyer(_d.RoiConfig, "ROI config", "dvpp_destroy_roi_config")
+
+
+@ret_only
+def dvpp_set_roi_config(handle: object, left: object, right: object, top: object,
+                        bottom: object) -> None:
+    """Mirrors ``acldvppSetRoiConfig``."""
+    for name, value in (("left", left), ("right", right), ("top", top), ("bottom", bottom)):
+        _d.set_roi_field(handle, name, value)
+
+
+for _side in ("left", "right", "top", "bottom"):
+    _name = f"dvpp_set_roi_config_{_side}"
+    globals()[_name] = _side_setter(_d.set_roi_field, _side, _name)
+
+dvpp_create_resize_config = _creator(_d.ResizeConfig, "dvpp_create_resize_config")
+dvpp_destroy_resize_config = _destroyer(_d.ResizeConfig, "resize config",
+                                        "dvpp_destroy_resize_config")
+dvpp_set_resize_config_interpolation = ret_only(_d.set_resize_interpolation)
+
+
+def dvpp_get_resize_config_interpolation(handle: object) -> int:
+    return _d.getter(handle, _d.ResizeConfig, "interpolation")
+
+
+dvpp_create_jpege_config = _creator(_d.JpegeConfig, "dvpp_create_jpege_config")
+dvpp_destroy_jpege_config = _destroyer(_d.JpegeConfig, "JPEGE config",
+                                       "dvpp_destroy_jpege_config")
+dvpp_set_jpege_config_level = ret_only(_d.set_jpege_level)
+
+
+def dvpp_get_jpege_config_level(handle: object) -> int:
+    return _d.getter(handle, _d.JpegeConfig, "level")
+
+
+dvpp_create_border_config = _creator(_d.BorderConfig, "dvpp_create_border_config")
+dvpp_destroy_border_config = _destroyer(_d.BorderConfig, "border config",
+                                        "dvpp_destroy_border_config")
+dvpp_set_border_config_value = ret_only(_d.set_border_value)
+dvpp_set_border_config_border_type = ret_only(_d.set_border_type)
+for _side in ("top", "bottom", "left", "right"):
+    _name = f"dvpp_set_border_config_{_side}"
+    globals()[_name] = _side_setter(_d.set_border_side, _side, _name)
+    globals()[f"dvpp_get_border_config_{_side}"] = (
+        lambda h, _s=_side: _d.getter(h, _d.BorderConfig, _s))
+
+
+def dvpp_get_border_config_value(handle: object, index: object) -> float:
+    """Mirrors ``acldvppGetBorderConfigValue`` (-1.0 for a bad handle or index)."""
+    values = _d.getter(handle, _d.BorderConfig, "values", None)
+    if values is None or type(index) is not int or not 0 <= index < 4:
+        return -1.0
+    return float(values[index])
+
+
+def dvpp_get_border_config_border_type(handle: object) -> int:
+    return _d.getter(handle, _d.BorderConfig, "border_type")
+
+
+# probes ------------------------------------------------------------------------------------------
+
+
+@with_result(0, 0, 0)
+def dvpp_jpeg_get_image_info(data: object, size: object) -> tuple[int, int, int]:
+    """Mirrors ``acldvppJpegGetImageInfo``: ``(width, height, components, ret)``."""
+    return _probe.jpeg_info(data, size)[:3]
+
+
+dvpp_jpeg_get_image_info_v2 = with_result(0, 0, 0, int(JpegFormat.ACL_JPEG_CSS_UNKNOWN))(
+    _probe.jpeg_info)
+dvpp_jpeg_predict_dec_size = with_result(0)(_probe.jpeg_predict_dec_size)
+dvpp_png_get_image_info = with_result(0, 0, 0)(_probe.png_info)
+dvpp_png_predict_dec_size = with_result(0)(_probe.png_predict_dec_size)
+dvpp_jpeg_predict_enc_size = with_result(0)(_probe.jpeg_predict_enc_size)
+
+# operations -------------------------------------------------------------------------------------
+dvpp_jpeg_decode_async = ret_only(_ops.jpeg_decode_async)
+dvpp_png_decode_async = ret_only(_ops.png_decode_async)
+dvpp_jpeg_encode_async = ret_only(_ops.jpeg_encode_async)
+dvpp_vpc_resize_async = ret_only(_ops.vpc_resize_async)
+dvpp_vpc_crop_async = ret_only(_ops.vpc_crop_async)
+
+
+@ret_only
+def dvpp_vpc_crop_resize_async(channel: object, in_h: object, out_h: object, crop: object,
+                               resize: object, stream: object) -> None:
+    """Mirrors ``acldvppVpcCropResizeAsync``."""
+    _ops.vpc_crop_async(channel, in_h, out_h, crop, stream, resize)
+
+
+dvpp_vpc_crop_and_paste_async = ret_only(_ops.vpc_crop_and_paste_async)
+
+
+@ret_only
+def dvpp_vpc_crop_resize_paste_async(channel: object, in_h: object, out_h: object,
+                                     crop: object, paste: object, resize: object,
+                                     stream: object) -> None:
+    """Mirrors ``acldvppVpcCropResizePasteAsync``."""
+    _ops.vpc_crop_and_paste_async(channel, in_h, out_h, crop, paste, stream, resize)
+
+
+dvpp_vpc_batch_crop_async = ret_only(_ops.vpc_batch_crop_async)
+
+
+@ret_only
+def dvpp_vpc_batch_crop_resize_async(channel: object, src: object, roi_nums: object,
+                                     size: object, dst: object, areas: object, resize: object,
+                                     stream: object) -> None:
+    """Mirrors ``acldvppVpcBatchCropResizeAsync``."""
+    _ops.vpc_batch_crop_async(channel, src, roi_nums, size, dst, areas, stream, resize)
+
+
+dvpp_vpc_convert_color_async = ret_only(_ops.vpc_convert_color_async)
+dvpp_vpc_make_border_async = ret_only(_ops.vpc_make_border_async)

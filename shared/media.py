@@ -1,0 +1,254 @@
+"""DVPP image processing (``acl_dvpp.h``): enumerations, the picture record both sides read,
+and the geometry rules of JPEGD, JPEGE, PNGD and VPC on the emulated SoC (Atlas A2, i.e.
+the Ascend910B profiles).
+
+Enumerations carry the exact names and values of ``acl_dvpp.h`` (``acldvppPixelFormat``,
+``acldvppStreamFormat``, ``acldvppChannelMode``, ``acldvppBorderType``,
+``acldvppJpegFormat``). ``PIC_DESC`` is the byte layout of an ``acldvppPicDesc`` as the host
+keeps it in pinned host memory: the host's setters write it, the card reads it when a task
+starts and writes back what a decode found (width, height, strides, size) and the ret code,
+so a descriptor follows the stream's order as the real runtime's device-side copy does.
+
+Geometry (CANN's tables for the Atlas A2 inference and training products):
+
+* JPEGD output YUV420SP (NV12/NV21): width and height rounded down to even; width stride
+  the width rounded up to 64, height stride the height rounded up to 16; buffer at least
+  ``stride_w * stride_h * 3 / 2``. Input 32x32 to 8192x8192, baseline Huffman only.
+* PNGD output RGB888 (RGBA8888): width stride the width rounded up to 128, times 3 (4);
+  height stride the height rounded up to 16; buffer ``stride_w * stride_h``. 32x32 to
+  4096x4096.
+* JPEGE input YUV420SP: even width and height, width stride a multiple of 16, height stride
+  the height or a multiple of 16; buffer ``stride_w * stride_h * 3 / 2``; 32x32 to 8192x8192.
+* VPC input and output: width stride a multiple of 16 (YUV400/YUV420SP: of the width;
+  RGB888/BGR888: of ``width * 3``), at least 32 and at most 16384; height stride a multiple
+  of 2, at most 4096 (minimum 6); input 32x6 to 4096x4096, output 10x6 to 4096x4096; a
+  resize scales by 1/32 to 16 in each direction.
+
+The DVPP memory rule of ``acldvppMalloc``: the size is rounded up to 32 bytes and 32 more are
+added (``dvpp_block_size``).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from npuemu.shared.layout import Field, Layout
+
+
+class PixelFormat(IntEnum):
+    """acldvppPixelFormat (the members this emulator names; every value of the header is
+    accepted by a setter, see ``PIXEL_FORMAT_VALUES``)."""
+
+    PIXEL_FORMAT_YUV_400 = 0
+    PIXEL_FORMAT_YUV_SEMIPLANAR_420 = 1
+    PIXEL_FORMAT_YVU_SEMIPLANAR_420 = 2
+    PIXEL_FORMAT_YUV_SEMIPLANAR_422 = 3
+    PIXEL_FORMAT_YVU_SEMIPLANAR_422 = 4
+    PIXEL_FORMAT_YUV_SEMIPLANAR_444 = 5
+    PIXEL_FORMAT_YVU_SEMIPLANAR_444 = 6
+    PIXEL_FORMAT_YUYV_PACKED_422 = 7
+    PIXEL_FORMAT_UYVY_PACKED_422 = 8
+    PIXEL_FORMAT_YVYU_PACKED_422 = 9
+    PIXEL_FORMAT_VYUY_PACKED_422 = 10
+    PIXEL_FORMAT_YUV_PACKED_444 = 11
+    PIXEL_FORMAT_RGB_888 = 12
+    PIXEL_FORMAT_BGR_888 = 13
+    PIXEL_FORMAT_ARGB_8888 = 14
+    PIXEL_FORMAT_ABGR_8888 = 15
+    PIXEL_FORMAT_RGBA_8888 = 16
+    PIXEL_FORMAT_BGRA_8888 = 17
+    PIXEL_FORMAT_YUV_SEMI_PLANNER_420_10BIT = 18
+    PIXEL_FORMAT_YVU_SEMI_PLANNER_420_10BIT = 19
+    PIXEL_FORMAT_YVU_PLANAR_420 = 20
+    PIXEL_FORMAT_BGR_888_PLANAR = 70
+    PIXEL_FORMAT_YUV_SEMIPLANAR_440 = 1000
+    PIXEL_FORMAT_YVU_SEMIPLANAR_440 = 1001
+    PIXEL_FORMAT_FLOAT32 = 1002
+    PIXEL_FORMAT_UNKNOWN = 10000
+
+
+PIXEL_FORMAT_VALUES = frozenset([*range(0, 41), *range(50, 55), *range(70, 85),
+                                 1000, 1001, 1002, 10000])
+"""Every value ``acl_dvpp.h`` defines (0..40 run on without gaps from 20, 50..54 Bayer,
+70..84, 1000..1002, UNKNOWN)."""
+
+
+class StreamFormat(IntEnum):
+    """acldvppStreamFormat."""
+
+    H265_MAIN_LEVEL = 0
+    H264_BASELINE_LEVEL = 1
+    H264_MAIN_LEVEL = 2
+    H264_HIGH_LEVEL = 3
+
+
+class ChannelMode(IntEnum):
+    """acldvppChannelMode (OR-able: a channel may serve several)."""
+
+    DVPP_CHNMODE_VPC = 1
+    DVPP_CHNMODE_JPEGD = 2
+    DVPP_CHNMODE_JPEGE = 4
+
+
+ALL_CHANNEL_MODES = 7
+"""What a channel serves when no mode was set (the default channel serves all)."""
+PNGD_MODE = 8
+"""Our bit for PNGD in a channel's mode mask: ``acl_dvpp.h`` names no PNGD mode, and a
+channel created without a mode serves PNGD too."""
+
+
+class BorderType(IntEnum):
+    """acldvppBorderType."""
+
+    BORDER_CONSTANT = 0
+    BORDER_REPLICATE = 1
+    BORDER_REFLECT = 2
+    BORDER_REFLECT_101 = 3
+
+
+class JpegFormat(IntEnum):
+    """acldvppJpegFormat (chroma subsampling of a JPEG file)."""
+
+    ACL_JPEG_CSS_444 = 0
+    ACL_JPEG_CSS_422 = 1
+    ACL_JPEG_CSS_420 = 2
+    ACL_JPEG_CSS_GRAY = 3
+    ACL_JPEG_CSS_440 = 4
+    ACL_JPEG_CSS_411 = 5
+    ACL_JPEG_CSS_UNKNOWN = 1000
+
+
+class Interpolation(IntEnum):
+    """Values of ``acldvppSetResizeConfigInterpolation``: 0 the default (bilinear on this
+    SoC), 1 bilinear, 2 nearest neighbour (both as OpenCV computes them)."""
+
+    DEFAULT = 0
+    BILINEAR = 1
+    NEAREST = 2
+
+
+class VpcOp(IntEnum):
+    """The VPC operation of a ``vpc`` task (its first parameter; our numbering)."""
+
+    RESIZE = 0
+    CROP = 1
+    CROP_PASTE = 2
+    CONVERT = 3
+    BORDER = 4
+    BATCH_CROP = 5
+
+
+class PIC_DESC(Layout, stride=8):
+    title = "acldvppPicDesc record (pinned host memory; host setters, card tasks)"
+    DATA = Field(1, "device address of the picture (acldvppSetPicDescData)")
+    SIZE = Field(1, "buffer size in bytes")
+    FORMAT = Field(1, "acldvppPixelFormat")
+    WIDTH = Field(1, "width in pixels")
+    HEIGHT = Field(1, "height in pixels")
+    WIDTH_STRIDE = Field(1, "width stride in bytes")
+    HEIGHT_STRIDE = Field(1, "height stride in rows")
+    RET_CODE = Field(1, "result of the last task that wrote the picture (0 = success)")
+
+
+NV12 = PixelFormat.PIXEL_FORMAT_YUV_SEMIPLANAR_420
+NV21 = PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_420
+YUV400 = PixelFormat.PIXEL_FORMAT_YUV_400
+RGB888 = PixelFormat.PIXEL_FORMAT_RGB_888
+BGR888 = PixelFormat.PIXEL_FORMAT_BGR_888
+RGBA8888 = PixelFormat.PIXEL_FORMAT_RGBA_8888
+YUV420SP = frozenset((NV12, NV21))
+VPC_FORMATS = frozenset((YUV400, NV12, NV21, RGB888, BGR888))
+"""Pixel formats VPC takes and writes here (the hardware takes more: packed YUV422, YUV444,
+ARGB..., not emulated: 200006)."""
+
+JPEGD_MIN, JPEGD_MAX = 32, 8192
+PNGD_MIN, PNGD_MAX = 32, 4096
+JPEGE_MIN, JPEGE_MAX = 32, 8192
+VPC_IN_MIN_W, VPC_IN_MIN_H, VPC_MAX = 32, 6, 4096
+VPC_OUT_MIN_W, VPC_OUT_MIN_H = 10, 6
+VPC_STRIDE_MIN, VPC_STRIDE_MAX = 32, 4096 * 4
+VPC_SCALE_MIN, VPC_SCALE_MAX = 1 / 32, 16
+JPEGD_DEC_RET_FAILED = 0x1
+"""Ret code written into a picture whose task failed (our choice: the hardware's own values
+are not documented; any nonzero value means failure)."""
+
+
+def align_up(value: int, to: int) -> int:
+    return -(-value // to) * to
+
+
+def dvpp_block_size(size: int) -> int:
+    """Bytes ``acldvppMalloc`` sets aside for ``size``: rounded up to 32, plus 32."""
+    return align_up(size, 32) + 32
+
+
+def bytes_per_pixel(fmt: int) -> int:
+    """Bytes of one pixel in the width stride (1 for YUV400 and YUV420SP)."""
+    return 3 if fmt in (RGB888, BGR888) else 4 if fmt == RGBA8888 else 1
+
+
+def picture_bytes(fmt: int, stride_w: int, stride_h: int) -> int:
+    """Buffer bytes of a picture of these strides (YUV420SP: 3/2 of the luma plane)."""
+    if fmt in YUV420SP:
+        return stride_w * stride_h * 3 // 2
+    return stride_w * stride_h
+
+
+def jpegd_geometry(width: int, height: int) -> tuple[int, int, int, int, int]:
+    """``(width, height, stride_w, stride_h, size)`` of a JPEGD YUV420SP output."""
+    w, h = width & ~1, height & ~1
+    sw, sh = align_up(width, 64), align_up(height, 16)
+    return w, h, sw, sh, sw * sh * 3 // 2
+
+
+def pngd_geometry(width: int, height: int, fmt: int) -> tuple[int, int, int, int, int]:
+    """``(width, height, stride_w, stride_h, size)`` of a PNGD RGB888/RGBA8888 output."""
+    sw, sh = align_up(width, 128) * bytes_per_pixel(fmt), align_up(height, 16)
+    return width, height, sw, sh, sw * sh
+
+
+def jpege_predict_size(stride_w: int, stride_h: int) -> int:
+    """What ``acldvppJpegPredictEncSize`` answers (our formula: CANN documents none):
+    twice the raw YUV420SP picture plus 8 KiB of headers, enough for quality 100 on noise."""
+    return stride_w * stride_h * 3 + 8192
+
+
+def vpc_picture_problem(fmt: int, width: int, height: int, stride_w: int, stride_h: int,
+                        size: int, output: bool) -> str:
+    """Why a VPC picture breaks the rules above ("" if it does not). The caller maps a
+    non-VPC format to 200006 (``vpc_format_supported``) before asking."""
+    min_w, min_h = (VPC_OUT_MIN_W, VPC_OUT_MIN_H) if output else (VPC_IN_MIN_W, VPC_IN_MIN_H)
+    side = "output" if output else "input"
+    if not (min_w <= width <= VPC_MAX and min_h <= height <= VPC_MAX):
+        return (f"{side} picture {width}x{height} outside {min_w}x{min_h} to "
+                f"{VPC_MAX}x{VPC_MAX}")
+    if fmt in YUV420SP and (width % 2 or height % 2):
+        return f"YUV420SP {side} picture {width}x{height}: width and height must be even"
+    row = width * bytes_per_pixel(fmt)
+    if stride_w % 16 or stride_w < max(row, VPC_STRIDE_MIN) or stride_w > VPC_STRIDE_MAX:
+        return (f"{side} width stride {stride_w}: a multiple of 16, at least "
+                f"{max(row, VPC_STRIDE_MIN)} and at most {VPC_STRIDE_MAX}")
+    if stride_h % 2 or stride_h < max(height, VPC_IN_MIN_H) or stride_h > VPC_MAX:
+        return (f"{side} height stride {stride_h}: a multiple of 2, at least {height} and at "
+                f"most {VPC_MAX}")
+    need = picture_bytes(fmt, stride_w, stride_h)
+    if size < need:
+        return f"{side} buffer of {size} bytes; its strides need {need}"
+    return ""
+
+
+def roi_problem(roi: list[int], width: int, height: int, what: str,
+                paste: bool = False) -> str:
+    """Why an ROI breaks VPC's rules ("" if it does not): left and top even, right and
+    bottom odd, at least 10x6, inside the picture; a paste area's left offset a multiple
+    of 16."""
+    left, right, top, bottom = roi
+    if paste and left % 16:
+        return f"{what} {tuple(roi)}: its left offset must be a multiple of 16"
+    if left % 2 or top % 2 or right % 2 == 0 or bottom % 2 == 0:
+        return f"{what} {tuple(roi)}: left and top must be even, right and bottom odd"
+    if right - left + 1 < 10 or bottom - top + 1 < 6:
+        return f"{what} {tuple(roi)}: at least 10x6"
+    if right >= width or bottom >= height:
+        return f"{what} {tuple(roi)} runs past the {width}x{height} picture"
+    return ""

@@ -1,0 +1,88 @@
+"""``acl.media`` (DVPP images) on a real card: JPEG decode and encode, PNG decode and VPC
+against the libraries they stand for, the samples' strides and buffer sizes, and every
+refusal with its code (the card goes on after each failed task).
+
+Each scenario is one function of a pyACL program (``tests/progs/dvpp.py``) run in a fresh
+interpreter; the child prints what it saw as ``R`` and the assertions are here.
+
+Tolerances: JPEGD's planes equal the stated reference exactly (Pillow's YCbCr decode, chroma
+brought to 4:2:0 by OpenCV's 2x2 area average); against Pillow's own RGB decode (libjpeg's
+fancy upsampling and integer colour conversion) the mean difference is below 1 level. VPC
+resize equals OpenCV's ``INTER_LINEAR``/``INTER_NEAREST`` exactly and a float bilinear of
+numpy within 0.5 level on average. JPEGE equals Pillow's encoding of the same planes byte
+for byte; its luma comes back above 38 dB at level 90."""
+
+from __future__ import annotations
+
+import pytest
+from childprog import run_program
+
+pytestmark = pytest.mark.integration
+ENV = {"NPUEMU_DEVICES": "1", "NPUEMU_HBM": "1G", "NPUEMU_DDR": "256M"}
+ALIGNED_1080P = 1920 * 1088 * 3 // 2  # width 64-aligned, height 16-aligned, YUV420SP
+
+
+def scenario(run_prog, name: str) -> dict:
+    return run_program(run_prog, "dvpp.py", name, env=ENV, timeout=120)
+
+
+def test_jpeg_decode_matches_the_library_with_the_hardware_strides(run_prog):
+    r = scenario(run_prog, "decode_roundtrip")
+    assert r["info"] == [1920, 1080, 3, 0]
+    assert r["info_v2"] == [1920, 1080, 3, 2, 0]                 # ACL_JPEG_CSS_420
+    assert r["predicted"] == ALIGNED_1080P and r["sync"] == 0
+    assert r["fields"] == [1920, 1080, 1920, 1088, 0]           # written back by the card
+    assert r["luma_exact"] and r["chroma_exact"] and r["nv21"] == [0, True]
+    assert r["rgb_mean_abs"] < 1.0
+    # 4:4:4 of 1001x701: width and height rounded down to even, strides 1024 x 704
+    assert r["odd_info_v2"] == [1001, 701, 3, 0, 0]
+    assert r["odd"] == [0, 1024 * 704 * 3 // 2, 1000, 700, 1024, 704, 0]
+    assert r["gray"] == [0, True, True]                          # YUV400 JPEG: UV = 0x80
+    assert "dvpp" in r["usage"]
+
+
+def test_jpeg_encode_is_the_library_encoding_and_size_comes_back(run_prog):
+    r = scenario(run_prog, "encode_roundtrip")
+    assert r["level"] == 90 and r["predicted"] == [640 * 480 * 3 + 8192, 0]
+    assert r["encode"] == 0 and r["sync"] == 0
+    assert r["same_as_library"] and 0 < r["size"] < r["predicted"][0]
+    assert r["decoded"] == ["JPEG", 640, 480] and r["luma_psnr"] > 38
+    assert r["too_small"] == [507018, 100, 1]                   # *size left as it was
+
+
+def test_png_decode_rgb888_strides(run_prog):
+    r = scenario(run_prog, "png_decode")
+    assert r["info"] == [200, 120, 3, 0]
+    assert r["predicted"] == [256 * 3 * 128, 0]
+    assert r["decode"] == 0 and r["sync"] == 0
+    assert r["fields"] == [200, 120, 768, 128, 0] and r["exact"]
+
+
+def test_vpc_against_opencv_and_numpy(run_prog):
+    r = scenario(run_prog, "vpc")
+    assert r["resize"] == 0 and r["resize_exact"] and r["resize_vs_numpy"] < 0.5
+    assert r["bad_interp"] == 100000
+    assert r["nearest"] == 0 and r["nearest_exact"]
+    assert r["crop"] == 0 and r["crop_exact"]
+    assert r["paste"] == 0 and r["paste_exact"] and r["paste_unaligned"] == 100000
+    assert r["batch"] == 0 and r["batch_exact"] == [True, True]
+    assert r["convert"] == 0 and r["convert_exact"] and r["convert_vs_source"] < 4
+    assert r["border"] == 0 and r["border_exact"]
+
+
+def test_bad_inputs_get_their_codes_and_the_card_goes_on(run_prog):
+    r = scenario(run_prog, "bad_inputs")
+    for name in ("predict_bogus_format", "info_not_jpeg", "info_null", "no_channel",
+                 "bad_mode", "wrong_mode", "host_input", "unknown_desc", "jpegd_bogus_out",
+                 "set_bad_width", "stride_unaligned", "height_stride_odd", "buffer_small",
+                 "out_too_narrow", "crop_odd_left", "crop_outside", "free_not_dvpp"):
+        assert r[name] == 100000, name
+    for name in ("predict_rgb", "jpegd_rgb_out", "format_unsupported"):
+        assert r[name] == 200006, name
+    assert r["sync_after_refusals"] == 0                        # refused calls queue nothing
+    assert r["corrupt_call"] == 0                               # found by the card
+    for name in ("corrupt_sync", "garbage_sync", "progressive_sync", "out_buffer_small_sync"):
+        assert r[name] == 507018, name
+    assert r["corrupt_ret_code"] != 0
+    assert r["after_sync"] == 0 and r["after_fields"] == [256, 128, 256, 128, 0]
+    assert r["other_stream"] == 0

@@ -1,0 +1,417 @@
+"""Child program of ``tests/integration/test_dvpp.py``: ``acl.media`` as the pyACL samples
+call it (JPEG/PNG decode, JPEG encode, VPC resize/crop/paste/batch crop/convert/border) on a
+real card, with the library's own results computed here for comparison.
+
+``python dvpp.py SCENARIO`` initializes pyACL, sets device 0, creates the stream ``S`` and a
+DVPP channel ``CH``, runs one scenario and prints ``R`` (see ``childlib``); the assertions
+are the test's.
+"""
+
+import io
+
+import cv2
+import numpy as np
+from childlib import R, acl, d2h, main, ok, scenario, stream
+from PIL import Image
+
+M = acl.media
+NV12, NV21, RGB888, BGR888 = 1, 2, 12, 13
+S = None
+CH = None
+
+
+def align_up(value, to):
+    return -(-value // to) * to
+
+
+def yuv420sp_size(w, h):
+    return w * h * 3 // 2
+
+
+def picture(width, height, seed=0):
+    """A smooth RGB test picture with some texture (a gradient, rings and noise)."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    r = 127 + 120 * np.sin(xx / 37.0)
+    g = 255 * yy / max(height - 1, 1)
+    b = 127 + 120 * np.cos(np.hypot(xx - width / 2, yy - height / 2) / 23.0)
+    rgb = np.stack([r, g, b], axis=2) + rng.normal(0, 4, (height, width, 3))
+    return np.clip(rgb, 0, 255).astype(np.uint8)
+
+
+def jpeg_bytes(rgb, quality=92, **kw):
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, "JPEG", quality=quality, **kw)
+    return buf.getvalue()
+
+
+def to_dvpp(data):
+    """``data`` copied into a new DVPP block; returns the pointer."""
+    ptr, ret = M.dvpp_malloc(len(data))
+    ok(ret, "dvpp_malloc")
+    ok(acl.rt.memcpy(ptr, len(data), acl.util.bytes_to_ptr(data), len(data), 1), "H2D")
+    return ptr
+
+
+def pic_desc(ptr, size, fmt, w, h, sw, sh):
+    desc = M.dvpp_create_pic_desc()
+    for name, value in (("data", ptr), ("size", size), ("format", fmt), ("width", w),
+                        ("height", h), ("width_stride", sw), ("height_stride", sh)):
+        ok(getattr(M, f"dvpp_set_pic_desc_{name}")(desc, value), name)
+    return desc
+
+
+def yuv_out(w, h, fmt=NV12):
+    """An output picture the samples' way: strides 16 and 2, YUV420SP size."""
+    sw, sh = align_up(w, 16), align_up(h, 2)
+    size = yuv420sp_size(sw, sh)
+    ptr, ret = M.dvpp_malloc(size)
+    ok(ret, "dvpp_malloc")
+    return pic_desc(ptr, size, fmt, w, h, sw, sh), ptr
+
+
+def fields(desc):
+    return [M.dvpp_get_pic_desc_width(desc), M.dvpp_get_pic_desc_height(desc),
+            M.dvpp_get_pic_desc_width_stride(desc), M.dvpp_get_pic_desc_height_stride(desc),
+            M.dvpp_get_pic_desc_ret_code(desc)]
+
+
+def planes(ptr, w, h, sw, sh, fmt=NV12):
+    """Luma (h, w) and chroma (h/2, w/2, 2: U first) read back from a YUV420SP picture."""
+    raw = np.frombuffer(d2h(ptr, yuv420sp_size(sw, sh)), np.uint8)
+    y = raw[:sw * sh].reshape(sh, sw)[:h, :w]
+    uv = raw[sw * sh:].reshape(sh // 2, sw)[:h // 2, :w].reshape(h // 2, w // 2, 2)
+    return y, (uv if fmt == NV12 else uv[:, :, ::-1])
+
+
+def library_yuv420(data):
+    """What Pillow decodes (YCbCr, no colour conversion) brought to 4:2:0 by OpenCV's
+    2x2 area average: the emulator's stated reference."""
+    image = Image.open(io.BytesIO(data))
+    image.draft("YCbCr", image.size)
+    ycc = np.asarray(image)
+    h, w = ycc.shape[0] & ~1, ycc.shape[1] & ~1
+    return ycc[:h, :w, 0], cv2.resize(ycc[:h, :w, 1:3], (w // 2, h // 2),
+                                      interpolation=cv2.INTER_AREA)
+
+
+def jfif_rgb(y, uv):
+    """RGB of a full-range (JFIF) YUV420 picture, chroma upsampled bilinearly."""
+    h, w = y.shape
+    full = cv2.resize(uv, (w, h), interpolation=cv2.INTER_LINEAR).astype(float) - 128
+    yf = y.astype(float)
+    rgb = np.stack([yf + 1.402 * full[:, :, 1],
+                    yf - 0.344136 * full[:, :, 0] - 0.714136 * full[:, :, 1],
+                    yf + 1.772 * full[:, :, 0]], axis=2)
+    return np.clip(rgb, 0, 255)
+
+
+def decode(data, fmt=NV12, stride=(16, 2)):
+    """jpegd as the samples write it; returns (desc, ptr, sync code, predicted size)."""
+    hptr = acl.util.bytes_to_ptr(data)
+    w, h, _c, ret = M.dvpp_jpeg_get_image_info(hptr, len(data))
+    ok(ret, "jpeg_get_image_info")
+    size, ret = M.dvpp_jpeg_predict_dec_size(hptr, len(data), fmt)
+    ok(ret, "jpeg_predict_dec_size")
+    src = to_dvpp(data)
+    out, ret = M.dvpp_malloc(size)
+    ok(ret, "dvpp_malloc")
+    desc = pic_desc(out, size, fmt, w, h, align_up(w, stride[0]), align_up(h, stride[1]))
+    ok(M.dvpp_jpeg_decode_async(CH, src, len(data), desc, S), "jpeg_decode_async")
+    return desc, out, acl.rt.synchronize_stream(S), size
+
+
+@scenario
+def decode_roundtrip():
+    rgb = picture(1920, 1080)
+    data = jpeg_bytes(rgb)
+    hptr = acl.util.bytes_to_ptr(data)
+    R["info"] = list(M.dvpp_jpeg_get_image_info(hptr, len(data)))
+    R["info_v2"] = list(M.dvpp_jpeg_get_image_info_v2(hptr, len(data)))
+    desc, out, code, size = decode(data)
+    R["sync"], R["predicted"], R["fields"] = code, size, fields(desc)
+    y, uv = planes(out, 1920, 1080, *fields(desc)[2:4])
+    ly, luv = library_yuv420(data)
+    R["luma_exact"] = bool((y == ly).all())
+    R["chroma_exact"] = bool((uv == luv).all())
+    lib_rgb = np.asarray(Image.open(io.BytesIO(data)).convert("RGB")).astype(float)
+    R["rgb_mean_abs"] = float(np.abs(jfif_rgb(y, uv) - lib_rgb).mean())
+    d21, out21, code21, _ = decode(data, NV21)
+    y21, uv21 = planes(out21, 1920, 1080, *fields(d21)[2:4], fmt=NV21)
+    R["nv21"] = [code21, bool((y21 == ly).all() and (uv21 == luv).all())]
+    odd = jpeg_bytes(picture(1001, 701, seed=1), subsampling=0)     # 4:4:4, odd sizes
+    R["odd_info_v2"] = list(M.dvpp_jpeg_get_image_info_v2(acl.util.bytes_to_ptr(odd), len(odd)))
+    dodd, _p, code_odd, size_odd = decode(odd)
+    R["odd"] = [code_odd, size_odd, *fields(dodd)]
+    gray = jpeg_bytes(picture(64, 48)[:, :, 0])
+    dg, pg, code_g, _ = decode(gray)
+    yg, uvg = planes(pg, 64, 48, *fields(dg)[2:4])
+    R["gray"] = [code_g, bool((uvg == 128).all()),
+                 bool((yg == np.asarray(Image.open(io.BytesIO(gray)))).all())]
+    R["usage"] = [e["name"] for e in acl.rt.get_mem_usage_info(0)[0]]
+
+
+@scenario
+def encode_roundtrip():
+    w, h = 640, 480
+    rgb = picture(w, h, seed=2)
+    i420 = cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_I420)
+    y, u, v = i420[:h], i420[h:h + h // 4].reshape(h // 2, w // 2), i420[h + h // 4:].reshape(
+        h // 2, w // 2)
+    sw, sh = align_up(w, 16), align_up(h, 2)
+    nv12 = np.concatenate([y, np.stack([u, v], axis=2).reshape(h // 2, w)]).tobytes()
+    src = to_dvpp(nv12)
+    desc = pic_desc(src, len(nv12), NV12, w, h, sw, sh)
+    cfg = M.dvpp_create_jpege_config()
+    ok(M.dvpp_set_jpege_config_level(cfg, 90), "set_jpege_config_level")
+    R["level"] = M.dvpp_get_jpege_config_level(cfg)
+    size, ret = M.dvpp_jpeg_predict_enc_size(desc, cfg)
+    R["predicted"] = [size, ret]
+    out, ret = M.dvpp_malloc(size)
+    ok(ret, "dvpp_malloc")
+    size_arr = np.array([size], dtype=np.int32)               # in: capacity, out: size
+    R["encode"] = M.dvpp_jpeg_encode_async(CH, desc, out, acl.util.numpy_to_ptr(size_arr),
+                                           cfg, S)
+    R["sync"] = acl.rt.synchronize_stream(S)
+    n = int(size_arr[0])
+    encoded = d2h(out, n)
+    full = cv2.resize(np.stack([u, v], axis=2), (w, h), interpolation=cv2.INTER_NEAREST)
+    ref = io.BytesIO()
+    Image.merge("YCbCr", [Image.fromarray(p) for p in (y, full[:, :, 0].copy(),
+                                                      full[:, :, 1].copy())]).save(
+        ref, "JPEG", quality=90, subsampling=2)
+    R["size"], R["same_as_library"] = n, encoded == ref.getvalue()
+    back = Image.open(io.BytesIO(encoded))
+    R["decoded"] = [back.format, *back.size]
+    back.draft("YCbCr", back.size)
+    mse = float(((np.asarray(back)[:, :, 0].astype(float) - y) ** 2).mean())
+    R["luma_psnr"] = 10 * np.log10(255 ** 2 / mse)
+    small = np.array([100], dtype=np.uint32)                  # a buffer far too small
+    tiny, ret = M.dvpp_malloc(100)
+    ok(M.dvpp_jpeg_encode_async(CH, desc, tiny, acl.util.numpy_to_ptr(small), cfg, S))
+    R["too_small"] = [acl.rt.synchronize_stream(S), int(small[0]),
+                      M.dvpp_get_pic_desc_ret_code(desc)]
+
+
+@scenario
+def png_decode():
+    rgb = picture(200, 120, seed=3)
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, "PNG")
+    data = buf.getvalue()
+    hptr = acl.util.bytes_to_ptr(data)
+    R["info"] = list(M.dvpp_png_get_image_info(hptr, len(data)))
+    size, ret = M.dvpp_png_predict_dec_size(hptr, len(data), RGB888)
+    R["predicted"] = [size, ret]
+    src = to_dvpp(data)
+    out, ret = M.dvpp_malloc(size)
+    desc = pic_desc(out, size, RGB888, 200, 120, 0, 0)
+    R["decode"] = M.dvpp_png_decode_async(CH, src, len(data), desc, S)
+    R["sync"] = acl.rt.synchronize_stream(S)
+    R["fields"] = fields(desc)
+    sw, sh = fields(desc)[2:4]
+    got = np.frombuffer(d2h(out, sw * sh), np.uint8).reshape(sh, sw)[:120, :600]
+    R["exact"] = bool((got.reshape(120, 200, 3) == rgb).all())
+
+
+def nv12_source(w, h, seed=4):
+    """An NV12 picture in DVPP memory (sample strides) and its planes on the host."""
+    rgb = picture(w, h, seed)
+    i420 = cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_I420)
+    y = i420[:h]
+    uv = np.stack([i420[h:h + h // 4].reshape(h // 2, w // 2),
+                   i420[h + h // 4:].reshape(h // 2, w // 2)], axis=2)
+    sw, sh = align_up(w, 16), align_up(h, 2)
+    frame = np.zeros(yuv420sp_size(sw, sh), np.uint8)
+    frame[:sw * sh].reshape(sh, sw)[:h, :w] = y
+    frame[sw * sh:].reshape(sh // 2, sw)[:h // 2, :w] = uv.reshape(h // 2, w)
+    ptr = to_dvpp(frame.tobytes())
+    return pic_desc(ptr, frame.size, NV12, w, h, sw, sh), y, uv, rgb
+
+
+def run(ret, what):
+    ok(ret, what)
+    return acl.rt.synchronize_stream(S)
+
+
+@scenario
+def vpc():
+    desc, y, uv, _rgb = nv12_source(1920, 1080)
+    cfg = M.dvpp_create_resize_config()
+    out, optr = yuv_out(224, 224)
+    R["resize"] = run(M.dvpp_vpc_resize_async(CH, desc, out, cfg, S), "resize")
+    gy, guv = planes(optr, 224, 224, 224, 224)
+    ry = cv2.resize(y, (224, 224), interpolation=cv2.INTER_LINEAR)
+    ruv = cv2.resize(uv, (112, 112), interpolation=cv2.INTER_LINEAR)
+    R["resize_exact"] = bool((gy == ry).all() and (guv == ruv).all())
+    # against a float bilinear of numpy's own (half-pixel centres): within 2 levels mean
+    ys = (np.arange(224) + 0.5) * 1080 / 224 - 0.5
+    xs = (np.arange(224) + 0.5) * 1920 / 224 - 0.5
+    y0, x0 = np.clip(np.floor(ys).astype(int), 0, 1078), np.clip(np.floor(xs).astype(int), 0,
+                                                                   1918)
+    fy, fx = (ys - y0)[:, None], (xs - x0)[None, :]
+    yf = y.astype(float)
+    ref = ((1 - fy) * (1 - fx) * yf[y0][:, x0] + (1 - fy) * fx * yf[y0][:, x0 + 1]
+           + fy * (1 - fx) * yf[y0 + 1][:, x0] + fy * fx * yf[y0 + 1][:, x0 + 1])
+    R["resize_vs_numpy"] = float(np.abs(gy - ref).mean())
+    ok(M.dvpp_set_resize_config_interpolation(cfg, 2), "interpolation")
+    R["bad_interp"] = M.dvpp_set_resize_config_interpolation(cfg, 9)
+    nout, nptr = yuv_out(320, 240)
+    R["nearest"] = run(M.dvpp_vpc_resize_async(CH, desc, nout, cfg, S), "nearest")
+    ny, _nuv = planes(nptr, 320, 240, 320, 240)
+    R["nearest_exact"] = bool((ny == cv2.resize(y, (320, 240),
+                                                interpolation=cv2.INTER_NEAREST)).all())
+    # crop: [100, 579] x [50, 409] (480x360) to a 480x360 output: an exact copy
+    crop = M.dvpp_create_roi_config(100, 579, 50, 409)
+    cout, cptr = yuv_out(480, 360)
+    R["crop"] = run(M.dvpp_vpc_crop_async(CH, desc, cout, crop, S), "crop")
+    cy, cuv = planes(cptr, 480, 360, 480, 360)
+    R["crop_exact"] = bool((cy == y[50:410, 100:580]).all() and
+                           (cuv == uv[25:205, 50:290]).all())
+    # crop and paste: the crop scaled into [64, 303] x [20, 199] of a grey 640x480 picture
+    pout, pptr = yuv_out(640, 480)
+    ok(acl.rt.memset(pptr, yuv420sp_size(640, 480), 0x55, yuv420sp_size(640, 480)))
+    paste = M.dvpp_create_roi_config(64, 303, 20, 199)
+    R["paste"] = run(M.dvpp_vpc_crop_and_paste_async(CH, desc, pout, crop, paste, S), "paste")
+    py, _puv = planes(pptr, 640, 480, 640, 480)
+    inside = cv2.resize(y[50:410, 100:580], (240, 180), interpolation=cv2.INTER_LINEAR)
+    outside = py.copy()
+    outside[20:200, 64:304] = 0x55
+    R["paste_exact"] = bool((py[20:200, 64:304] == inside).all() and (outside == 0x55).all())
+    bad_paste = M.dvpp_create_roi_config(8, 247, 20, 199)       # left not a multiple of 16
+    R["paste_unaligned"] = M.dvpp_vpc_crop_and_paste_async(CH, desc, pout, crop, bad_paste, S)
+    # batch crop: two areas of one picture into two outputs, one task
+    src_b, dst_b = M.dvpp_create_batch_pic_desc(1), M.dvpp_create_batch_pic_desc(2)
+    first = M.dvpp_get_pic_desc(src_b, 0)
+    for name in ("data", "size", "format", "width", "height", "width_stride",
+                 "height_stride"):
+        getattr(M, f"dvpp_set_pic_desc_{name}")(first, getattr(
+            M, f"dvpp_get_pic_desc_{name}")(desc))
+    ptrs = []
+    for i in range(2):
+        p, _ret = M.dvpp_malloc(yuv420sp_size(64, 64))
+        ptrs.append(p)
+        d = M.dvpp_get_pic_desc(dst_b, i)
+        for name, value in (("data", p), ("size", yuv420sp_size(64, 64)), ("format", NV12),
+                            ("width", 64), ("height", 64), ("width_stride", 64),
+                            ("height_stride", 64)):
+            getattr(M, f"dvpp_set_pic_desc_{name}")(d, value)
+    areas = [M.dvpp_create_roi_config(0, 63, 0, 63), M.dvpp_create_roi_config(64, 191, 0, 127)]
+    R["batch"] = run(M.dvpp_vpc_batch_crop_async(CH, src_b, [2], 1, dst_b, areas, S), "batch")
+    b0, _ = planes(ptrs[0], 64, 64, 64, 64)
+    b1, _ = planes(ptrs[1], 64, 64, 64, 64)
+    R["batch_exact"] = [bool((b0 == y[:64, :64]).all()),
+                        bool((b1 == cv2.resize(y[:128, 64:192], (64, 64),
+                                               interpolation=cv2.INTER_LINEAR)).all())]
+    # convert color NV12 -> RGB888 (OpenCV BT.601) and the picture it came from
+    small, sy, suv, srgb = nv12_source(320, 240, seed=5)
+    rsz = align_up(320 * 3, 16) * 240
+    rptr, _ret = M.dvpp_malloc(rsz)
+    rdesc = pic_desc(rptr, rsz, RGB888, 320, 240, align_up(320 * 3, 16), 240)
+    R["convert"] = run(M.dvpp_vpc_convert_color_async(CH, small, rdesc, S), "convert")
+    got = np.frombuffer(d2h(rptr, rsz), np.uint8).reshape(240, 960).reshape(240, 320, 3)
+    lib = cv2.cvtColor(np.concatenate([sy, suv.reshape(120, 320)]), cv2.COLOR_YUV2RGB_NV12)
+    R["convert_exact"] = bool((got == lib).all())
+    R["convert_vs_source"] = float(np.abs(got.astype(int) - srgb.astype(int)).mean())
+    # make border: 16 on the left and right, 8 on top and bottom, constant Y=16 U=V=128
+    border = M.dvpp_create_border_config()
+    for setter, value in (("top", 8), ("bottom", 8), ("left", 16), ("right", 16)):
+        ok(getattr(M, f"dvpp_set_border_config_{setter}")(border, value))
+    for i, value in enumerate((16, 128, 128)):
+        ok(M.dvpp_set_border_config_value(border, i, value))
+    ok(M.dvpp_set_border_config_border_type(border, 0))
+    bout, bptr = yuv_out(352, 256)
+    R["border"] = run(M.dvpp_vpc_make_border_async(CH, small, bout, border, S), "border")
+    by, buv = planes(bptr, 352, 256, 352, 256)
+    R["border_exact"] = bool((by[8:248, 16:336] == sy).all() and (by[:8] == 16).all()
+                             and (by[:, :16] == 16).all() and (buv[:4] == 128).all())
+
+
+@scenario
+def bad_inputs():
+    rgb = picture(256, 128, seed=6)
+    data = jpeg_bytes(rgb)
+    src = to_dvpp(data)
+    size, _ret = M.dvpp_jpeg_predict_dec_size(acl.util.bytes_to_ptr(data), len(data), NV12)
+    out, _ret = M.dvpp_malloc(size)
+    desc = pic_desc(out, size, NV12, 256, 128, 256, 128)
+    host = np.frombuffer(data, np.uint8)
+    R["predict_rgb"] = M.dvpp_jpeg_predict_dec_size(host.ctypes.data, len(data), RGB888)[1]
+    R["predict_bogus_format"] = M.dvpp_jpeg_predict_dec_size(host.ctypes.data, len(data),
+                                                             999)[1]
+    R["info_not_jpeg"] = M.dvpp_jpeg_get_image_info(acl.util.bytes_to_ptr(b"x" * 64), 64)[3]
+    R["info_null"] = M.dvpp_jpeg_get_image_info(0, 64)[3]
+    unopened = M.dvpp_create_channel_desc()
+    R["no_channel"] = M.dvpp_jpeg_decode_async(unopened, src, len(data), desc, S)
+    R["bad_mode"] = M.dvpp_set_channel_desc_mode(unopened, 0)
+    vpc_only = M.dvpp_create_channel_desc()
+    ok(M.dvpp_set_channel_desc_mode(vpc_only, 1))
+    ok(M.dvpp_create_channel(vpc_only))
+    R["wrong_mode"] = M.dvpp_jpeg_decode_async(vpc_only, src, len(data), desc, S)
+    R["host_input"] = M.dvpp_jpeg_decode_async(CH, host.ctypes.data, len(data), desc, S)
+    R["unknown_desc"] = M.dvpp_jpeg_decode_async(CH, src, len(data), 12345, S)
+    ok(M.dvpp_set_pic_desc_format(desc, RGB888))
+    R["jpegd_rgb_out"] = M.dvpp_jpeg_decode_async(CH, src, len(data), desc, S)
+    ok(M.dvpp_set_pic_desc_format(desc, 999))
+    R["jpegd_bogus_out"] = M.dvpp_jpeg_decode_async(CH, src, len(data), desc, S)
+    ok(M.dvpp_set_pic_desc_format(desc, NV12))
+    R["set_bad_width"] = M.dvpp_set_pic_desc_width(desc, -1)
+    # VPC refusals at the call
+    vin, _y, _uv, _rgb = nv12_source(256, 128, seed=7)
+    cfg = M.dvpp_create_resize_config()
+    vout, _p = yuv_out(64, 64)
+    ok(M.dvpp_set_pic_desc_width_stride(vin, 250))
+    R["stride_unaligned"] = M.dvpp_vpc_resize_async(CH, vin, vout, cfg, S)
+    ok(M.dvpp_set_pic_desc_width_stride(vin, 256))
+    ok(M.dvpp_set_pic_desc_height_stride(vin, 127))
+    R["height_stride_odd"] = M.dvpp_vpc_resize_async(CH, vin, vout, cfg, S)
+    ok(M.dvpp_set_pic_desc_height_stride(vin, 128))
+    ok(M.dvpp_set_pic_desc_size(vin, 1000))
+    R["buffer_small"] = M.dvpp_vpc_resize_async(CH, vin, vout, cfg, S)
+    ok(M.dvpp_set_pic_desc_size(vin, yuv420sp_size(256, 128)))
+    ok(M.dvpp_set_pic_desc_width(vout, 8))
+    R["out_too_narrow"] = M.dvpp_vpc_resize_async(CH, vin, vout, cfg, S)
+    ok(M.dvpp_set_pic_desc_width(vout, 64))
+    ok(M.dvpp_set_pic_desc_format(vout, 7))              # YUYV packed: not emulated
+    R["format_unsupported"] = M.dvpp_vpc_resize_async(CH, vin, vout, cfg, S)
+    ok(M.dvpp_set_pic_desc_format(vout, NV12))
+    R["crop_odd_left"] = M.dvpp_vpc_crop_async(CH, vin, vout,
+                                               M.dvpp_create_roi_config(1, 64, 0, 63), S)
+    R["crop_outside"] = M.dvpp_vpc_crop_async(CH, vin, vout,
+                                              M.dvpp_create_roi_config(0, 299, 0, 63), S)
+    R["free_not_dvpp"] = M.dvpp_free(12345)
+    R["sync_after_refusals"] = acl.rt.synchronize_stream(S)   # nothing was queued
+    # failures on the card: each fails its task, the card goes on
+    corrupt = bytearray(data)
+    corrupt[len(corrupt) // 2:] = b"\x00" * (len(corrupt) - len(corrupt) // 2)
+    bad = to_dvpp(bytes(corrupt[:len(corrupt) // 2 + 64]))
+    R["corrupt_call"] = M.dvpp_jpeg_decode_async(CH, bad, len(corrupt) // 2 + 64, desc, S)
+    R["corrupt_sync"] = acl.rt.synchronize_stream(S)
+    R["corrupt_ret_code"] = M.dvpp_get_pic_desc_ret_code(desc)
+    garbage = to_dvpp(b"\xff\xd8" + bytes(range(256)) * 4)
+    ok(M.dvpp_jpeg_decode_async(CH, garbage, 1026, desc, S))
+    R["garbage_sync"] = acl.rt.synchronize_stream(S)
+    prog = jpeg_bytes(rgb, progressive=True)
+    pp = to_dvpp(prog)
+    ok(M.dvpp_jpeg_decode_async(CH, pp, len(prog), desc, S))
+    R["progressive_sync"] = acl.rt.synchronize_stream(S)
+    ok(M.dvpp_set_pic_desc_size(desc, 1000))
+    ok(M.dvpp_jpeg_decode_async(CH, src, len(data), desc, S))
+    R["out_buffer_small_sync"] = acl.rt.synchronize_stream(S)
+    ok(M.dvpp_set_pic_desc_size(desc, size))
+    ok(M.dvpp_jpeg_decode_async(CH, src, len(data), desc, S))
+    R["after_sync"] = acl.rt.synchronize_stream(S)
+    R["after_fields"] = fields(desc)
+    other = stream()
+    vout2, _p2 = yuv_out(64, 64)
+    ok(M.dvpp_vpc_resize_async(CH, vin, vout2, cfg, other))
+    R["other_stream"] = acl.rt.synchronize_stream(other)
+
+
+if __name__ == "__main__":
+    ok(acl.init(), "init")
+    ok(acl.rt.set_device(0), "set_device")
+    S = stream()
+    CH = M.dvpp_create_channel_desc()
+    ok(M.dvpp_create_channel(CH), "create_channel")
+    main()
