@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 
 from npuemu.host import hccl as _h
-from npuemu.host.api import Device, DeviceArray, Stream
+from npuemu.host.api.arrays import DeviceArray
+from npuemu.host.api.devices import Device
+from npuemu.host.api.streams import Stream
 from npuemu.host.hccl import comm as _comm
 from npuemu.host.hccl.types import (
     BFLOAT16,

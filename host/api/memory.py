@@ -63,7 +63,7 @@ def memory_snapshot() -> dict:
     return _memstats.snapshot()
 
 
-def pool_stats(device: Any = None) -> dict[str, list[dict]]:
+def pool_stats(device: Any = None) -> dict[str, list[_memstats.PoolRow]]:
     """The card's page pools per arena: reserved, used, free, largest free block and
     fragmentation (``1 - largest_free / free``). One round trip."""
     return _memstats.pool_stats(device)

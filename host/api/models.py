@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from npuemu.host.api import DeviceArray, Stream, _device_or_current
+from npuemu.host.api.arrays import DeviceArray
+from npuemu.host.api.devices import device_or_current
+from npuemu.host.api.streams import Stream
 from npuemu.host.core import stream as _stream
 from npuemu.host.models import modeldesc, omfile
 from npuemu.host.models import runtime as _runtime
@@ -28,7 +30,7 @@ class Model:
 
     def __init__(self, source: str | os.PathLike | bytes, device: Any = None) -> None:
         om = omfile.read(source) if isinstance(source, bytes) else omfile.read_file(source)
-        self.device = _device_or_current(device)
+        self.device = device_or_current(device)
         self.desc = modeldesc.describe(om)
         with self.device._current():
             self._model = _runtime.load(om)

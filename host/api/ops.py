@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from npuemu.host.api import DeviceArray, Stream, _device_or_current
+from npuemu.host.api.arrays import DeviceArray
+from npuemu.host.api.devices import device_or_current
+from npuemu.host.api.streams import Stream
 from npuemu.host.core import stream as _stream
 from npuemu.host.ops import cache as _cache
 from npuemu.host.ops import desc as D
@@ -65,7 +67,7 @@ def run_op(op_type: str, inputs: list[Any], attrs: dict[str, Any] | None = None,
            sync: bool = True) -> list[DeviceArray]:
     """Compile (or reuse) and execute one op; returns its outputs (see the module doc)."""
     arrays = [x for x in inputs if isinstance(x, DeviceArray)]
-    device = stream.device if stream is not None else _device_or_current(
+    device = stream.device if stream is not None else device_or_current(
         arrays[0].device if arrays else None)
     with device._current():
         descs, bufs, keep = [], [], []
