@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from npuemu.host.ops import compiler, models, registry
+from npuemu.host.ops import compiler, models, registry, signature
 from npuemu.host.ops import desc as D
 from npuemu.host.ops import types as T
 from npuemu.shared import errors
@@ -86,18 +86,16 @@ def _file_name(seq: int, op: dict, ins: list[D.TensorDesc], outs: list[D.TensorD
 
 def compile_one(seq: int, op: dict, out_dir: str) -> str:
     """Compile one op description into ``out_dir``; returns the file name."""
-    from npuemu.host.ops import executor
-
     ins = [_desc(i) for i in op.get("input_desc", [])]
     outs = [_desc(o) for o in op.get("output_desc", [])]
     attr = _attr(op.get("attr") or [])
     op_def = registry.lookup(op["op"])
     present = [d for d in ins if not d.unused]
-    stand_in = [executor._representative(d) if d.dynamic else d for d in present]
-    specs = [executor._spec(d) for d in stand_in]
-    attrs = registry.attrs_of(op_def, executor._attr_values(attr))
-    hint = [] if any(d.dynamic for d in outs) else [executor._spec(d) for d in outs]
-    out_specs = executor.signature(op_def, specs, hint, attrs)
+    stand_in = [signature.representative(d) if d.dynamic else d for d in present]
+    specs = [signature.spec(d) for d in stand_in]
+    attrs = registry.attrs_of(op_def, signature.attr_values(attr))
+    hint = [] if any(d.dynamic for d in outs) else [signature.spec(d) for d in outs]
+    out_specs = signature.outputs(op_def, specs, hint, attrs)
     binary = compiler.build(op_def, specs, out_specs, attrs)
     name = _file_name(seq, op, ins, outs)
     data = models.encode(op_def.type, ins, outs, attr, binary)

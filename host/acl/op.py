@@ -180,13 +180,13 @@ def create_handle_for_cast(src_desc: int, dst_desc: int, truncate: int) -> int:
 def infer_shape(op_type: str, in_desc_list: list, in_buf_list: list, num_outputs: int,
                 out_desc_list: list, attr: int) -> None:
     """``aclopInferShape``: writes the inferred dims (and dtype) into the output descs."""
-    from npuemu.host.ops import registry
+    from npuemu.host.ops import registry, signature
 
     req = executor.request(op_type, in_desc_list, out_desc_list, attr)
     op = registry.lookup(op_type)
-    attrs = registry.attrs_of(op, executor._attr_values(req.attr))
-    ins = [executor._spec(d) for d in req.present]
-    outs = executor.signature(op, ins, [], attrs)
+    attrs = registry.attrs_of(op, signature.attr_values(req.attr))
+    ins = [signature.spec(d) for d in req.present]
+    outs = signature.outputs(op, ins, [], attrs)
     if num_outputs != len(outs) or len(req.outs) != len(outs):
         raise T.fail(T.ACL_ERROR_OP_OUTPUT_NOT_MATCH,
                      f"{op_type} has {len(outs)} outputs, {num_outputs} asked")

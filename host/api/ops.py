@@ -28,7 +28,7 @@ from npuemu.host.api.streams import Stream
 from npuemu.host.core import stream as _stream
 from npuemu.host.ops import cache as _cache
 from npuemu.host.ops import desc as D
-from npuemu.host.ops import executor, registry
+from npuemu.host.ops import executor, registry, signature
 from npuemu.host.ops import types as T
 
 
@@ -82,8 +82,8 @@ def run_op(op_type: str, inputs: list[Any], attrs: dict[str, Any] | None = None,
             bufs.append(D.create_data_buffer(arr.ptr, arr.nbytes).handle)
         attr = _attr(attrs)
         op = registry.lookup(op_type)
-        specs = [executor._spec(d) for d in descs]
-        outs = executor.signature(op, specs, [], registry.attrs_of(op, dict(attrs or {})))
+        specs = [signature.spec(d) for d in descs]
+        outs = signature.outputs(op, specs, [], registry.attrs_of(op, dict(attrs or {})))
         results = [DeviceArray(s.shape, np.dtype(s.dtype), device) for s in outs]
         out_descs = [D.TensorDesc(T.acl_dtype(r.dtype), tuple(r.shape), fmt) for r in results]
         out_bufs = [D.create_data_buffer(r.ptr, max(r.nbytes, 0)).handle for r in results]

@@ -34,7 +34,7 @@ from onnx import helper, numpy_helper
 
 from npuemu.host.models.codes import ACL_ERROR_GE_PARAM_INVALID, ModelError, UnsupportedOpsError
 from npuemu.host.models.graph import ACL_DTYPES, Graph, Node, Tensor
-from npuemu.host.ops import compiler, executor, registry
+from npuemu.host.ops import compiler, registry, signature
 from npuemu.host.ops.registry import Spec
 from npuemu.shared.errors import AclError
 
@@ -590,7 +590,7 @@ def check_node(graph: Graph, node: Node) -> dict:
         op = registry.lookup(node.op)
         attrs = registry.attrs_of(op, node.attrs)
         ins = [_spec(graph.tensors[i]) for i in node.inputs if i]
-        outs = executor.signature(op, ins, [], attrs)
+        outs = signature.outputs(op, ins, [], attrs)
         tiling = compiler.retile(op, ins, outs, attrs)
     except AclError as exc:
         raise ModelError(ACL_ERROR_GE_PARAM_INVALID,

@@ -3,12 +3,12 @@ Host work only: what reaches a card is a self-contained kernel binary (Python so
 
 Stable API for other features (e.g. ``host/models``)::
 
-    from npuemu.host.ops import registry, compiler, executor, desc
+    from npuemu.host.ops import registry, signature, compiler, executor, desc
 
     op = registry.lookup("Add")                 # OpDef; 100020 for an unknown type
     ins = [registry.Spec("float32", (8, 16)), registry.Spec("float32", (16,))]
     attrs = registry.attrs_of(op, {})           # defaults overlaid with given values
-    outs = executor.signature(op, ins, [], attrs)   # checks + shape inference
+    outs = signature.outputs(op, ins, [], attrs)    # checks + shape inference
     tiling = compiler.retile(op, ins, outs, attrs)  # Tiling(block_dim, rows, tile, loops)
     binary = compiler.build(op, ins, outs, attrs)   # KernelBinary: Python source + tiling
 
@@ -22,14 +22,18 @@ Stable API for other features (e.g. ``host/models``)::
 
 Modules: ``types`` (aclDataType/aclFormat, codes), ``desc`` (tensor descriptors, attrs,
 data buffers), ``registry`` (OpDef, Spec, lookup), one module per op family (``elementwise``,
-``cube``, ``pooling``, ``norm``, ``reduce``, ``shape``), ``tiling``, ``compiler``, ``cache``
-(the in-memory op map per card, LRU, stats), ``diskcache`` (the on-disk compile cache),
-``executor`` (compile/execute/handles), ``opfile`` (the single-op model file, checked field
-by field), ``models`` (single-op models' static load).
+``cube``, ``pooling``, ``norm``, ``reduce``, ``shape``, ...; all imported by ``families``,
+which this package imports: how to add one is in ``registry``), ``signature`` (specs, keys,
+checks and inference of a call), ``tiling``, ``compiler``, ``binaries`` (a signature's
+binary: disk cache or build), ``cache`` (the in-memory op map per card, LRU, stats),
+``diskcache`` (the on-disk compile cache), ``executor`` (compile/execute/handles),
+``opfile`` (the single-op model file, checked field by field), ``models`` (single-op
+models' static load).
 """
 
 from npuemu.host.core import memory as _memory
 from npuemu.host.ops import cache as _cache
+from npuemu.host.ops import families as _families  # noqa: F401  (registers every op family)
 
 if _cache.usage_component not in _memory.USAGE_COMPONENTS:
     _memory.USAGE_COMPONENTS.append(_cache.usage_component)

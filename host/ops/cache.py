@@ -29,12 +29,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from npuemu.host.core import plog
+from npuemu.host.core import plog, runtime
+from npuemu.host.ops import diskcache
 from npuemu.host.ops import types as T
 from npuemu.host.ops.compiler import KernelBinary
 from npuemu.host.ops.registry import OpDef, Spec
 from npuemu.host.ops.tiling import Tiling
-from npuemu.shared import config, logring
+from npuemu.shared import config, errors, logring
 from npuemu.shared.protocol import Op
 
 DEFAULT_MAX_OPQUEUE_NUM = 20000
@@ -210,9 +211,22 @@ class DeviceOpCache:
             if self.link.alive():
                 self.link.post(Op.OP_UNLOAD, loaded.bin_id, loaded.ptr)
 
-    def add_loaded(self, loaded: Loaded) -> None:
+    def load_binary(self, binary: KernelBinary) -> Loaded:
+        """Place the binary's source in the card's HBM and load it there (``OP_LOAD``, one
+        round trip: blocks). A card that holds as many op binaries of this process as it
+        takes (207012) gets room by evicting the oldest compiled entries, then one more try.
+        The caller holds ``lock``."""
+        name = f"{binary.op_type}-{binary.digest}"
+        try:
+            bin_id, ptr, span, _kernels = self.link.call(Op.OP_LOAD, binary.source, name)
+        except errors.AclError as err:
+            if err.code != errors.ACL_ERROR_RT_OVER_LIMIT or not self.shed():
+                raise
+            bin_id, ptr, span, _kernels = self.link.call(Op.OP_LOAD, binary.source, name)
+        loaded = Loaded(binary, bin_id, ptr, span)
         self.hbm_bytes += loaded.span
         self.hbm_peak = max(self.hbm_peak, self.hbm_bytes)
+        return loaded
 
     def clear(self) -> None:
         """Drop every compiled entry (static ones too): frees all binaries' HBM."""
@@ -243,8 +257,6 @@ def cache_for(link: Any) -> DeviceOpCache:
 
 def purge() -> None:
     """Forget the maps of links that are closed (their card reclaimed the binaries' HBM)."""
-    from npuemu.host.core import runtime
-
     live = {od.link for od in list(runtime.get().devices.values())}
     for link in [k for k in CACHES if k not in live]:
         del CACHES[link]
@@ -271,8 +283,6 @@ def stats(device: int | None = None) -> dict[str, int]:
         total["entries"] += cache.entries()
         total["static_entries"] += len(cache.static)
         total["hbm_bytes"] += cache.hbm_bytes
-    from npuemu.host.ops import diskcache
-
     total.update({f"disk_{k}": v for k, v in diskcache.STATS.items()})
     return total
 

@@ -29,18 +29,20 @@ a dead handle: 100000; a host-placement descriptor in compile or create_handle 2
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from npuemu.host.core import plog, runtime
-from npuemu.host.core.stream import resolve, submit
-from npuemu.host.ops import compiler, diskcache, registry
+from npuemu.host.core import runtime
+from npuemu.host.core.stream import resolve, submit, synchronize_stream
+from npuemu.host.ops import binaries, compiler, models, registry
 from npuemu.host.ops import desc as D
+from npuemu.host.ops import signature as S
 from npuemu.host.ops import types as T
-from npuemu.host.ops.cache import DeviceOpCache, Entry, Loaded, cache_for
+from npuemu.host.ops.cache import DeviceOpCache, Entry, cache_for
 from npuemu.host.ops.registry import OpDef, Spec
-from npuemu.shared import config, errors, logring
+from npuemu.shared import config, errors
 from npuemu.shared.protocol import Op
 
 INCREMENTAL = [config.op_incremental()]
@@ -49,65 +51,7 @@ _GEN = D.GENERATION
 _LAUNCH = Op.LAUNCH
 
 
-# signatures ------------------------------------------------------------------------------------
-def _spec(desc: D.TensorDesc) -> Spec:
-    return Spec(T.numpy_dtype(desc.dtype), desc.dims, desc.format, desc.const)
-
-
-def _attr_values(attr: D.OpAttr | None) -> dict[str, Any]:
-    return {} if attr is None else {k: v for k, (_t, v) in attr.values.items()}
-
-
-def _digest(attr: D.OpAttr | None) -> tuple:
-    return () if attr is None else attr.digest
-
-
-def full_key(op_type: str, ins: Sequence[D.TensorDesc], outs: Sequence[D.TensorDesc],
-             attr: D.OpAttr | None) -> tuple:
-    """The op-map key: op type, every descriptor's key and the attribute digest, as the
-    real runtime hashes a static op."""
-    return (op_type, tuple(d.key for d in ins), tuple(d.key for d in outs), _digest(attr))
-
-
-def _shapeless(op_type: str, ins: Sequence[D.TensorDesc], outs: Sequence[D.TensorDesc],
-               attr: D.OpAttr | None) -> tuple:
-    part = lambda d: (d.dtype, d.format, d.storage_format, d.memtype)  # noqa: E731
-    return (op_type, tuple(map(part, ins)), tuple(map(part, outs)), _digest(attr))
-
-
-def signature(op: OpDef, ins: list[Spec], hint: list[Spec], attrs: dict[str, Any],
-              ) -> list[Spec]:
-    """Check the inputs and infer the outputs; the user's output descriptors must agree."""
-    registry.check_inputs(op, ins)
-    outs = op.infer(ins, attrs, hint)
-    if hint and len(hint) != len(outs):
-        raise T.fail(T.ACL_ERROR_OP_OUTPUT_NOT_MATCH,
-                     f"{op.type} has {len(outs)} outputs, {len(hint)} descriptors given")
-    for i, (want, got) in enumerate(zip(outs, hint, strict=False)):
-        concrete = all(d >= 0 for d in got.shape)
-        if got.dtype != want.dtype or (concrete and got.shape != want.shape):
-            raise T.fail(T.ACL_ERROR_INVALID_PARAM,
-                         f"{op.type} output {i}: descriptor says {got.dtype}{list(got.shape)}"
-                         f", inference gives {want.dtype}{list(want.shape)}")
-    return [Spec(o.dtype, o.shape, h.format if hint else o.format)
-            for o, h in zip(outs, hint or outs, strict=True)]
-
-
-def _linear_key(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any],
-                digest: tuple) -> tuple | None:
-    if op.linear is None:
-        return None
-    pairs = sorted(op.linear(ins, outs, attrs))
-    if not pairs:
-        return None
-    specs = [*ins, *outs]
-    masked = []
-    for i, s in enumerate(specs):
-        shape = tuple(-1 if (i, a) in pairs else d for a, d in enumerate(s.shape))
-        masked.append((s.dtype, s.format, shape, s.const))
-    return (op.type, tuple(pairs), tuple(masked), digest)
-
-
+# requests --------------------------------------------------------------------------------------
 @dataclass
 class Request:
     """Descriptors of one compile or execute, resolved once."""
@@ -158,7 +102,7 @@ def compile_request(req: Request, link: Any, *, static: bool = False) -> Entry:
         raise T.fail(T.ACL_ERROR_API_NOT_SUPPORT, "host-placement descriptors cannot be "
                                                   "compiled (aclSetTensorPlaceMent)")
     cache = cache_for(link)
-    key = full_key(req.op_type, req.present, req.outs, req.attr)
+    key = S.full_key(req.op_type, req.present, req.outs, req.attr)
     with cache.lock:
         entry = _hit(cache, key)
         if entry is not None:
@@ -169,15 +113,15 @@ def compile_request(req: Request, link: Any, *, static: bool = False) -> Entry:
         cache.stats.misses += 1
         if any(d.dynamic for d in (*req.present, *req.outs)):
             return _compile_dynamic(cache, op, req, key)
-        attrs = registry.attrs_of(op, _attr_values(req.attr))
-        ins = [_spec(d) for d in req.present]
-        outs = signature(op, ins, [_spec(d) for d in req.outs], attrs)
-        lkey = _linear_key(op, ins, outs, attrs, _digest(req.attr))
+        attrs = registry.attrs_of(op, S.attr_values(req.attr))
+        ins = [S.spec(d) for d in req.present]
+        outs = S.outputs(op, ins, [S.spec(d) for d in req.outs], attrs)
+        lkey = S.linear_key(op, ins, outs, attrs, S.attr_digest(req.attr))
         base = cache.linear.get(lkey) if lkey is not None and INCREMENTAL[0] else None
         if base is not None and base.alive:
             return _retile(cache, op, req, key, base, ins, outs, attrs)
-        binary, from_disk = _build(op, ins, outs, attrs, key)
-        entry = Entry(key, op, ins, outs, attrs, _load(cache, binary), binary.tiling,
+        binary, from_disk = binaries.build(op, ins, outs, attrs, key)
+        entry = Entry(key, op, ins, outs, attrs, cache.load_binary(binary), binary.tiling,
                       static=static, used=req.used)
         if from_disk:
             cache.stats.disk_hits += 1
@@ -190,51 +134,8 @@ def compile_request(req: Request, link: Any, *, static: bool = False) -> Entry:
         return entry
 
 
-def _build(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any],
-           key: tuple, tiling: compiler.Tiling | None = None,
-           ) -> tuple[compiler.KernelBinary, bool]:
-    """A binary for the signature: from the disk cache, else a real build (stored there).
-    ``tiling`` (a single-op model's) is baked in instead of the computed one and is part of
-    the disk cache's key."""
-    disk_key = key if tiling is None else (key, tuple(compiler.tiling_list(tiling)))
-    shapes = tuple(s.shape for s in (*ins, *outs))
-    cached = diskcache.read(disk_key)
-    if cached is not None:
-        try:
-            return compiler.from_record(op, cached[0], cached[1], shapes), True
-        except ValueError as err:
-            diskcache.invalid(disk_key, f"has bad metadata ({err})")
-    binary = compiler.build(op, ins, outs, attrs, tiling)
-    if plog.debug:
-        plog.log(logring.DEBUG, f"op compile {op.type} {[s.shape for s in ins]} "
-                                f"{[s.dtype for s in ins]}: {binary.compile_ns / 1e3:.0f} us, "
-                                f"{len(binary.source)} characters, tiling {binary.tiling}")
-    diskcache.write(disk_key, {"op": op.type, "name": binary.name, "digest": binary.digest,
-                               "tiling": compiler.tiling_list(binary.tiling),
-                               "workspace": binary.workspace}, binary.source)
-    return binary, False
-
-
-def _load(cache: DeviceOpCache, binary: compiler.KernelBinary) -> Loaded:
-    """Place the binary's source in the card's HBM and load it there (one round trip; a
-    card that holds as many op binaries of this process as it takes gets room by evicting
-    the oldest compiled entries, then one more try). The caller holds ``cache.lock``."""
-    name = f"{binary.op_type}-{binary.digest}"
-    try:
-        bin_id, ptr, span, _kernels = cache.link.call(Op.OP_LOAD, binary.source, name)
-    except errors.AclError as err:
-        if err.code != errors.ACL_ERROR_RT_OVER_LIMIT or not cache.shed():
-            raise
-        bin_id, ptr, span, _kernels = cache.link.call(Op.OP_LOAD, binary.source, name)
-    loaded = Loaded(binary, bin_id, ptr, span)
-    cache.add_loaded(loaded)
-    return loaded
-
-
 def _retile(cache: DeviceOpCache, op: OpDef, req: Request, key: tuple, base: Entry,
             ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Entry:
-    import time
-
     start = time.perf_counter_ns()
     tiling = compiler.retile(op, ins, outs, attrs)
     shapes = tuple(s.shape for s in (*ins, *outs))
@@ -246,25 +147,14 @@ def _retile(cache: DeviceOpCache, op: OpDef, req: Request, key: tuple, base: Ent
     return entry
 
 
-def _representative(desc: D.TensorDesc) -> D.TensorDesc:
-    """A concrete stand-in for a dynamic descriptor (each -1 at its range's low end)."""
-    if desc.dims == (-2,):
-        dims: tuple[int, ...] = (1,)
-    else:
-        ranges = desc.shape_range
-        dims = tuple(d if d >= 0 else max(1, ranges[i][0] if i < len(ranges) else 1)
-                     for i, d in enumerate(desc.dims))
-    return D.TensorDesc(desc.dtype, dims, desc.format, const=desc.const)
-
-
 def _compile_dynamic(cache: DeviceOpCache, op: OpDef, req: Request, key: tuple) -> Entry:
     """A dynamic-shape compile: one binary for every shape inside the descriptors' ranges;
     tiled at execute time."""
-    attrs = registry.attrs_of(op, _attr_values(req.attr))
-    ins = [_spec(_representative(d)) for d in req.present]
-    outs = signature(op, ins, [], attrs)
-    binary, from_disk = _build(op, ins, outs, attrs, key)
-    entry = Entry(key, op, ins, outs, attrs, _load(cache, binary), binary.tiling,
+    attrs = registry.attrs_of(op, S.attr_values(req.attr))
+    ins = [S.spec(S.representative(d)) for d in req.present]
+    outs = S.outputs(op, ins, [], attrs)
+    binary, from_disk = binaries.build(op, ins, outs, attrs, key)
+    entry = Entry(key, op, ins, outs, attrs, cache.load_binary(binary), binary.tiling,
                   used=req.used)
     entry.pattern = [(d.dims, d.shape_range) for d in req.present]  # type: ignore[attr-defined]
     if from_disk:
@@ -273,7 +163,7 @@ def _compile_dynamic(cache: DeviceOpCache, op: OpDef, req: Request, key: tuple) 
         cache.stats.compiles += 1
         cache.stats.compile_ns += binary.compile_ns
     cache.insert(entry)
-    cache.dynamic.setdefault(_shapeless(req.op_type, req.present, req.outs, req.attr),
+    cache.dynamic.setdefault(S.shapeless_key(req.op_type, req.present, req.outs, req.attr),
                              []).append(entry)
     return entry
 
@@ -299,11 +189,12 @@ def _dynamic_match(cache: DeviceOpCache, op: OpDef, req: Request, key: tuple) ->
     """An entry tiled now from a dynamic compile whose ranges hold these shapes."""
     if not cache.dynamic or any(d.dynamic for d in req.present):
         return None
-    for base in cache.dynamic.get(_shapeless(req.op_type, req.present, req.outs, req.attr), ()):
+    shapeless = S.shapeless_key(req.op_type, req.present, req.outs, req.attr)
+    for base in cache.dynamic.get(shapeless, ()):
         if all(_fits(d.dims, p) for d, p in zip(req.present, base.pattern, strict=True)):
-            ins = [_spec(d) for d in req.present]
-            hint = [_spec(d) for d in req.outs if not d.dynamic]
-            outs = signature(op, ins, hint if len(hint) == len(req.outs) else [], base.attrs)
+            ins = [S.spec(d) for d in req.present]
+            hint = [S.spec(d) for d in req.outs if not d.dynamic]
+            outs = S.outputs(op, ins, hint if len(hint) == len(req.outs) else [], base.attrs)
             tiling = compiler.retile(op, ins, outs, base.attrs)
             entry = Entry(key, op, ins, outs, base.attrs, base.loaded, tiling,
                           extra=(tuple(s.shape for s in (*ins, *outs)), *tiling.args()),
@@ -317,10 +208,8 @@ def _dynamic_match(cache: DeviceOpCache, op: OpDef, req: Request, key: tuple) ->
 # execute ---------------------------------------------------------------------------------------
 def find(req: Request, link: Any) -> Entry:
     """A compiled, loaded or dynamic match on the card, never compiling (100024 if none)."""
-    from npuemu.host.ops import models
-
     cache = cache_for(link)
-    key = full_key(req.op_type, req.present, req.outs, req.attr)
+    key = S.full_key(req.op_type, req.present, req.outs, req.attr)
     with cache.lock:
         entry = _hit(cache, key)
         if entry is not None:
@@ -329,8 +218,8 @@ def find(req: Request, link: Any) -> Entry:
         if entry is not None:
             return entry
         if models.STATIC_DYNAMIC and not any(d.dynamic for d in req.present):
-            models.load_static_dynamic(cache, _shapeless(req.op_type, req.present, req.outs,
-                                                         req.attr))
+            models.load_static_dynamic(cache, S.shapeless_key(req.op_type, req.present,
+                                                              req.outs, req.attr))
         # an op type with no compiled model is a missing model (100024), as in CANN's
         # model map; only compiling needs the op's definition (100020 when it has none)
         try:
@@ -444,8 +333,6 @@ def execute(op_type: object, in_descs: Sequence[object], in_bufs: Sequence[objec
 def _write_back_shapes(stream: Any, req: Request, entry: Entry) -> None:
     """``aclopExecuteV2`` with dynamic (max-shape) output descriptors: synchronous, and the
     real output shapes are written back into them."""
-    from npuemu.host.core.stream import synchronize_stream
-
     synchronize_stream(stream.handle)
     for d, spec in zip(req.outs, entry.outs, strict=True):
         d.dims = spec.shape

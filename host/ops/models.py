@@ -28,12 +28,14 @@ import os
 import threading
 from typing import Any
 
-from npuemu.host.ops import compiler, opfile, registry
+from npuemu.host.core import plog
+from npuemu.host.ops import binaries, compiler, opfile, registry
 from npuemu.host.ops import desc as D
+from npuemu.host.ops import signature as S
 from npuemu.host.ops import types as T
-from npuemu.host.ops.cache import DeviceOpCache, Entry, Loaded
+from npuemu.host.ops.cache import DeviceOpCache, Entry
 from npuemu.host.ops.opfile import ModelFileError
-from npuemu.shared import errors
+from npuemu.shared import errors, logring
 
 OM_DIR_MAX_DEPTH = 3
 
@@ -75,32 +77,23 @@ def register_model(data: bytes) -> tuple:
 def _record(model: opfile.OpModel) -> tuple[dict[str, Any], tuple, tuple | None]:
     """The static-table record of a checked model, its key, and its shapeless key if it is
     dynamic (else None). Builds the kernel (disk cache, else the compiler)."""
-    from npuemu.host.ops.executor import (
-        _build,
-        _representative,
-        _shapeless,
-        _spec,
-        full_key,
-        signature,
-    )
-
     op = registry.lookup(model.op_type)
     ins, outs = model.ins, model.outs
     attr = model.attr if model.attr.values else None
     present = [d for d in ins if not d.unused]
-    key = full_key(op.type, present, outs, attr)
+    key = S.full_key(op.type, present, outs, attr)
     attrs = registry.attrs_of(op, {k: v for k, (_t, v) in model.attr.values.items()})
     dynamic = any(d.dynamic for d in (*present, *outs))
-    in_specs = [_spec(_representative(d) if dynamic else d) for d in present]
-    out_specs = signature(op, in_specs, [] if dynamic else [_spec(d) for d in outs], attrs)
-    binary, _from_disk = _build(op, in_specs, out_specs, attrs, key, model.tiling)
+    in_specs = [S.spec(S.representative(d) if dynamic else d) for d in present]
+    out_specs = S.outputs(op, in_specs, [] if dynamic else [S.spec(d) for d in outs], attrs)
+    binary, _from_disk = binaries.build(op, in_specs, out_specs, attrs, key, model.tiling)
     record = {"op": op, "ins": in_specs, "outs": out_specs, "attrs": attrs,
               "used": tuple(i for i, d in enumerate(ins) if not d.unused), "binary": binary}
     if not dynamic:
         return record, key, None
     record["pattern"] = [(d.dims, d.shape_range) for d in present]
     record["key"] = key
-    return record, key, _shapeless(op.type, present, outs, attr)
+    return record, key, S.shapeless_key(op.type, present, outs, attr)
 
 
 def load_static(cache: DeviceOpCache, key: tuple) -> Entry | None:
@@ -109,9 +102,7 @@ def load_static(cache: DeviceOpCache, key: tuple) -> Entry | None:
     if found is None:
         return None
     binary: compiler.KernelBinary = found["binary"]
-    from npuemu.host.ops.executor import _load
-
-    loaded: Loaded = _load(cache, binary)
+    loaded = cache.load_binary(binary)
     entry = Entry(key, found["op"], found["ins"], found["outs"], found["attrs"], loaded,
                   binary.tiling, static=True, used=found["used"])
     cache.insert(entry)
@@ -126,10 +117,8 @@ def load_static_dynamic(cache: DeviceOpCache, shapeless: tuple) -> None:
         if id(record) in cache.models_loaded:
             continue
         binary: compiler.KernelBinary = record["binary"]
-        from npuemu.host.ops.executor import _load
-
         entry = Entry(record["key"], record["op"], record["ins"], record["outs"],
-                      record["attrs"], _load(cache, binary), binary.tiling, static=True,
+                      record["attrs"], cache.load_binary(binary), binary.tiling, static=True,
                       used=record["used"])
         entry.pattern = record["pattern"]  # type: ignore[attr-defined]
         cache.insert(entry)
@@ -161,9 +150,6 @@ def set_model_dir(path: object) -> int:
 
 def _load_file(file: str) -> int:
     """1 if the model at ``file`` was registered, else 0 (logged)."""
-    from npuemu.host.core import plog
-    from npuemu.shared import logring
-
     try:
         register_model(opfile.read_path(file))
         return 1

@@ -3,13 +3,24 @@
 An op definition (``OpDef``) names its inputs and outputs, the dtypes and formats it accepts,
 its attributes with defaults, its shape inference, its engine (AI Core for cube work, AI
 Vector for elementwise and reductions, AI CPU for the rest), how it tiles, and the numpy
-source of one tile of its kernel. Families live one per module (``elementwise.py``,
-``cube.py``, ``pooling.py``, ``norm.py``, ``reduce.py``, ``shape.py``) and register on import.
+source of one tile of its kernel.
 
 A *signature* is the list of input ``Spec`` (numpy dtype name, shape, aclFormat) plus the
-attribute values; ``resolve`` checks it against the definition and infers the outputs.
-"""
+attribute values; ``check_inputs`` checks it against the definition and
+``signature.outputs`` (``signature.py``) infers the outputs.
 
+Op families
+    Families live one per module (``elementwise.py``, ``cube.py``, ``pooling.py``,
+    ``norm.py``, ``reduce.py``, ``shape.py``, ...) and register their ops on import with
+    ``register(OpDef(...))``. ``families.py`` imports every family module, and the package
+    (``host/ops/__init__.py``) imports ``families``, so every op is registered before any
+    module of the package can call ``lookup``. To add a family: write its module, importing
+    only this module, ``types`` and other families (never the executor, the caches or
+    ``families``), and add its name to the import line of ``families.py``. This module
+    imports no family (the families build on it).
+
+Threading: ``REGISTRY`` is filled at import (under the import lock) and only read after.
+"""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -103,6 +114,8 @@ REGISTRY: dict[str, OpDef] = {}
 
 
 def register(op: OpDef) -> OpDef:
+    """Add a family's op definition (at the family module's import); ValueError for an op
+    type registered twice."""
     if op.type in REGISTRY:
         raise ValueError(f"op {op.type} registered twice")
     REGISTRY[op.type] = op
@@ -111,8 +124,6 @@ def register(op: OpDef) -> OpDef:
 
 def lookup(op_type: object) -> OpDef:
     """The definition of ``op_type``; ACL_ERROR_OP_TYPE_NOT_MATCH (100020) if unknown."""
-    from npuemu.host.ops import families  # noqa: F401  (registers every family once)
-
     found = REGISTRY.get(op_type) if isinstance(op_type, str) else None  # type: ignore[arg-type]
     if found is None:
         raise T.fail(T.ACL_ERROR_OP_TYPE_NOT_MATCH, f"unknown op type {op_type!r}")

@@ -258,14 +258,14 @@ def bad_inputs():
 @scenario
 def single_op_models(model_dir):
     """A single-op model of Add written to ``model_dir`` and loaded; static entries stay."""
-    from npuemu.host.ops import compiler, executor, models, registry
+    from npuemu.host.ops import compiler, models, registry, signature
     from npuemu.host.ops import desc as D
 
     ins = [D.create_tensor_desc(F32, [8, 16], ND), D.create_tensor_desc(F32, [8, 16], ND)]
     outs = [D.create_tensor_desc(F32, [8, 16], ND)]
     op = registry.lookup("Add")
-    specs = [executor._spec(d) for d in ins]
-    binary = compiler.build(op, specs, executor.signature(op, specs, [], {}), {})
+    specs = [signature.spec(d) for d in ins]
+    binary = compiler.build(op, specs, signature.outputs(op, specs, [], {}), {})
     os.makedirs(model_dir + "/a/b", exist_ok=True)
     with open(model_dir + "/a/b/0_Add.om", "wb") as f:
         f.write(models.encode("Add", ins, outs, None, binary))

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx.reference import ReferenceEvaluator
 
-from npuemu.host.ops import compiler, registry
+from npuemu.host.ops import compiler, registry, signature
 from npuemu.host.ops.registry import Spec
 
 
@@ -34,8 +34,7 @@ class FakeContext:
 def conv_kernel(x: Spec, w: Spec, attrs: dict):
     op = registry.lookup("Conv2D")
     full = registry.attrs_of(op, attrs)
-    from npuemu.host.ops import executor
-    y = executor.signature(op, [x, w], [], full)[0]
+    y = signature.outputs(op, [x, w], [], full)[0]
     binary = compiler.build(op, [x, w], [y], full)
     ns: dict = {}
     exec(binary.source, ns)

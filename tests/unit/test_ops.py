@@ -14,7 +14,16 @@ import numpy as np
 import pytest
 
 from npuemu.host import acl
-from npuemu.host.ops import cache, compiler, diskcache, executor, models, opfile, registry, tiling
+from npuemu.host.ops import (
+    cache,
+    compiler,
+    diskcache,
+    models,
+    opfile,
+    registry,
+    signature,
+    tiling,
+)
 from npuemu.host.ops import desc as D
 from npuemu.host.ops import types as T
 from npuemu.host.ops.registry import Spec
@@ -118,7 +127,7 @@ def test_registry_checks_give_the_reference_codes():
     assert _code(registry.check_inputs, add, [f]) == 100021
     assert _code(registry.check_inputs, registry.lookup("Sqrt"), [Spec("int32", (2,))]) == 100026
     assert _code(registry.check_inputs, add, [Spec("float32", (2,), 29), f]) == 100027
-    assert _code(executor.signature, add, [Spec("float32", (3,)), Spec("float32", (4,))], [],
+    assert _code(signature.outputs, add, [Spec("float32", (3,)), Spec("float32", (4,))], [],
                  {}) == 100000
     assert len(registry.REGISTRY) >= 39
 
@@ -173,7 +182,7 @@ def _run_blocks(binary, arrays, out_shapes, dtype, extra=(), blocks=None):
 def test_compiled_kernel_bakes_shapes_and_tiles_over_blocks():
     op = registry.lookup("Add")
     ins = [Spec("float32", (4000, 64)), Spec("float32", (64,))]
-    outs = executor.signature(op, ins, [], {})
+    outs = signature.outputs(op, ins, [], {})
     b = compiler.build(op, ins, outs, {})
     assert "shapes=((4000, 64), (64,), (4000, 64))" in b.source and b.tiling.block_dim > 1
     x, y = np.random.rand(4000, 64).astype(np.float32), np.random.rand(64).astype(np.float32)
@@ -193,7 +202,7 @@ def test_linear_key_masks_only_linear_dims():
     a = [Spec("float32", (10, 4)), Spec("float32", (4, 3))]
     b = [Spec("float32", (99, 4)), Spec("float32", (4, 3))]
     c = [Spec("float32", (10, 5)), Spec("float32", (5, 3))]
-    keys = [executor._linear_key(op, i, executor.signature(op, i, [], registry.attrs_of(op, {})),
+    keys = [signature.linear_key(op, i, signature.outputs(op, i, [], registry.attrs_of(op, {})),
                                  registry.attrs_of(op, {}), ()) for i in (a, b, c)]
     assert keys[0] == keys[1] != keys[2]
 
@@ -282,8 +291,8 @@ def test_op_cache_ini_wins_over_env(disk, monkeypatch):
 def test_single_op_model_container_round_trip():
     op = registry.lookup("Relu")
     ins = [D.TensorDesc(0, (3, 4), 2)]
-    specs = [executor._spec(d) for d in ins]
-    b = compiler.build(op, specs, executor.signature(op, specs, [], {}), {})
+    specs = [signature.spec(d) for d in ins]
+    b = compiler.build(op, specs, signature.outputs(op, specs, [], {}), {})
     data = models.encode("Relu", ins, ins, None, b)
     assert data[:4] == b"IMOD" and len(data) > opfile.HEADER
     parsed = opfile.decode(data)

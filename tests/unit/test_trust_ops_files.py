@@ -16,7 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npuemu.host import acl
-from npuemu.host.ops import compiler, diskcache, executor, models, opfile, registry
+from npuemu.host.ops import (
+    binaries,
+    compiler,
+    diskcache,
+    models,
+    opfile,
+    registry,
+    signature,
+)
 from npuemu.host.ops import desc as D
 from npuemu.shared import errors
 
@@ -29,8 +37,8 @@ def add_file(rows: int = 4) -> bytes:
     """A valid single-op model of Add over two ``[rows, 8]`` float32 inputs."""
     op = registry.lookup("Add")
     ins = [D.TensorDesc(0, (rows, 8), 2), D.TensorDesc(0, (rows, 8), 2)]
-    specs = [executor._spec(d) for d in ins]
-    binary = compiler.build(op, specs, executor.signature(op, specs, [], {}), {})
+    specs = [signature.spec(d) for d in ins]
+    binary = compiler.build(op, specs, signature.outputs(op, specs, [], {}), {})
     return models.encode("Add", ins, ins[:1], None, binary)
 
 
@@ -187,8 +195,8 @@ def test_empty_model_is_100000_and_a_good_file_carries_no_code():
     assert acl.op.load(b"") == errors.ACL_ERROR_INVALID_PARAM
     good = add_file()
     op = registry.lookup("Add")
-    specs = [executor._spec(D.TensorDesc(0, (4, 8), 2))] * 2
-    source = compiler.build(op, specs, executor.signature(op, specs, [], {}), {}).source
+    specs = [signature.spec(D.TensorDesc(0, (4, 8), 2))] * 2
+    source = compiler.build(op, specs, signature.outputs(op, specs, [], {}), {}).source
     assert source.encode() not in good and b"k_Add" not in good
     model = opfile.decode(good)
     assert model.op_type == "Add" and model.tiling == compiler.check_tiling(
@@ -371,20 +379,20 @@ def test_parse_takes_only_intact_files(junk, source):
     {"name": "k_Sub"}, {"digest": "0" * 16}, {"workspace": -1}, {"workspace": "big"}])
 def test_bad_metadata_in_a_cache_entry_is_rebuilt_not_a_type_error(disk, meta):
     op = registry.lookup("Add")
-    specs = [executor._spec(D.TensorDesc(0, (4, 8), 2))] * 2
-    outs = executor.signature(op, specs, [], {})
+    specs = [signature.spec(D.TensorDesc(0, (4, 8), 2))] * 2
+    outs = signature.outputs(op, specs, [], {})
     key = ("Add", "meta", tuple(meta))
-    binary, from_disk = executor._build(op, specs, outs, {}, key)
+    binary, from_disk = binaries.build(op, specs, outs, {}, key)
     assert not from_disk
     digest = diskcache.key_digest(key)
     found = diskcache.read(key)
     assert found is not None
     (f,) = disk.iterdir()
     f.write_bytes(diskcache.encode(digest, {**found[0], **meta}, found[1]))
-    again, from_disk = executor._build(op, specs, outs, {}, key)
+    again, from_disk = binaries.build(op, specs, outs, {}, key)
     assert not from_disk and again.source == binary.source
     assert diskcache.STATS["corrupt"] == 1
-    assert executor._build(op, specs, outs, {}, key)[1]  # rebuilt entry is good again
+    assert binaries.build(op, specs, outs, {}, key)[1]  # rebuilt entry is good again
 
 
 @settings(max_examples=300, deadline=None, database=None)

@@ -208,7 +208,7 @@ def _run(acl, s, batch: int, op: str = "Add") -> None:
 
 
 def _family(acl, D, executor, s, op, shapes, attrs, linear) -> dict:
-    from npuemu.host.ops import registry
+    from npuemu.host.ops import registry, signature
 
     attr = D.create_attr()
     for k, v in attrs.items():
@@ -217,8 +217,8 @@ def _family(acl, D, executor, s, op, shapes, attrs, linear) -> dict:
     def descs(shp):
         ins = [D.create_tensor_desc(0, list(x), 2) for x in shp]
         op_def = registry.lookup(op)
-        specs = [executor._spec(d) for d in ins]
-        outs = executor.signature(op_def, specs, [], registry.attrs_of(op_def, attrs))
+        specs = [signature.spec(d) for d in ins]
+        outs = signature.outputs(op_def, specs, [], registry.attrs_of(op_def, attrs))
         return ins, [D.create_tensor_desc(0, list(o.shape), 2) for o in outs], outs
 
     from npuemu.host.core import runtime
