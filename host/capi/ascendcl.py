@@ -1,9 +1,21 @@
 """The modules whose ``@export`` bodies make up ``libascendcl.so`` (imported by ``boot``)."""
 
-from npuemu.host.capi import base, callbacks, kernels, mdl, mem, ops, prof, rt, tensor, vmm
+from npuemu.host.capi import (
+    base,
+    callbacks,
+    kernels,
+    mdl,
+    mdl_aipp,
+    mem,
+    ops,
+    prof,
+    rt,
+    tensor,
+    vmm,
+)
 
-__all__ = ["base", "bind", "callbacks", "kernels", "mdl", "mem", "ops", "prof", "rt", "tensor",
-           "vmm"]
+__all__ = ["base", "bind", "callbacks", "kernels", "mdl", "mdl_aipp", "mem", "ops", "prof", "rt",
+           "tensor", "vmm"]
 
 
 def bind(ffi: object) -> None:

@@ -1,6 +1,8 @@
 /*
  * npuemu C ABI: offline models (OM files made by `atc` / `npuemu atc`): load, describe,
- * bind datasets, execute (synchronously or on a stream), unload; dynamic batch. Written for
+ * bind datasets, execute (synchronously or on a stream), unload; dynamic batch and image
+ * size; AIPP (static: aclmdlGetAippType / aclmdlGetFirstAippInfo; dynamic: aclmdlAIPP sets
+ * applied with aclmdlSetInputAIPP). Written for
  * npuemu from the published names, layouts and signatures of CANN's model API.
  */
 #ifndef NPUEMU_ACL_MDL_H_
@@ -17,9 +19,37 @@ extern "C" {
 #define ACL_MAX_HW_NUM 128
 #define ACL_MAX_SHAPE_COUNT 128
 #define ACL_DYNAMIC_TENSOR_NAME "ascend_mbatch_shape_data"
+#define ACL_DYNAMIC_AIPP_NAME "ascend_dynamic_aipp_data"
 
 typedef struct aclmdlDataset aclmdlDataset;
 typedef struct aclmdlDesc aclmdlDesc;
+typedef struct aclmdlAIPP aclmdlAIPP;
+typedef struct aclAippExtendInfo aclAippExtendInfo;
+
+typedef enum {
+    ACL_YUV420SP_U8 = 1,
+    ACL_XRGB8888_U8,
+    ACL_RGB888_U8,
+    ACL_YUV400_U8,
+    ACL_NC1HWC0DI_FP16,
+    ACL_NC1HWC0DI_S8,
+    ACL_ARGB8888_U8,
+    ACL_YUYV_U8,
+    ACL_YUV422SP_U8,
+    ACL_AYUV444_U8,
+    ACL_RAW10,
+    ACL_RAW12,
+    ACL_RAW16,
+    ACL_RAW24,
+    ACL_AIPP_RESERVED = 0xffff
+} aclAippInputFormat;
+
+typedef enum {
+    ACL_DATA_WITHOUT_AIPP = 0,
+    ACL_DATA_WITH_STATIC_AIPP,
+    ACL_DATA_WITH_DYNAMIC_AIPP,
+    ACL_DYNAMIC_AIPP_NODE
+} aclmdlInputAippType;
 
 typedef struct aclmdlIODims {
     char name[ACL_MAX_TENSOR_NAME_LEN];
@@ -31,6 +61,74 @@ typedef struct aclmdlBatch {
     size_t batchCount;
     uint64_t batch[ACL_MAX_BATCH_NUM];
 } aclmdlBatch;
+
+typedef struct aclmdlHW {
+    size_t hwCount;
+    uint64_t hw[ACL_MAX_HW_NUM][2];
+} aclmdlHW;
+
+typedef struct aclAippDims {
+    aclmdlIODims srcDims;
+    size_t srcSize;
+    aclmdlIODims aippOutdims;
+    size_t aippOutSize;
+} aclAippDims;
+
+typedef struct aclAippInfo {
+    aclAippInputFormat inputFormat;
+    int32_t srcImageSizeW;
+    int32_t srcImageSizeH;
+    int8_t cropSwitch;
+    int32_t loadStartPosW;
+    int32_t loadStartPosH;
+    int32_t cropSizeW;
+    int32_t cropSizeH;
+    int8_t resizeSwitch;
+    int32_t resizeOutputW;
+    int32_t resizeOutputH;
+    int8_t paddingSwitch;
+    int32_t leftPaddingSize;
+    int32_t rightPaddingSize;
+    int32_t topPaddingSize;
+    int32_t bottomPaddingSize;
+    int8_t cscSwitch;
+    int8_t rbuvSwapSwitch;
+    int8_t axSwapSwitch;
+    int8_t singleLineMode;
+    int32_t matrixR0C0;
+    int32_t matrixR0C1;
+    int32_t matrixR0C2;
+    int32_t matrixR1C0;
+    int32_t matrixR1C1;
+    int32_t matrixR1C2;
+    int32_t matrixR2C0;
+    int32_t matrixR2C1;
+    int32_t matrixR2C2;
+    int32_t outputBias0;
+    int32_t outputBias1;
+    int32_t outputBias2;
+    int32_t inputBias0;
+    int32_t inputBias1;
+    int32_t inputBias2;
+    int32_t meanChn0;
+    int32_t meanChn1;
+    int32_t meanChn2;
+    int32_t meanChn3;
+    float minChn0;
+    float minChn1;
+    float minChn2;
+    float minChn3;
+    float varReciChn0;
+    float varReciChn1;
+    float varReciChn2;
+    float varReciChn3;
+    aclFormat srcFormat;
+    aclDataType srcDatatype;
+    size_t srcDimNum;
+    size_t shapeCount;
+    aclAippDims outDims[ACL_MAX_SHAPE_COUNT];
+    aclAippExtendInfo *aippExtend;
+} aclAippInfo;
 
 /* descriptions */
 ACL_FUNC_VISIBILITY aclmdlDesc *aclmdlCreateDesc(void);
@@ -103,6 +201,61 @@ ACL_FUNC_VISIBILITY aclError aclmdlExecuteAsync(uint32_t modelId, const aclmdlDa
 ACL_FUNC_VISIBILITY aclError aclmdlSetDynamicBatchSize(uint32_t modelId, aclmdlDataset *dataset,
                                                        size_t index, uint64_t batchSize);
 ACL_FUNC_VISIBILITY aclError aclmdlUnload(uint32_t modelId);
+
+/* dynamic image size */
+ACL_FUNC_VISIBILITY aclError aclmdlGetDynamicHW(const aclmdlDesc *modelDesc, size_t index,
+                                                aclmdlHW *hw);
+ACL_FUNC_VISIBILITY aclError aclmdlSetDynamicHWSize(uint32_t modelId, aclmdlDataset *dataset,
+                                                    size_t index, uint64_t height,
+                                                    uint64_t width);
+
+/* AIPP */
+ACL_FUNC_VISIBILITY aclmdlAIPP *aclmdlCreateAIPP(uint64_t batchSize);
+ACL_FUNC_VISIBILITY aclError aclmdlDestroyAIPP(const aclmdlAIPP *aippParmsSet);
+ACL_FUNC_VISIBILITY aclError aclmdlGetAippDataSize(uint64_t batchSize, size_t *size);
+ACL_FUNC_VISIBILITY aclError aclmdlSetAIPPInputFormat(aclmdlAIPP *aippParmsSet,
+                                                      aclAippInputFormat inputFormat);
+ACL_FUNC_VISIBILITY aclError aclmdlSetAIPPCscParams(aclmdlAIPP *aippParmsSet, int8_t cscSwitch,
+    int16_t cscMatrixR0C0, int16_t cscMatrixR0C1, int16_t cscMatrixR0C2,
+    int16_t cscMatrixR1C0, int16_t cscMatrixR1C1, int16_t cscMatrixR1C2,
+    int16_t cscMatrixR2C0, int16_t cscMatrixR2C1, int16_t cscMatrixR2C2,
+    uint8_t cscOutputBiasR0, uint8_t cscOutputBiasR1, uint8_t cscOutputBiasR2,
+    uint8_t cscInputBiasR0, uint8_t cscInputBiasR1, uint8_t cscInputBiasR2);
+ACL_FUNC_VISIBILITY aclError aclmdlSetAIPPRbuvSwapSwitch(aclmdlAIPP *aippParmsSet,
+                                                         int8_t rbuvSwapSwitch);
+ACL_FUNC_VISIBILITY aclError aclmdlSetAIPPAxSwapSwitch(aclmdlAIPP *aippParmsSet,
+                                                       int8_t axSwapSwitch);
+ACL_FUNC_VISIBILITY aclError aclmdlSetAIPPSrcImageSize(aclmdlAIPP *aippParmsSet,
+                                                       int32_t srcImageSizeW,
+                                                       int32_t srcImageSizeH);
+ACL_FUNC_VISIBILITY aclError aclmdlSetAIPPScfParams(aclmdlAIPP *aippParmsSet, int8_t scfSwitch,
+    int32_t scfInputSizeW, int32_t scfInputSizeH, int32_t scfOutputSizeW,
+    int32_t scfOutputSizeH, uint64_t batchIndex);
+ACL_FUNC_VISIBILITY aclError aclmdlSetAIPPCropParams(aclmdlAIPP *aippParmsSet, int8_t cropSwitch,
+    int32_t cropStartPosW, int32_t cropStartPosH, int32_t cropSizeW, int32_t cropSizeH,
+    uint64_t batchIndex);
+ACL_FUNC_VISIBILITY aclError aclmdlSetAIPPPaddingParams(aclmdlAIPP *aippParmsSet,
+    int8_t paddingSwitch, int32_t paddingSizeTop, int32_t paddingSizeBottom,
+    int32_t paddingSizeLeft, int32_t paddingSizeRight, uint64_t batchIndex);
+ACL_FUNC_VISIBILITY aclError aclmdlSetAIPPDtcPixelMean(aclmdlAIPP *aippParmsSet,
+    int16_t dtcPixelMeanChn0, int16_t dtcPixelMeanChn1, int16_t dtcPixelMeanChn2,
+    int16_t dtcPixelMeanChn3, uint64_t batchIndex);
+ACL_FUNC_VISIBILITY aclError aclmdlSetAIPPDtcPixelMin(aclmdlAIPP *aippParmsSet,
+    float dtcPixelMinChn0, float dtcPixelMinChn1, float dtcPixelMinChn2,
+    float dtcPixelMinChn3, uint64_t batchIndex);
+ACL_FUNC_VISIBILITY aclError aclmdlSetAIPPPixelVarReci(aclmdlAIPP *aippParmsSet,
+    float dtcPixelVarReciChn0, float dtcPixelVarReciChn1, float dtcPixelVarReciChn2,
+    float dtcPixelVarReciChn3, uint64_t batchIndex);
+ACL_FUNC_VISIBILITY aclError aclmdlSetInputAIPP(uint32_t modelId, aclmdlDataset *dataset,
+                                                size_t index, const aclmdlAIPP *aippParmsSet);
+ACL_FUNC_VISIBILITY aclError aclmdlSetAIPPByInputIndex(uint32_t modelId, aclmdlDataset *dataset,
+                                                       size_t index,
+                                                       const aclmdlAIPP *aippParmsSet);
+ACL_FUNC_VISIBILITY aclError aclmdlGetAippType(uint32_t modelId, size_t index,
+                                               aclmdlInputAippType *type,
+                                               size_t *dynamicAttachedDataIndex);
+ACL_FUNC_VISIBILITY aclError aclmdlGetFirstAippInfo(uint32_t modelId, size_t index,
+                                                    aclAippInfo *aippInfo);
 
 #ifdef __cplusplus
 }

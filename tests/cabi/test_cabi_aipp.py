@@ -1,0 +1,38 @@
+"""AIPP from C: a static AIPP model (aclmdlGetAippType, aclmdlGetFirstAippInfo, execute on
+the raw image) and a dynamic AIPP model (an aclmdlAIPP set applied with aclmdlSetInputAIPP)
+built by the SDK's atc, their outputs against a numpy crop and normalisation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.cabi.test_cabi_models import _atc
+from tests.integration.test_models_aipp import identity, normalise, rgb_cfg
+
+pytestmark = pytest.mark.integration
+
+
+def test_aipp_program(compile_c, run_c, sdk_root, tmp_path):
+    (tmp_path / "s.cfg").write_text(rgb_cfg())
+    (tmp_path / "d.cfg").write_text("aipp_op { aipp_mode: dynamic max_src_image_size: 360 }")
+    static = _atc(sdk_root, identity(3, 8, 8), tmp_path, "s",
+                  f"--insert_op_conf={tmp_path / 's.cfg'}")
+    dynamic = _atc(sdk_root, identity(3, 8, 8), tmp_path, "d",
+                   f"--insert_op_conf={tmp_path / 'd.cfg'}")
+    raw = np.random.default_rng(8).integers(0, 256, (10, 12, 3), dtype=np.uint8)
+    (tmp_path / "raw.bin").write_bytes(raw.tobytes())
+    res = run_c(compile_c("aipp.c"), str(static), str(dynamic), str(tmp_path / "raw.bin"),
+                str(tmp_path / "s.bin"), str(tmp_path / "d.bin"), timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "aipp program done" in res.stdout
+    assert "static type 1 attached ffffffff format 1" in res.stdout
+    assert "info 3 12x10 crop 1 at 2,1 mean 124 var 0.0171 dims 4" in res.stdout
+    assert "data size 160" in res.stdout and "aipp data input 1 of 160 bytes" in res.stdout
+    crop = raw[1:9, 2:10]
+    want = normalise(crop, [124, 117, 104], [0.5, 0, 0], [0.0171, 0.0175, 0.0174])
+    got = np.frombuffer((tmp_path / "s.bin").read_bytes(), np.float32).reshape(3, 8, 8)
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=0)
+    want = normalise(crop, [124, 117, 104], [0, 0, 0], [0.5, 0.5, 0.5])
+    got = np.frombuffer((tmp_path / "d.bin").read_bytes(), np.float32).reshape(3, 8, 8)
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=0)
