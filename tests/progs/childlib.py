@@ -105,14 +105,19 @@ def put(sync, name, value):
     os.rename(os.path.join(sync, name + ".tmp"), os.path.join(sync, name))
 
 
-def get(sync, name, timeout=120):
-    """The value another process ``put`` under ``name``; exits the child past ``timeout``."""
-    path = os.path.join(sync, name)
+def wait_file(path, timeout=30):
+    """Wait until the file ``path`` exists; exits the child past ``timeout``."""
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):
         if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {name}")
+            raise SystemExit(f"timed out waiting for {path}")
         time.sleep(0.01)
+
+
+def get(sync, name, timeout=120):
+    """The value another process ``put`` under ``name``; exits the child past ``timeout``."""
+    path = os.path.join(sync, name)
+    wait_file(path, timeout)
     with open(path) as f:
         return json.load(f)
 
