@@ -83,7 +83,8 @@ def _bound(handle: object, stream_handle: object) -> tuple[capture.Recording, st
     """The instance and a stream bound to it (107005 if it is not)."""
     rec = capture.get(handle)
     stream = streams.resolve(stream_handle)
-    if stream not in rec.lanes and stream not in rec.idle:
+    if stream.recorder is not rec and not (stream in rec.idle
+                                           and stream.recorder is streams.UNBOUND_IDLE):
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_MODEL,
                                f"stream {stream.sid} is not bound to the instance")
     return rec, stream
