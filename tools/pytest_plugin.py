@@ -15,7 +15,7 @@ Fixtures and marker::
 
     def test_ecc(npu_card):                       # a fault, undone when the block ends
         buf = npu_card.malloc(4096)
-        with inject_fault(0, "ecc_multi", ptr=buf.ptr):
+        with inject_fault(npu_card, "ecc_multi", ptr=buf.ptr):   # a Device or a card id
             with pytest.raises(AclError) as info:    # npuemu.shared.errors.AclError
                 buf.copy_to_host()
             assert info.value.code == 507054     # ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR
@@ -218,14 +218,27 @@ def npu_card(npu_node: NodeInfo) -> Iterator[Any]:
 
 
 # ------------------------------------------------------------------------------- faults
+def card_id(dev: Any) -> int:
+    """The card id of ``dev``: an int, or a ``Device`` (the ``npu_card`` fixture's)."""
+    from npuemu.host import Device
+
+    if isinstance(dev, Device):
+        return dev.id
+    if isinstance(dev, bool) or not isinstance(dev, int):
+        raise TypeError(f"inject_fault: the card must be an int or a Device, got "
+                        f"{type(dev).__name__}")
+    return dev
+
+
 @contextlib.contextmanager
-def inject_fault(dev: int, kind: str, **params: Any) -> Iterator[None]:
-    """Inject fault ``kind`` into card ``dev`` for the duration of the block, then restore
-    the card (see the module docstring). Blocks for one round trip on entry; a restart on
-    exit blocks until the fresh worker is up."""
+def inject_fault(dev: Any, kind: str, **params: Any) -> Iterator[None]:
+    """Inject fault ``kind`` into card ``dev`` (an id or a ``Device``, e.g. ``npu_card``) for
+    the duration of the block, then restore the card (see the module docstring). Blocks for
+    one round trip on entry; a restart on exit blocks until the fresh worker is up."""
     from npuemu.host.core import faults
     from npuemu.tools import inject
 
+    dev = card_id(dev)
     inject.check(kind, params)
     node = os.environ.get("NPUEMU_NODE")
     if kind == "link" and node:

@@ -116,6 +116,7 @@ class Runtime:
             self.config_problem = str(err).splitlines()[0]
             print(f"npuemu: invalid configuration: {self.config_problem}", file=sys.stderr)
         self.node: NodeHandle | None = None
+        self.told_no_node = False  # the missing NPUEMU_NODE went to stderr (``_connect``)
         self.devices: dict[int, OpenDevice] = {}
         self.contexts: dict[int, Context] = {}
         self.allocations: dict[int, Allocation] = {}
@@ -159,10 +160,23 @@ class Runtime:
                 node = self.node
                 if node is None:
                     name = self.config.name
-                    node = Node.connect(name) if name else Node.embedded(self.config)
+                    node = self._connect(name) if name else Node.embedded(self.config)
                     self.attach(node)
                     _install_exit_hooks()
         return node
+
+    def _connect(self, name: str) -> Node:
+        """Attach to the shared node ``NPUEMU_NODE`` names. If it is not running, the reason
+        goes to stderr (once per process: a program that ignores return codes still learns
+        why every call fails) and to the plog, and the AclError (207004) is raised."""
+        try:
+            return Node.connect(name)
+        except errors.AclError as err:
+            if not self.told_no_node:
+                self.told_no_node = True
+                print(f"npuemu: NPUEMU_NODE={name}: {err}", file=sys.stderr, flush=True)
+                plog.log(logring.ERROR, f"NPUEMU_NODE={name}: {err}")
+            raise
 
     def attach(self, node: NodeHandle) -> None:
         """Use ``node`` (a ``Node``, or a ``FakeNode`` in tests). Its pools are built before
