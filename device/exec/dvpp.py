@@ -25,8 +25,9 @@ Codecs: Pillow (libjpeg-turbo, libpng) decodes and encodes; OpenCV resizes (bili
 nearest, ``cv2.INTER_LINEAR`` / ``cv2.INTER_NEAREST``: CANN documents them as the
 industry's algorithms), converts colour (BT.601 as ``cv2.cvtColor`` defines its YUV codes)
 and makes borders. JPEGD asks libjpeg for YCbCr without colour conversion; its chroma,
-upsampled by libjpeg, is brought back to 4:2:0 by 2x2 averaging, so a decoded picture is
-within a few levels of the file's own chroma planes (not bit-exact to the hardware).
+upsampled by libjpeg, is brought back to 4:2:0 by 2x2 averaging (``cv2.INTER_AREA``), so a
+decoded picture is within a few levels of the file's own chroma planes (not bit-exact to
+the hardware).
 
 Partial: progressive and arithmetic-coded JPEGs are refused as the hardware refuses them,
 but only progressive is detected (an arithmetic-coded file decodes); JPEGD writes YUV420SP
@@ -202,8 +203,9 @@ def _jpegd(worker: Worker, client: Client, pics: list[Picture],
             chroma[:] = 128
             return
         luma[:] = pixels[:h, :w, 0]
-        half = cv2.resize(pixels[:h, :w, 1:3], (w // 2, h // 2), interpolation=cv2.INTER_AREA)
-        chroma[:] = half if out.fmt == m.NV12 else half[:, :, ::-1]
+        # all three planes: OpenCV's 3-channel INTER_AREA is ~100x faster than its 2-channel
+        half = cv2.resize(pixels[:h, :w], (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+        chroma[:] = half[:, :, 1:3] if out.fmt == m.NV12 else half[:, :, 2:0:-1]
 
     return job
 

@@ -14,16 +14,24 @@ for byte; its luma comes back above 38 dB at level 90."""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import subprocess
+import sys
+
 import pytest
 from childprog import run_program
+
+from npuemu.host.prof import export, model
 
 pytestmark = pytest.mark.integration
 ENV = {"NPUEMU_DEVICES": "1", "NPUEMU_HBM": "1G", "NPUEMU_DDR": "256M"}
 ALIGNED_1080P = 1920 * 1088 * 3 // 2  # width 64-aligned, height 16-aligned, YUV420SP
 
 
-def scenario(run_prog, name: str) -> dict:
-    return run_program(run_prog, "dvpp.py", name, env=ENV, timeout=120)
+def scenario(run_prog, name: str, *args: str) -> dict:
+    return run_program(run_prog, "dvpp.py", name, *args, env=ENV, timeout=120)
 
 
 def test_jpeg_decode_matches_the_library_with_the_hardware_strides(run_prog):
@@ -86,3 +94,30 @@ def test_bad_inputs_get_their_codes_and_the_card_goes_on(run_prog):
     assert r["corrupt_ret_code"] != 0
     assert r["after_sync"] == 0 and r["after_fields"] == [256, 128, 256, 128, 0]
     assert r["other_stream"] == 0
+
+
+def test_dvpp_tasks_run_on_the_dvpp_engine_of_the_timeline(run_prog, tmp_path):
+    r = scenario(run_prog, "profiled", str(tmp_path))
+    assert r["decode"] == 0 and r["resize"] == 0
+    dirs = export.find_prof_dirs(str(tmp_path))
+    assert len(dirs) == 1, dirs
+    tasks = [t for t in model.load(dirs[0]).devices[0].tasks if t.stream == r["stream"]]
+    dvpp = [t for t in tasks if t.kind == "DVPP"]
+    assert len(dvpp) == 2 and all(t.engine == "dvpp" and t.code == 0 for t in dvpp), tasks
+    assert all(t.end_ns >= t.start_ns > 0 for t in dvpp)
+
+
+def test_bench_dvpp_figure(tmp_path):
+    """The bench figure runs on its own and writes consistent records (no threshold)."""
+    path = tmp_path / "bench.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NPUEMU_") or
+           k == "NPUEMU_TEST_SESSION"}
+    res = subprocess.run([sys.executable, "-m", "npuemu.tools.cli", "bench", "--quick",
+                          "--only", "dvpp", "--json", str(path)], env=env,
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, f"--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}"
+    records = {r["name"]: r for r in json.loads(path.read_text())}
+    assert set(records) == {"JPEG decode 1920x1080", "VPC resize 1080p->224"}
+    for r in records.values():
+        assert r["unit"] == "ms" and r["value"] > 0 and r["limit_value"] > 0, r
+        assert math.isclose(r["ratio"], r["value"] / r["limit_value"], rel_tol=1e-9), r

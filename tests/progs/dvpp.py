@@ -86,13 +86,14 @@ def planes(ptr, w, h, sw, sh, fmt=NV12):
 
 def library_yuv420(data):
     """What Pillow decodes (YCbCr, no colour conversion) brought to 4:2:0 by OpenCV's
-    2x2 area average: the emulator's stated reference."""
+    2x2 area average (``INTER_AREA`` of the three planes): the emulator's stated
+    reference."""
     image = Image.open(io.BytesIO(data))
     image.draft("YCbCr", image.size)
     ycc = np.asarray(image)
     h, w = ycc.shape[0] & ~1, ycc.shape[1] & ~1
-    return ycc[:h, :w, 0], cv2.resize(ycc[:h, :w, 1:3], (w // 2, h // 2),
-                                      interpolation=cv2.INTER_AREA)
+    return ycc[:h, :w, 0], cv2.resize(ycc[:h, :w], (w // 2, h // 2),
+                                      interpolation=cv2.INTER_AREA)[:, :, 1:3]
 
 
 def jfif_rgb(y, uv):
@@ -406,6 +407,22 @@ def bad_inputs():
     vout2, _p2 = yuv_out(64, 64)
     ok(M.dvpp_vpc_resize_async(CH, vin, vout2, cfg, other))
     R["other_stream"] = acl.rt.synchronize_stream(other)
+
+
+@scenario
+def profiled(prof_dir):
+    """A decode and a resize while profiling: the tasks the trace shows (the test reads it)."""
+    data = jpeg_bytes(picture(320, 240, seed=8))
+    ok(acl.prof.init(prof_dir), "prof.init")
+    cfg = acl.prof.create_config([0], 0xFF, 0, 0x2)          # ACL_PROF_TASK_TIME
+    ok(acl.prof.start(cfg), "prof.start")
+    desc, _ptr, R["decode"], _size = decode(data)
+    out, _optr = yuv_out(224, 224)
+    R["resize"] = run(M.dvpp_vpc_resize_async(CH, desc, out, M.dvpp_create_resize_config(),
+                                              S), "resize")
+    ok(acl.prof.stop(cfg), "prof.stop")
+    ok(acl.prof.finalize(), "prof.finalize")
+    R["stream"] = acl.rt.stream_get_id(S)[0]
 
 
 if __name__ == "__main__":

@@ -89,6 +89,10 @@ Figures (limit in brackets):
   ``acl.rt`` in this run; ``np.copyto`` 64 MiB]; targets ≥ 0.8x, ≤ 1.3x, ≥ 0.85x (see
   ``capi.py``).
 
+* DVPP (``dvpp``, 1 device): "JPEG decode 1920x1080" and "VPC resize 1080p->224", one
+  ``acl.media`` call plus ``synchronize_stream`` each [Pillow's YCbCr decode and
+  ``cv2.resize`` of the planes on the host]; targets ≤ 2x (see ``dvpp.py``).
+
 Cleanup: a figure child records in a track file each node and process it starts, and the
 bench removes whatever is left afterwards (processes by pid, /dev/shm names by node name),
 whether the figure succeeded, crashed, timed out or was interrupted (SIGTERM, Ctrl-C). Then
@@ -165,7 +169,7 @@ from npuemu.tools.bench.sampling import calibrate, check_ret, sample_rates, time
 from npuemu.tools.sizes import GiB, KiB, MiB, format_size
 
 FAMILIES = ("ring", "nodes", "memory", "execution", "streams", "p2p", "ops", "models", "hccl",
-            "prof", "memory_depth", "capi")
+            "prof", "memory_depth", "capi", "dvpp")
 """The figure modules of this package, in the order of the table."""
 EXTRA_FIGURE_MODULES: tuple[str, ...] = ()
 """Figure modules imported after the families above if they exist (a place for figures kept
