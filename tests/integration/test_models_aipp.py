@@ -12,6 +12,7 @@ are ``tests/progs/aipp.py``'s.
 from __future__ import annotations
 
 import json
+import pathlib
 
 import numpy as np
 import onnx
@@ -298,3 +299,26 @@ def test_fp16_input_fp16_output_and_out_nodes(run_prog, tmp_path) -> None:
     cut.graph.output.insert(0, helper.make_tensor_value_info("r", TensorProto.FLOAT, None))
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"),
                                ort_run(cut, x.astype(np.float32)), rtol=1e-5, atol=1e-6)
+
+
+def readme_block(after: str, lang: str) -> str:
+    """The first ``lang`` code block of the README after the text ``after``."""
+    text = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text[text.index(after):]
+    start = section.index(f"```{lang}\n") + len(f"```{lang}\n")
+    return section[start:section.index("```", start)]
+
+
+def test_readme_aipp_cfg_and_program_run_as_written(run_py, tmp_path) -> None:
+    """The README's cfg builds (on a 224x224 model that returns its input) and its program
+    runs as written, checking every code; its top-1 is that of the numpy pipeline."""
+    cfg = readme_block("An example `aipp.cfg`", "text")
+    om = build(tmp_path, identity(3, 224, 224), "resnet50_aipp", cfg)
+    assert om == str(tmp_path / "resnet50_aipp.om")
+    program = readme_block("and a program feeding it", "python")
+    res = run_py(f"import os\nos.chdir({str(tmp_path)!r})\n" + program, env=ENV, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    image = np.random.default_rng(0).integers(0, 256, 224 * 224 * 3 // 2, np.uint8)
+    rgb = yuv_to_rgb(image, 224, 224, JPEG_CSC, [0, 128, 128])
+    want = normalise(rgb, [124, 117, 104], [0, 0, 0], [0.0171, 0.0175, 0.0174])
+    assert f"top-1: {int(want.argmax())}" in res.stdout
