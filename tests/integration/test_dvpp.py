@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -121,3 +122,13 @@ def test_bench_dvpp_figure(tmp_path):
     for r in records.values():
         assert r["unit"] == "ms" and r["value"] > 0 and r["limit_value"] > 0, r
         assert math.isclose(r["ratio"], r["value"] / r["limit_value"], rel_tol=1e-9), r
+
+
+def test_the_readme_snippet_runs_as_written(run_py):
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("### Images (`acl.media`, DVPP)"):]
+    start = section.index("```python\n") + len("```python\n")
+    code = section[start:section.index("```", start)]
+    res = run_py(code, env=ENV, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["decoded", "strides", "640", "480"], res.stdout
