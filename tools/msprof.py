@@ -91,6 +91,23 @@ def child_command(application: str) -> list[str] | None:
     return None
 
 
+def missing_program(command: list[str]) -> str | None:
+    """Why the child ``command`` cannot start (its script or module is not there), or None."""
+    kind, target = command[3], command[4]
+    if kind == "--child-script" and not os.path.isfile(target):
+        return f"the application's script {target!r} does not exist"
+    if kind == "--child-module":
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec(target) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return f"the application's module {target!r} cannot be found"
+    return None
+
+
 def collect(args: argparse.Namespace) -> int:
     from npuemu.host.prof import export
     from npuemu.shared import private
@@ -100,6 +117,10 @@ def collect(args: argparse.Namespace) -> int:
     if command is None:
         print(f"[ERROR] npuemu msprof profiles Python programs only: {args.application!r}",
               file=sys.stderr)
+        return 2
+    problem = missing_program(command)
+    if problem:  # checked before any output folder is made: nothing is left behind
+        print(f"[ERROR] {problem}: nothing was collected", file=sys.stderr)
         return 2
     private.makedirs(output)
     before = set(export.find_prof_dirs(output))
@@ -120,23 +141,34 @@ def _export_one(prof_dir: str) -> None:
 
     paths = export.export(prof_dir)
     run = model.load(prof_dir)
-    print("Job Info  Device ID  Dir Name  Collection Time  Tasks  Dropped")
-    for dev, device in sorted(run.devices.items()):
-        print(f"NA  {dev}  {os.path.basename(prof_dir)}  "
-              f"{os.path.basename(prof_dir).split('_')[2]}  {len(device.tasks)}  "
-              f"{device.info.get('dropped', 0)}")
+    name = os.path.basename(prof_dir)
+    rows = [["Job Info", "Device ID", "Dir Name", "Collection Time", "Tasks", "Dropped"]]
+    rows += [["NA", str(dev), name, name.split("_")[2], str(len(device.tasks)),
+              str(device.info.get("dropped", 0))] for dev, device in sorted(run.devices.items())]
+    print(table(rows))
     print(f"[INFO] Timeline: {paths['timeline']}")
+
+
+def table(rows: list[list[str]]) -> str:
+    """``rows`` (the first is the header) as aligned columns: text left, numbers right."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    numeric = [all(row[i].isdigit() for row in rows[1:]) and len(rows) > 1
+               for i in range(len(widths))]
+    return "\n".join("  ".join(cell.rjust(w) if num else cell.ljust(w)
+                               for cell, w, num in zip(row, widths, numeric, strict=True))
+                     .rstrip() for row in rows)
 
 
 def run_child(kind: str, argv: list[str]) -> int:
     """Inside the child: start the session, run the program, stop the session."""
     from npuemu.host.acl import prof as acl_prof
-    from npuemu.host.prof import session
+    from npuemu.host.prof import pyapi, session
     from npuemu.tools.cli import install_acl
 
     config = json.loads(os.environ.pop(ENV))
     install_acl()
-    hooks = (acl_prof.ApiTimer(),) if config["data_types"] & session.API_BITS else ()
+    timed = config["data_types"] & session.API_BITS  # pyACL's calls and the Pythonic API's
+    hooks = (acl_prof.ApiTimer(), pyapi.PythonicApiTimer()) if timed else ()
     run = session.Session(config["output"], config["data_types"], mode="cli", hooks=hooks)
     session.activate(run)
     sys.argv = list(argv)

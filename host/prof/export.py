@@ -21,6 +21,7 @@ Files (``<ts>`` = ``%Y%m%d%H%M%S`` of the export):
 - ``waits_<ts>.txt``: the waits report (``waits.py``), and ``README.txt``.
 
 Files are created 0600 and the directory 0700, whatever the umask (``shared/private.py``).
+Exporting again (``npuemu msprof --export=on``) replaces the files of the earlier export.
 
 ``Task Wait Time(us)`` is the gap between the end of the previous task of the same stream and
 the start of this one (0 for the first). Partial: no AI Core PMU columns, no model ids,
@@ -29,10 +30,12 @@ no step trace.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime
 import json
 import os
+import re
 import statistics
 
 from npuemu.host.prof import waits
@@ -65,6 +68,7 @@ def export(prof_dir: str) -> dict[str, str]:
     run = load(prof_dir)
     out = os.path.join(prof_dir, OUTPUT)
     private.makedirs(out)
+    _remove_earlier(out)
     ts = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
     paths = {"timeline": os.path.join(out, f"msprof_{ts}.json"),
              "op_summary": os.path.join(out, f"op_summary_{ts}.csv"),
@@ -87,6 +91,20 @@ def export(prof_dir: str) -> dict[str, str]:
     with private.open_file(os.path.join(out, "README.txt"), "w") as f:
         f.write(_readme(run, paths))
     return paths
+
+
+EXPORTED = re.compile(r"(msprof|op_summary|op_statistic|task_time|api_statistic|msprof_tx|waits)"
+                      r"_\d{14}\.(json|csv|txt)")
+"""The names of the files an export writes (those of an earlier export are replaced)."""
+
+
+def _remove_earlier(out: str) -> None:
+    """Remove what an earlier export of this run wrote, so a re-export (``--export=on``)
+    leaves one copy of each file, as msprof's does."""
+    for name in os.listdir(out):
+        if EXPORTED.fullmatch(name):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(out, name))
 
 
 def find_prof_dirs(path: str) -> list[str]:

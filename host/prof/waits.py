@@ -11,7 +11,10 @@ Diagnoses:
 1. **Bottleneck stream**: the stream that made others wait longest (summed blocked time of
    the waits its records released), if that is at least ``BOTTLENECK_SHARE`` of the window.
    If it mixes copies and compute while an engine it uses idles, the advice is to move the
-   copies to their own stream; if it is all compute, to split the work across streams.
+   copies to their own stream; if it is all compute (or all copies), to split the work
+   across streams, unless the engine its tasks run on is already busy at least
+   ``ENGINE_SATURATED_SHARE`` of the window: then the engine is the bottleneck (more streams
+   cannot run more of its work at once) and the advice says so.
 2. **Shared stream**: a stream that received tasks from several host threads during the run
    (the host notes each turn: a task submitted by another thread than the previous one):
    their submissions serialise on it; give each thread its own stream, within the per-card
@@ -26,6 +29,7 @@ from npuemu.host.prof.model import COMPUTE, COPIES, Run, Task
 
 BOTTLENECK_SHARE = 0.05
 ENGINE_IDLE_SHARE = 0.3
+ENGINE_SATURATED_SHARE = 0.9
 STREAM_LIMIT = 128
 
 
@@ -42,6 +46,7 @@ class StreamStats:
     waited_on: dict[int, int] = field(default_factory=dict)  # producer stream -> ns
     caused_ns: int = 0  # time other streams spent blocked on this one's records
     threads: dict[str, int] = field(default_factory=dict)  # host thread -> turns it took
+    engines: set[str] = field(default_factory=set)  # engines its copies and kernels ran on
 
     @property
     def idle_ns(self) -> int:
@@ -94,6 +99,7 @@ def analyze(run: Run) -> Report:
             s.waiting_ns = _union([t for t in mine if t.kind == "EVENT_WAIT"])
             s.copies_ns = _union([t for t in mine if t.kind in COPIES])
             s.compute_ns = _union([t for t in mine if t.kind in COMPUTE])
+            s.engines = {t.engine for t in mine if t.kind in COPIES or t.kind in COMPUTE}
             per[sid] = s
         for t in tasks:
             if t.kind == "EVENT_WAIT" and t.released_by is not None:
@@ -142,10 +148,8 @@ def _diagnose(report: Report) -> None:
                      f"({s.share(s.compute_ns):.0%}) in order"
                      + (f" while {idle_text}" if idle_text else "")
                      + ": move its copies to a stream of their own.")
-        elif s.compute_ns:
-            text += " It is all compute: split its work across several streams."
-        elif s.copies_ns:
-            text += " It is all copies: split them across several streams."
+        elif s.compute_ns or s.copies_ns:
+            text += _split_advice(s, engine_busy.get(s.dev, {}))
         report.diagnoses.append(text)
     for s in report.streams:
         if len(s.threads) > 1:
@@ -157,6 +161,19 @@ def _diagnose(report: Report) -> None:
                 f"threads ({names}; {turns} turns): their submissions serialise on one "
                 f"stream; give each "
                 f"thread its own stream (at most {STREAM_LIMIT} active streams per card).")
+
+
+def _split_advice(s: StreamStats, engine_busy: dict[str, float]) -> str:
+    """The advice for a bottleneck stream of one kind of work (all compute or all copies)."""
+    what = "compute" if s.compute_ns else "copies"
+    busy = {e: engine_busy.get(e, 0.0) for e in s.engines}
+    engine = max(busy, key=lambda e: busy[e], default=None)
+    if engine is not None and busy[engine] >= ENGINE_SATURATED_SHARE:
+        return (f" It is all {what} on the {engine} engine, which is busy {busy[engine]:.0%} "
+                f"of the run: the engine is the bottleneck, and more streams cannot run more "
+                f"of its work at once; make that work smaller or cheaper, or move some of it "
+                f"to another engine or card.")
+    return f" It is all {what}: split its work across several streams."
 
 
 def format_report(report: Report) -> str:
