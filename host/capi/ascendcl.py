@@ -3,6 +3,7 @@
 from npuemu.host.capi import (
     base,
     callbacks,
+    graph,
     kernels,
     mdl,
     mdl_aipp,
@@ -14,8 +15,8 @@ from npuemu.host.capi import (
     vmm,
 )
 
-__all__ = ["base", "bind", "callbacks", "kernels", "mdl", "mdl_aipp", "mem", "ops", "prof", "rt",
-           "tensor", "vmm"]
+__all__ = ["base", "bind", "callbacks", "graph", "kernels", "mdl", "mdl_aipp", "mem", "ops",
+           "prof", "rt", "tensor", "vmm"]
 
 
 def bind(ffi: object) -> None:
