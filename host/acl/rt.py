@@ -78,8 +78,6 @@ def free_with_dev_sync(ptr: int) -> None:
     device.synchronize_device()
     memory.free(ptr)
 free_host = ret_only(memory.free_host)
-memcpy = ret_only(memory.memcpy)
-memset = ret_only(memory.memset)
 get_mem_info = with_result(0, 0)(memory.get_mem_info)
 get_mem_usage_info = with_result([])(memory.get_mem_usage_info)
 pointer_get_attributes = with_result({})(memory.pointer_get_attributes)
@@ -140,10 +138,6 @@ synchronize_event_with_timeout = ret_only(stream.synchronize_event)
 event_elapsed_time = with_result(0.0)(stream.event_elapsed_time)
 event_get_timestamp = with_result(0)(stream.event_get_timestamp)
 destroy_event = ret_only(stream.destroy_event)
-
-# async memory ---------------------------------------------------------------------------------
-memcpy_async = ret_only(memory.memcpy_async)
-memset_async = ret_only(memory.memset_async)
 
 # kernels --------------------------------------------------------------------------------------
 binary_load_from_file = with_result(0)(
@@ -211,7 +205,8 @@ get_devices_topo = with_result(0)(p2p.devices_topo)
 
 
 # memory in depth: stream-ordered pools (aclrtMemPool*, host/core/mempool.py) and
-# virtual memory (host/core/vmm.py); copies and fills also take virtual addresses ---------------
+# virtual memory (host/core/vmm.py); copies and fills (the only bindings of aclrtMemcpy,
+# aclrtMemset and their async forms) also take virtual addresses -------------------------------
 mem_pool_create = with_result(0)(_handle(mempool.create))
 mem_pool_destroy = ret_only(mempool.destroy)
 mem_pool_malloc_async = with_result(0)(mempool.malloc_async)
