@@ -71,6 +71,7 @@ from npuemu.device.exec import collective, dvpp
 from npuemu.device.exec import model as model_tasks
 from npuemu.device.exec.kernels import launch as run_kernel
 from npuemu.device.exec.kernels import lookup as lookup_kernel
+from npuemu.device.rotation import Rotation
 from npuemu.shared import errors, layout, protocol
 from npuemu.shared.config import WorkerSettings
 from npuemu.shared.enums import StreamFailureMode
@@ -107,11 +108,17 @@ _COST = "__npu_last_run__"
 this worker (read by ``_tiny``; it goes with the function when its binary is unloaded)."""
 _LAUNCH, _RECORD = int(Op.LAUNCH), int(Op.RECORD)  # plain ints: enum lookups cost more
 _MODEL_EXECUTE = int(Op.MODEL_EXECUTE)
+_COPY_ASYNC, _MEMSET_ASYNC = int(Op.COPY_ASYNC), int(Op.MEMSET_ASYNC)
+_TASKS = layout.DEVICE_CTL.TASKS
 _FUNCTION = types.FunctionType
 
 
 PASS_BUDGET = 2048
-"""Most tasks of one stream started in one pass of the worker loop (a few ms of inline work)."""
+"""Most tasks started in one pass of the worker loop, over all streams (a few ms of inline
+work): a long backlog must not keep the loop from its rings and its heartbeat."""
+QUANTUM = 32
+"""Most head tasks of one stream started in one turn (clients and their streams take turns:
+``rotation.py``)."""
 
 
 class Task:
@@ -153,6 +160,9 @@ class Scheduler:
         self.max_streams = WorkerSettings.from_env().max_streams
         self._next_sid = 0
         self._touched: set[Client] = set()
+        self.rotation: Rotation[Stream] = Rotation()
+        self.completed = 0  # tasks completed and not yet added to the control block's TASKS
+        self._nearest = _NO_DEADLINE  # earliest deadline of a blocked WAIT seen this pass
         self.progressed = False
         self.next_deadline = _NO_DEADLINE  # no running task's deadline is earlier
 
@@ -177,6 +187,7 @@ class Scheduler:
         _cancel_running(stream)
         stream.queue.clear()
         del self.streams[(client.slot, slot)]
+        self.rotation.remove(client, slot)
 
     def set_mode(self, client: Client, slot: int, mode: int) -> None:
         self._stream(client, slot).mode = StreamFailureMode(mode)
@@ -202,6 +213,7 @@ class Scheduler:
             _cancel_running(self.streams[key])
             self.streams[key].queue.clear()
             del self.streams[key]
+        self.rotation.drop_client(client)
         self._touched.discard(client)
 
     def _stream(self, client: Client, slot: object) -> Stream:
@@ -228,20 +240,28 @@ class Scheduler:
         if not (type(seq) is int and 0 <= seq < _U64):
             u64(seq)  # raises BadFrame
         try:
-            for value, kind in zip(args, check, strict=False):  # lengths checked above
-                kind(value)
-            if op == _LAUNCH:  # bind the kernel now: an unload must not break queued work
-                args.append(lookup_kernel(client, args[0], args[1]))
-            elif op == _MODEL_EXECUTE:  # bind the model's record (device/exec/model.py)
-                args = model_tasks.bind(client, args)
+            if op == _LAUNCH:
+                _launch_args(client, args)
+            else:
+                for value, kind in zip(args, check, strict=False):  # lengths checked above
+                    kind(value)
+                if op == _MODEL_EXECUTE:  # bind the model's record (device/exec/model.py)
+                    args = model_tasks.bind(client, args)
         except (BadFrame, errors.AclError) as err:
             # The stream and the task's number were readable: fail that task in its turn, so
             # the host's count of the stream's tasks is still met and no synchronize waits
             # forever for a task that was never queued.
             code = getattr(err, "code", errors.ACL_ERROR_RT_PARAM_INVALID)
-            stream.queue.append(Task(_REFUSED, seq, (code,), stream, submit_ns))
+            self._queue(stream, Task(_REFUSED, seq, (code,), stream, submit_ns))
             raise
-        stream.queue.append(Task(op, seq, tuple(args), stream, submit_ns))
+        self._queue(stream, Task(op, seq, tuple(args), stream, submit_ns))
+
+    def _queue(self, stream: Stream, task: Task) -> None:
+        """Append ``task`` to its stream; a stream with queued tasks has a place in the
+        rotation (it is added when its queue was empty, and leaves only once it is)."""
+        if not stream.queue:
+            self.rotation.add(stream.client, stream.slot, stream)
+        stream.queue.append(task)
 
     def callback_done(self, client: Client, slot: int, seq: int) -> None:
         stream = self._stream(client, slot)
@@ -293,50 +313,93 @@ class Scheduler:
 
     # the pass ------------------------------------------------------------------------------
     def pump(self) -> float:
-        """Reap completions and start every runnable head task, at most ``PASS_BUDGET`` of
-        one stream per pass (a long backlog of inline tasks must not keep the loop from its
-        rings and its heartbeat). Returns the number of seconds until the nearest wait
-        deadline (or 1.0)."""
+        """Reap completions and start runnable head tasks, clients and their streams taking
+        turns (``rotation.py``: at most ``QUANTUM`` tasks of a stream a turn, at most
+        ``PASS_BUDGET`` a pass, so a long backlog of inline tasks does not keep the loop
+        from its rings and its heartbeat, and equal loads of two processes get equal
+        shares). Returns the number of seconds until the nearest wait deadline (or 1.0)."""
+        progressed = bool(self.done)
+        if progressed:
+            self._reap()
+        now = time.monotonic()
+        if now >= self.next_deadline:
+            self.expire(now)
+        self._nearest = now + 1.0
+        if self.next_deadline < self._nearest:
+            self._nearest = self.next_deadline
+        if self.rotation and self._rounds(now):
+            progressed = True
+        self.progressed = progressed
+        if self.completed:
+            self.worker.ctl[_TASKS] += self.completed
+            self.completed = 0
+        if self._touched:
+            for client in self._touched:
+                if not client.departed:
+                    client.notify_sync()
+            self._touched.clear()
+        return max(self._nearest - now, 0.0)
+
+    def _rounds(self, now: float) -> bool:
+        """Rounds of turns until nothing more starts or the pass budget is spent: in each
+        round every client with queued work starts up to ``QUANTUM`` tasks of its first
+        stream that can start some. True if a task started."""
+        rotation, budget, progressed = self.rotation, PASS_BUDGET, False
+        while True:
+            moved = 0
+            for client in rotation.clients():
+                for stream in rotation.streams(client):
+                    started = self._turn(stream, QUANTUM if budget > QUANTUM else budget, now)
+                    if started:
+                        if stream.queue:  # else it left the rotation (``_turn``)
+                            rotation.served(client, stream.slot)
+                        moved += started
+                        budget -= started
+                        break
+                if budget <= 0:
+                    return True
+            if not moved:
+                return progressed
+            progressed = True
+            if not rotation:
+                return True
+
+    def _reap(self) -> None:
+        """Complete what the engines reported (their ``done`` deque)."""
         done = self.done
-        progressed = bool(done)
         while done:
             task, code, ns = done.popleft()
             self.engines[task.engine].running -= 1
             task.stream.client.inflight -= 1
             if not task.cancelled:
                 if task.op == _LAUNCH and not code:
-                    self._learn(task, ns)
+                    self._learn(task, ns, None)
                 self._complete(task, code)
             if task.op == _MODEL_EXECUTE:
                 model_tasks.finished(self.worker)
-        now = time.monotonic()
-        if now >= self.next_deadline:
-            self.expire(now)
-        nearest = min(1.0, self.next_deadline - now)
-        for stream in list(self.streams.values()):
-            budget = PASS_BUDGET
-            while stream.queue and not stream.busy and budget:
-                budget -= 1
-                try:
-                    started = self._start(stream.queue[0], now)
-                except BaseException as err:  # a bug of ours: fail this task, go on
-                    if containment.is_stop(err):
-                        raise
-                    self.worker.internal_error(f"task of stream {stream.sid}")
-                    self._complete(stream.queue[0], errors.ACL_ERROR_RT_INTERNAL_ERROR)
-                    started = True
-                if not started:
-                    if stream.deadline:
-                        nearest = min(nearest, stream.deadline - now)
-                    break
-                progressed = True
-        self.progressed = progressed
-        if self._touched:
-            for client in self._touched:
-                if not client.departed:
-                    client.notify_sync()
-            self._touched.clear()
-        return max(nearest, 0.0)
+
+    def _turn(self, stream: Stream, limit: int, now: float) -> int:
+        """Start up to ``limit`` head tasks of ``stream`` (fewer if one must wait or runs
+        on an engine); returns how many started. A stream found with nothing queued
+        leaves the rotation."""
+        queue, started = stream.queue, 0
+        while queue and not stream.busy and started < limit:
+            try:
+                ok = self._start(queue[0], now)
+            except BaseException as err:  # a bug of ours: fail this task, go on
+                if containment.is_stop(err):
+                    raise
+                self.worker.internal_error(f"task of stream {stream.sid}")
+                self._complete(queue[0], errors.ACL_ERROR_RT_INTERNAL_ERROR)
+                ok = True
+            if not ok:
+                if stream.deadline and stream.deadline < self._nearest:
+                    self._nearest = stream.deadline
+                break
+            started += 1
+        if not queue:
+            self.rotation.remove(stream.client, stream.slot)
+        return started
 
     def idle(self) -> bool:
         """Nothing can move until a frame, an engine completion or a wait deadline: the
@@ -362,7 +425,8 @@ class Scheduler:
             self._deadline(task, "", now)
             self.worker.log("EVENT", f"task {task.seq} of stream {stream.sid} hangs (injected)")
             return True
-        handler = _INLINE.get(task.op)
+        op = task.op
+        handler = _INLINE.get(op)
         if handler is not None:
             try:
                 result = handler(self, task, now)
@@ -374,14 +438,15 @@ class Scheduler:
                 self._complete(task, result)
             return True
         try:
+            if op == _LAUNCH and (tiny := self._tiny(task)) is not None:
+                self._run_inline(task, *tiny)
+                return True
             engine, run = self._prepare(task)
         except errors.AclError as err:
             self._complete(task, err.code)
             return True
         if engine is None:
             self._complete(task, run(task))
-        elif task.op == _LAUNCH and self._tiny(task):
-            self._run_inline(task, engine, run)
         else:
             stream.busy = True
             task.engine = engine
@@ -390,23 +455,37 @@ class Scheduler:
             self.engines[engine].submit(task, run)
         return True
 
-    def _tiny(self, task: Task) -> bool:
-        """True if ``task`` (a LAUNCH) repeats a launch measured as tiny (see the module
-        docstring) and its client's execution timeout leaves ample room."""
-        _bin, _name, num_blocks, args, fn = task.args
+    def _tiny(self, task: Task) -> tuple[str, Any] | None:
+        """``(engine, run)`` if ``task`` (a LAUNCH) repeats a launch measured as tiny (see
+        the module docstring) and its client's execution timeout leaves ample room, else
+        None. ``run`` is the callable prepared for that earlier launch when there is one
+        (the same kernel, blocks and arguments of the same client: it runs the same), so
+        a repeated tiny launch builds nothing. Raises AclError for an injected engine
+        fault, as any launch does."""
+        _bin, name, num_blocks, args, fn = task.args
         if type(fn) is not _FUNCTION:
-            return False
-        last = getattr(fn, _COST, None)
+            return None
+        last = fn.__dict__.get(_COST)
         if last is None or last[2] > INLINE_KERNEL_NS or last[1] != num_blocks \
                 or last[0] != args:
-            return False
-        timeout_s = task.stream.client.op_timeout_s
-        return not timeout_s or timeout_s >= _INLINE_TIMEOUT_FLOOR_S
+            return None
+        client = task.stream.client
+        timeout_s = client.op_timeout_s
+        if timeout_s and timeout_s < _INLINE_TIMEOUT_FLOOR_S:
+            return None
+        run = last[3]
+        if run is None or last[4] is not client:
+            return run_kernel(self.worker, client, task)  # checks injected faults
+        engine: str = fn.__dict__["__npu_kernel__"]  # a plain function: no code of its own
+        self.worker.faults.check_launch(engine, name)
+        return engine, run
 
-    def _learn(self, task: Task, ns: int) -> None:
+    def _learn(self, task: Task, ns: int, run: Any) -> None:
+        """Keep the cost of a successful launch on its kernel (and ``run``, the callable
+        that ran it inline, or None)."""
         _bin, _name, num_blocks, args, fn = task.args
         if type(fn) is _FUNCTION:  # no code of the kernel's own runs here
-            setattr(fn, _COST, (args, num_blocks, ns))
+            setattr(fn, _COST, (args, num_blocks, ns, run, task.stream.client))
 
     def _run_inline(self, task: Task, engine: str, run: Any) -> None:
         """Run a tiny kernel in the loop thread (``run`` reports failures as codes)."""
@@ -417,7 +496,7 @@ class Scheduler:
         elapsed = end - start
         self.engines[engine].inline_ns += elapsed
         if not code:
-            self._learn(task, elapsed)
+            self._learn(task, elapsed, run)
         else:
             with contextlib.suppress(AttributeError, TypeError):
                 setattr(task.args[4], _COST, None)
@@ -425,8 +504,8 @@ class Scheduler:
 
     def _prepare(self, task: Task) -> tuple[str | None, Any]:
         """Resolve addresses now (loop thread); returns (engine or None for inline, run)."""
-        client = task.stream.client
-        if task.op == Op.COPY_ASYNC:
+        client, op = task.stream.client, task.op
+        if op == _COPY_ASYNC:
             dst, src, count = task.args
             d = self.worker.resolve(client, dst, count)
             s = self.worker.resolve(client, src, count)
@@ -435,14 +514,14 @@ class Scheduler:
             self.worker.faults.check_copy(devs)
             task.args = (d, s, count, [self.worker.peer(p) for p in devs])
             return (engines.DMA if count > INLINE_BYTES else None), _run_copy
-        if task.op == Op.MEMSET_ASYNC:
+        if op == _MEMSET_ASYNC:
             ptr, value, count = task.args
             addr = self.worker.resolve(client, ptr, count)
             self.worker.faults.check_ranges((ptr, count))
             self.worker.faults.check_copy(())
             task.args = (addr, value, count)
             return (engines.DMA if count > INLINE_BYTES else None), _run_memset
-        if task.op == Op.LAUNCH:
+        if op == _LAUNCH:
             return run_kernel(self.worker, client, task)
         if task.op == Op.MODEL_EXECUTE:
             return model_tasks.prepare(self.worker, client, task)
@@ -469,7 +548,7 @@ class Scheduler:
             stream.queue.popleft()
         stream.busy = False
         self._touched.add(client)
-        self.worker.count_task()
+        self.completed += 1  # added to the control block once per pass (pump)
 
     def _fail(self, stream: Stream, task: Task, code: int, report: bool) -> None:
         table, base = stream.client.streams, stream.base
@@ -594,6 +673,23 @@ def _kernel_args(value: object) -> None:
     if type(value) not in (tuple, list) or not all(_arg_ok(v, _ARG_DEPTH) for v in value):
         raise BadFrame("kernel arguments must be an array of ints, floats, bools, strings "
                        f"or arrays of those (at most {_ARG_DEPTH} deep)")
+
+
+def _launch_args(client: Client, args: list[Any]) -> None:
+    """Check a LAUNCH's ``[bin_id, name, num_blocks, kernel args]`` and bind its kernel
+    (appended: an unload must not break queued work). Kernel arguments equal to those of
+    the kernel's last successful launch were checked then and are not walked again (what
+    msgpack decodes and the check refuses, maps, bytes, nil, extension types, never
+    compares equal to an accepted array). Raises BadFrame."""
+    bin_id, name, num_blocks, kernel_args = args
+    u64(bin_id)
+    _name(name)
+    _blocks(num_blocks)
+    fn = lookup_kernel(client, bin_id, name)
+    last = fn.__dict__.get(_COST) if type(fn) is _FUNCTION else None
+    if last is None or last[0] != kernel_args:
+        _kernel_args(kernel_args)
+    args.append(fn)
 
 
 _TASK_ARGS = {

@@ -8,12 +8,14 @@ Main loop, one pass:
   1. drain each ACTIVE client's submission ring, dispatching every frame (``dispatch.py``);
      stream tasks go to the scheduler (``scheduler.py``), which then starts runnable tasks
      and publishes completions;
-  2. if nothing was there and no task is runnable: spin with ``sched_yield`` for ``SPIN_S`` after the last work, then
-     set ``sleeping``, re-check the rings and block on the doorbell semaphore (a timed wait:
-     10 ms right after activity, covering the rare missed-wake race of the flag handshake;
-     ``HEARTBEAT_S`` when long idle, so an idle node costs well under 1 % CPU);
-  3. housekeeping (at most every few ms): heartbeat, new or closing client slots, supervisor
-     liveness, a stop request.
+  2. if nothing was there and no task is runnable: spin with ``sched_yield`` for a while
+     after the last work (``shared/spin.py``: between ``SPIN_MIN_S`` and ``SPIN_S``, longer
+     while work keeps coming back soon after the loop fell asleep, shorter while it does
+     not), then set ``sleeping``, re-check the rings and block on the doorbell semaphore (a
+     timed wait: 10 ms right after activity, covering the rare missed-wake race of the flag
+     handshake; ``HEARTBEAT_S`` when long idle, so an idle node costs well under 1 % CPU);
+  3. housekeeping (at most every few ms): heartbeat, the loop's CPU counters
+     (``loopcpu.py``), new or closing client slots, supervisor liveness, a stop request.
 A malformed frame is counted in ``bad_frames`` and answered with an error when it carries a
 sequence number; it never stops the loop (``dispatch.py`` classifies every exception). A
 client whose ring is corrupt (head behind tail, a length beyond the maximum frame) is
@@ -38,7 +40,7 @@ SIGSTOP) looks hung after ``DEVICE_LOST_TIMEOUT_S`` as it should, and a loop tha
 through a long request never does.
 
 Threading model: one loop thread owns everything here (clients, slots, peers, the control
-block's counters, the heartbeat) except: engine threads (``engines.py``) run task bodies and append to the
+block's counters, the heartbeat, its spin budget and CPU counters) except: engine threads (``engines.py``) run task bodies and append to the
 scheduler's ``done`` deque, call ``wake`` (a semaphore post) and ``log``; kernels on engine
 threads reach the allocator through ``DeviceMemory.resolve`` (``memory.lock``); engine
 threads map a peer's far pages (``Peer.address`` -> ``FarPages.ensure``, its own lock,
@@ -62,6 +64,7 @@ from npuemu.device import containment, dispatch, engines
 from npuemu.device.exec import collective
 from npuemu.device.exec.kernels import Ranges
 from npuemu.device.faults import Faults
+from npuemu.device.loopcpu import LoopCpu
 from npuemu.device.memory.arenas import Arena, DeviceMemory, Tag
 from npuemu.device.memory.windows import Windows
 from npuemu.device.scheduler import Scheduler
@@ -77,8 +80,12 @@ from npuemu.shared.layout import (
     DeviceState,
 )
 from npuemu.shared.ring import Ring, RingCorrupt, RingFull
+from npuemu.shared.spin import AdaptiveSpin
 
 SPIN_S = 1e-3
+"""Longest the idle loop spins after its last work before it sleeps (``AdaptiveSpin``)."""
+SPIN_MIN_S = 50e-6
+"""Shortest spin: what the loop keeps when work keeps arriving long after it fell asleep."""
 RECENT_S = 1.0
 HOUSEKEEPING_S = 0.005
 _C = DEVICE_CTL
@@ -243,6 +250,8 @@ class Worker:
         self.retired: list[Client] = []  # detached while an engine still runs their task
         self.supervisor_fd = os.pidfd_open(supervisor)
         self.running = True
+        self.spin = AdaptiveSpin(SPIN_MIN_S, SPIN_S)  # the loop's, made anew by ``run``
+        self.loop_cpu = LoopCpu()  # likewise (a thread's clock: made in the loop thread)
         self._write_identity(hbm, ddr)
 
     # control block -------------------------------------------------------------------------
@@ -394,22 +403,31 @@ class Worker:
 
     def run(self) -> None:
         last_work = last_house = time.monotonic()
-        scheduler = self.scheduler
+        scheduler, slept = self.scheduler, False
+        spin = self.spin = AdaptiveSpin(SPIN_MIN_S, SPIN_S)
+        cpu = self.loop_cpu = LoopCpu()
         while self.running:
             now = time.monotonic()
+            cpu.begin()
             try:
                 served = self.serve()
                 until = scheduler.pump()
             except BaseException as err:  # a bug of ours: keep the card up, say where
                 self._contain(err, "main loop")
                 served, until = 0, 0.01
-            if served:
+            working = bool(served) or not scheduler.idle()
+            cpu.end(working)
+            if working:
+                if slept:
+                    spin.learn(now - last_work, True)
+                    slept = False
                 last_work = now
-            elif now - last_work < SPIN_S:
+            elif now - last_work < spin.budget:
                 os.sched_yield()
-            elif scheduler.idle():
+            else:
                 slice_s = HEARTBEAT_S if now - last_work > RECENT_S else 0.01
                 self._sleep(min(slice_s, until))
+                slept = True
                 now = time.monotonic()
             if now - last_house > HOUSEKEEPING_S:
                 last_house = now
@@ -450,9 +468,6 @@ class Worker:
         looks hung. A loop stuck for good beats no more, and the host and the supervisor
         call it hung after ``DEVICE_LOST_TIMEOUT_S``."""
         self.ctl[_C.HEARTBEAT] = time.monotonic_ns()
-
-    def count_task(self) -> None:
-        self.ctl[_C.TASKS] += 1
 
     def resolve(self, client: Client, addr: int, count: int) -> int:
         """Address in this process of ``[addr, addr+count)``: a device pointer of the client
@@ -563,6 +578,9 @@ class Worker:
     def housekeeping(self) -> None:
         ctl = self.ctl
         ctl[_C.HEARTBEAT] = time.monotonic_ns()
+        ctl[_C.LOOP_WORK_CPU_NS] = self.loop_cpu.work_ns
+        ctl[_C.LOOP_IDLE_CPU_NS] = self.loop_cpu.idle_ns
+        ctl[_C.PROCESS_CPU_NS] = time.process_time_ns()
         for field, engine in _BUSY_FIELDS:
             eng = self.scheduler.engines[engine]
             ctl[field] = eng.busy_ns + eng.inline_ns

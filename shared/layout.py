@@ -203,6 +203,11 @@ class DEVICE_CTL(Layout, stride=64):
     LOG_LEVEL = Field(1, "device log level 0..4 (tools may write it: msnpureport config)")
     EVENT_ENABLE = Field(1, "1: EVENT log lines are written (tools may write it)")
     LINK_FAULTS = Field(1, "bit n set: the link to card n is faulty (injected)")
+    LOOP_WORK_CPU_NS = Field(1, "CPU ns the worker's loop thread spent on passes that did "
+                                "work (frames, task starts, completions)")
+    LOOP_IDLE_CPU_NS = Field(1, "CPU ns the worker's loop thread spent on passes that found "
+                                "nothing (its bounded spin before it sleeps)")
+    PROCESS_CPU_NS = Field(1, "CPU ns of the whole worker process (loop and engine threads)")
 
 
 CTL_CLIENTS = DEVICE_CTL.words
