@@ -168,8 +168,8 @@ from npuemu.tools.bench.runner import main
 from npuemu.tools.bench.sampling import calibrate, check_ret, sample_rates, time_each, time_k
 from npuemu.tools.sizes import GiB, KiB, MiB, format_size
 
-FAMILIES = ("ring", "nodes", "memory", "execution", "streams", "p2p", "ops", "models", "hccl",
-            "prof", "memory_depth", "capi", "dvpp")
+FAMILIES = ("ring", "nodes", "memory", "execution", "card", "streams", "capture", "p2p", "ops",
+            "models", "hccl", "prof", "memory_depth", "capi", "dvpp")
 """The figure modules of this package, in the order of the table."""
 EXTRA_FIGURE_MODULES: tuple[str, ...] = ()
 """Figure modules imported after the families above if they exist (a place for figures kept

@@ -1,0 +1,259 @@
+"""Figure family: the card's own cost per task, the host's CPU while it synchronizes, and how
+one card shares itself among processes.
+
+``card`` (1 device) reads the card's own counters (``LOOP_WORK_CPU_NS`` over ``TASKS`` of
+the control block: CPU of the worker's loop thread in passes that did work, see
+``device/loopcpu.py``), which load on the machine disturbs far less than a round trip:
+
+* ``card CPU per tiny task``: a burst of cache-hit ``execute_v2`` Add (1 KiB) queued on one
+  stream, then synchronized [the bare intake of one task frame: a ring pop and its msgpack
+  decode, in this process]; target ≤ 3 µs. The same for an empty kernel and an event
+  record, and for the tiny op launched and synchronized one at a time.
+* ``host CPU per synchronize``: the host thread's CPU (``time.thread_time``) over the wall
+  time of ``synchronize_stream`` [that wall time], for a kernel that keeps its engine busy
+  for 2 ms (target ≤ 30 %) and for the tiny op.
+
+``card-sharing`` (1 device) starts 1, 2 and 4 helper processes on the figure's node
+(``NPUEMU_NODE``), each launching empty kernels in batches of 64 plus a synchronize for the
+same wall-clock window: ``share ratio`` is the largest process's task count over the
+smallest's [equal shares, 1.0; target ≤ 1.3], ``aggregate`` their tasks per second
+[one process alone; target ≥ 0.9x].
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+from npuemu.tools.bench.records import Record, Target
+from npuemu.tools.bench.registry import Context, figure
+from npuemu.tools.bench.runner import child_command
+from npuemu.tools.bench.sampling import check_ret
+
+_EMPTY = "from npuemu.shared.kernel import kernel\n\n@kernel('aicore')\ndef empty(ctx):\n    pass\n"
+_BUSY = """import time
+from npuemu.shared.kernel import kernel
+
+@kernel("aicore")
+def busy(ctx, seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+"""
+_BATCH = 64
+
+
+def _card_counters(link: Any) -> tuple[int, int]:
+    """``(loop work CPU ns, tasks completed)`` of the card, once its loop has published
+    them (its housekeeping runs every few ms, and at least every 10 ms after activity)."""
+    from npuemu.shared.layout import DEVICE_CTL
+    from npuemu.shared.protocol import Op
+
+    time.sleep(0.03)
+    link.call(Op.PING)
+    time.sleep(0.03)
+    return link.ctl[DEVICE_CTL.LOOP_WORK_CPU_NS], link.ctl[DEVICE_CTL.TASKS]
+
+
+def _bare_intake_us(n: int) -> float:
+    """CPU µs of a ring pop plus the msgpack decode of one LAUNCH frame, in this process."""
+    from npuemu.shared import protocol
+    from npuemu.shared.ring import Ring, region_size
+
+    frame = protocol.pack((int(protocol.Op.LAUNCH), 0, 1, 1, 1, "empty", 1, ()))
+    buf = memoryview(bytearray(region_size(1 << 20)))
+    push, pop = Ring(buf, 1 << 20, init=True), Ring(buf)
+    unpack = protocol.unpack
+    total = 0
+    for _ in range(n // _BATCH):
+        for _ in range(_BATCH):
+            push.push(frame)
+        t0 = time.thread_time_ns()
+        while (payload := pop.pop()) is not None:
+            unpack(payload)
+        total += time.thread_time_ns() - t0
+    return total / (n // _BATCH * _BATCH) / 1e3
+
+
+@figure("card", devices=1)
+def fig_card(ctx: Context) -> list[Record]:
+    """The card's CPU per task (its own counters) and the host's CPU per synchronize."""
+    from npuemu.host import acl
+    from npuemu.host.core import runtime
+    from npuemu.tools.bench.ops import _Tensor
+
+    check_ret(acl.rt.set_device(0), "set_device(0)")
+    stream, ret = acl.rt.create_stream()
+    check_ret(ret, "create_stream")
+    link = runtime.get().current_link()
+    x, z = _Tensor(acl, (256,)), _Tensor(acl, (256,))
+    attr = acl.op.create_attr()
+    check_ret(acl.op.compile("Add", [x.desc, x.desc], [z.desc], attr, 0, 0, None), "compile")
+    empty = _function(acl, _EMPTY, "empty")
+    event, ret = acl.rt.create_event()
+    check_ret(ret, "create_event")
+
+    def tiny_op() -> None:
+        acl.op.execute_v2("Add", [x.desc, x.desc], [x.buf, x.buf], [z.desc], [z.buf], attr,
+                          stream)
+
+    def sync() -> None:
+        check_ret(acl.rt.synchronize_stream(stream), "synchronize_stream")
+
+    n = 5000 if ctx.quick else 20000
+    queued = {"tiny op": tiny_op,
+              "empty kernel": lambda: acl.rt.launch_kernel(empty, 1, [], stream),
+              "event record": lambda: acl.rt.record_event(event, stream)}
+    per_task = {name: _card_cpu_per_task(link, fn, sync, n) for name, fn in queued.items()}
+    intake = _bare_intake_us(n)
+    ping_pong = _card_cpu_per_task(link, lambda: (tiny_op(), sync()), lambda: None, n // 5)
+    records = [Record("card CPU per tiny task", per_task["tiny op"], "µs",
+                      "bare intake (ring pop + decode)", intake,
+                      Target("≤ 3 µs", "value", "<=", 3.0))]
+    records += [Record(f"card CPU per task: {name}", per_task[name], "µs",
+                       "bare intake (ring pop + decode)", intake)
+                for name in ("empty kernel", "event record")]
+    records.append(Record("card CPU per tiny task (launch+sync)", ping_pong, "µs",
+                          "bare intake (ring pop + decode)", intake))
+    busy = _function(acl, _BUSY, "busy")
+    for name, launch, reps in (
+            ("2 ms kernel", lambda: acl.rt.launch_kernel(busy, 1, [0.002], stream), 50),
+            ("tiny op", tiny_op, 500 if ctx.quick else 2000)):
+        cpu_us, wall_us = _host_cpu_per_sync(launch, sync, reps)
+        records.append(Record(f"host CPU per synchronize ({name})", cpu_us, "µs",
+                              "wall time of the synchronize", wall_us,
+                              Target("≤ 30 %", "ratio", "<=", 0.3)
+                              if name == "2 ms kernel" else None))
+    check_ret(acl.rt.destroy_stream(stream), "destroy_stream")
+    return records
+
+
+def _function(acl: Any, source: str, name: str) -> Any:
+    binary, ret = acl.rt.binary_load_from_data(source)
+    check_ret(ret, "binary_load_from_data")
+    func, ret = acl.rt.binary_get_function(binary, name)
+    check_ret(ret, "binary_get_function")
+    return func
+
+
+def _card_cpu_per_task(link: Any, submit: Any, sync: Any, n: int) -> float:
+    """The card's loop CPU (µs) per task over ``n`` calls of ``submit`` and one ``sync``
+    (after a warm-up: the first launch of a kernel runs on its engine)."""
+    for _ in range(200):
+        submit()
+    sync()
+    work0, tasks0 = _card_counters(link)
+    for _ in range(n):
+        submit()
+    sync()
+    work1, tasks1 = _card_counters(link)
+    return (work1 - work0) / max(tasks1 - tasks0, 1) / 1e3
+
+
+def _host_cpu_per_sync(launch: Any, sync: Any, reps: int) -> tuple[float, float]:
+    """Median host thread CPU µs and wall µs of one ``sync`` after one ``launch``."""
+    for _ in range(20):
+        launch()
+        sync()
+    cpu, wall = [], []
+    for _ in range(reps):
+        launch()
+        c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+        sync()
+        cpu.append(time.thread_time_ns() - c0)
+        wall.append(time.perf_counter_ns() - t0)
+    return statistics.median(cpu) / 1e3, statistics.median(wall) / 1e3
+
+
+@figure("card-sharing", devices=1, timeout=240)
+def fig_card_sharing(ctx: Context) -> list[Record]:
+    """Share ratio and aggregate rate of 2 and 4 processes submitting equal loads."""
+    from npuemu.host import acl
+    from npuemu.host.core import runtime
+
+    check_ret(acl.rt.set_device(0), "set_device(0)")
+    node = runtime.get().node
+    assert node is not None
+    seconds = 1.0 if ctx.quick else 2.0
+    rates = {p: _share_run(ctx, node.name, p, seconds) for p in (1, 2, 4)}
+    alone = rates[1][0]
+    records = []
+    for p in (2, 4):
+        got = rates[p]
+        records.append(Record(f"card share ratio, {p} processes", max(got) / min(got), ":1",
+                              "equal shares", 1.0, Target("≤ 1.3", "value", "<=", 1.3)))
+        records.append(Record(f"card aggregate, {p} processes", sum(got), "tasks/s",
+                              "1 process alone", alone, Target("≥ 0.9x", "ratio", ">=", 0.9)))
+    ctx.note("card-sharing: tasks/s per process: " + "; ".join(
+        f"{p}: " + ", ".join(f"{r:.0f}" for r in got) for p, got in rates.items()))
+    return records
+
+
+def _share_run(ctx: Context, node: str, processes: int, seconds: float) -> list[float]:
+    """Tasks per second of each of ``processes`` helpers submitting for the same window."""
+    env = {**os.environ, "NPUEMU_NODE": node}
+    start_at = time.monotonic() + 3.0 + processes  # every helper attached and warm by then
+    with tempfile.TemporaryDirectory(prefix="npuemu-bench-share-") as tmp:
+        outs = [os.path.join(tmp, f"{i}.json") for i in range(processes)]
+        procs = []
+        for out in outs:
+            proc = subprocess.Popen(child_command(__name__, "--share", out, repr(start_at),
+                                                  repr(seconds)),
+                                    env=env, stdin=subprocess.DEVNULL)
+            ctx.track.proc(proc.pid)
+            procs.append(proc)
+        for proc in procs:
+            try:
+                rc = proc.wait(60 + seconds)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            if rc:
+                raise RuntimeError(f"card-sharing helper exited {rc}")
+        rates = []
+        for out in outs:
+            with open(out) as f:
+                got = json.load(f)
+            rates.append(got["tasks"] / got["seconds"])
+    return rates
+
+
+def _share_child(out: str, start_at: float, seconds: float) -> int:
+    from npuemu.host import acl
+
+    check_ret(acl.rt.set_device(0), "set_device(0)")
+    stream, ret = acl.rt.create_stream()
+    check_ret(ret, "create_stream")
+    empty = _function(acl, _EMPTY, "empty")
+    launch = acl.rt.launch_kernel
+
+    def batch() -> None:
+        for _ in range(_BATCH):
+            launch(empty, 1, [], stream)
+        check_ret(acl.rt.synchronize_stream(stream), "synchronize_stream")
+
+    for _ in range(4):
+        batch()
+    while time.monotonic() < start_at:
+        time.sleep(0.001)
+    end, tasks = start_at + seconds, 0
+    while time.monotonic() < end:
+        batch()
+        tasks += _BATCH
+    elapsed = time.monotonic() - start_at
+    with open(out, "w") as f:
+        json.dump({"tasks": tasks, "seconds": elapsed}, f)
+    check_ret(acl.rt.destroy_stream(stream), "destroy_stream")
+    check_ret(acl.rt.reset_device(0), "reset_device")
+    return 0
+
+
+def child_main(argv: list[str]) -> int:
+    """The figure's helpers (``runner.child_command``): ``--share OUT START_AT SECONDS``."""
+    return _share_child(argv[1], float(argv[2]), float(argv[3]))
