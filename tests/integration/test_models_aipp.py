@@ -11,6 +11,7 @@ are ``tests/progs/aipp.py``'s.
 
 from __future__ import annotations
 
+import io
 import json
 import pathlib
 
@@ -322,3 +323,60 @@ def test_readme_aipp_cfg_and_program_run_as_written(run_py, tmp_path) -> None:
     rgb = yuv_to_rgb(image, 224, 224, JPEG_CSC, [0, 128, 128])
     want = normalise(rgb, [124, 117, 104], [0, 0, 0], [0.0171, 0.0175, 0.0174])
     assert f"top-1: {int(want.argmax())}" in res.stdout
+
+
+def scene(width: int = 320, height: int = 240) -> bytes:
+    """A JPEG of gradients and blocks (a photo's range of colours and edges)."""
+    from PIL import Image  # Pillow: the DVPP engine's own codec library
+    yy, xx = np.mgrid[0:height, 0:width]
+    rgb = np.stack([xx * 255 // width, yy * 255 // height, (xx + yy) % 256], -1)
+    rgb[60:140, 80:200] = [220, 40, 30]
+    rgb[150:220, 200:300] = [20, 60, 200]
+    out = io.BytesIO()
+    Image.fromarray(rgb.astype(np.uint8)).save(out, "JPEG", quality=95)
+    return out.getvalue()
+
+
+def rgb_path(jpeg: bytes) -> np.ndarray:
+    """The RGB path: the JPEG decoded to RGB, resized bilinearly to 224x224, normalised."""
+    from PIL import Image
+    rgb = np.asarray(Image.open(io.BytesIO(jpeg)).convert("RGB"))
+    small = resize(rgb, 224, 224)
+    return ((small - np.float32([124, 117, 104])) * np.float32([0.0171, 0.0175, 0.0174])
+            ).transpose(2, 0, 1)[None].astype(np.float32)
+
+
+def colour_classifier() -> onnx.ModelProto:
+    """GlobalAveragePool -> Flatten -> Gemm: 8 classes scored by the mean colour."""
+    w = numpy_helper.from_array(np.random.default_rng(9).standard_normal((8, 3)).astype(
+        np.float32), "w")
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "w"], ["y"], transB=1, name="fc")]
+    graph = helper.make_graph(nodes, "colour", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 3, 224, 224])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 8])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "colour"])
+def test_jpeg_decode_vpc_resize_aipp_model_top1_as_rgb_path(run_prog, tmp_path, name) -> None:
+    """jpegd -> vpc resize -> the static AIPP model (the README's cfg: NV12 to normalised RGB),
+    as the samples write it: the same top-1 as onnxruntime on the RGB path."""
+    from npuemu.host.models import onnx_front
+    model = colour_classifier() if name == "colour" else randomize_weights(
+        onnx_front.prepare(onnx.load(light("squeezenet"))), 7)
+    om = build(tmp_path, model, name, readme_block("An example `aipp.cfg`", "text"))
+    jpeg = scene()
+    (tmp_path / "a.jpg").write_bytes(jpeg)
+    r = scenario(run_prog, "pipeline", om, tmp_path / "a.jpg", tmp_path / "y.npy",
+                 tmp_path / "nv12.npy", timeout=300)
+    assert r["input_size"] == 224 * 224 * 3 // 2
+    got = np.load(tmp_path / "y.npy").reshape(-1)
+    want = ort_run(model, rgb_path(jpeg)).reshape(-1)
+    assert got.argmax() == want.argmax(), (got, want)
+    # and exactly what the model makes of the picture DVPP produced
+    nv12 = np.load(tmp_path / "nv12.npy")
+    seen = normalise(yuv_to_rgb(nv12, 224, 224, JPEG_CSC, [0, 128, 128]), [124, 117, 104],
+                     [0, 0, 0], [0.0171, 0.0175, 0.0174])[None]
+    np.testing.assert_allclose(got, ort_run(model, seen).reshape(-1), rtol=1e-3, atol=1e-4)

@@ -184,6 +184,63 @@ def plain(om, x_path, out_path, in_dtype, out_dtype):
     m.close()
 
 
+def picture(ptr, size, width, height, stride_w, stride_h):
+    """A YUV420SP (NV12) picture description of device memory at ``ptr``."""
+    m = acl.media
+    desc = m.dvpp_create_pic_desc()
+    for name, value in (("data", ptr), ("size", size),
+                        ("format", m.PIXEL_FORMAT_YUV_SEMIPLANAR_420), ("width", width),
+                        ("height", height), ("width_stride", stride_w),
+                        ("height_stride", stride_h)):
+        ok(getattr(m, f"dvpp_set_pic_desc_{name}")(desc, value), name)
+    return desc
+
+
+@scenario
+def pipeline(om, jpeg_path, out_path, nv12_path):
+    """The samples' classification flow: JPEG decode on DVPP, VPC resize to the model's
+    224x224, the resized NV12 picture (DVPP memory) as the static AIPP model's input."""
+    m = acl.media
+    with open(jpeg_path, "rb") as f:
+        jpeg = f.read()
+    host = acl.util.bytes_to_ptr(jpeg)
+    s, ret = acl.rt.create_stream()
+    ok(ret, "create_stream")
+    channel = m.dvpp_create_channel_desc()
+    ok(m.dvpp_create_channel(channel), "create_channel")
+    width, height, _c, ret = m.dvpp_jpeg_get_image_info(host, len(jpeg))
+    ok(ret, "image_info")
+    size, ret = m.dvpp_jpeg_predict_dec_size(host, len(jpeg),
+                                             m.PIXEL_FORMAT_YUV_SEMIPLANAR_420)
+    ok(ret, "predict_dec_size")
+    src, ret = m.dvpp_malloc(len(jpeg))
+    ok(ret, "dvpp_malloc")
+    ok(acl.rt.memcpy(src, len(jpeg), host, len(jpeg), 1), "memcpy")
+    yuv, ret = m.dvpp_malloc(size)
+    ok(ret, "dvpp_malloc")
+    decoded = picture(yuv, size, width, height, -(-width // 64) * 64, -(-height // 16) * 16)
+    ok(m.dvpp_jpeg_decode_async(channel, src, len(jpeg), decoded, s), "jpeg_decode")
+    small_size = 224 * 224 * 3 // 2
+    small, ret = m.dvpp_malloc(small_size)
+    ok(ret, "dvpp_malloc")
+    resized = picture(small, small_size, 224, 224, 224, 224)
+    ok(m.dvpp_vpc_resize_async(channel, decoded, resized, m.dvpp_create_resize_config(), s),
+       "vpc_resize")
+    ok(acl.rt.synchronize_stream(s), "synchronize")
+    np.save(nv12_path, np.frombuffer(d2h(small, small_size), np.uint8))
+    b = Bound(om)
+    R["input_size"] = acl.mdl.get_input_size_by_index(b.desc, 0)
+    in_ds = acl.mdl.create_dataset()  # the DVPP picture itself is the model's input
+    _, ret = acl.mdl.add_dataset_buffer(in_ds, acl.create_data_buffer(small, small_size))
+    ok(ret, "add_dataset_buffer")
+    ok(acl.mdl.execute(b.model_id, in_ds, b.out_ds), "execute")
+    np.save(out_path, b.output())
+    b.close()
+    ok(acl.mdl.destroy_dataset(in_ds))
+    for p in (src, yuv, small):
+        ok(m.dvpp_free(p), "dvpp_free")
+
+
 if __name__ == "__main__":
     ok(acl.init(), "init")
     ok(acl.rt.set_device(0), "set_device")
