@@ -331,21 +331,23 @@ def _end_failure(rec: Recording) -> tuple[int, str] | None:
 
 
 def register(rec: Recording) -> None:
-    """Send the task list to the card (``MODEL_LOAD`` frames of at most ``_CHUNK_BYTES``)."""
-    chunk: list[list[Any]] = []
-    size = 0
+    """Send the task list to the card (``MODEL_LOAD`` frames of at most ``_CHUNK_BYTES``;
+    blocks for the replies)."""
     rows = [row for row in rec.rows if row[0] != -1]
-    for i, row in enumerate(rows):
-        chunk.append(row)
-        size += len(protocol.pack(row))
-        if size >= _CHUNK_BYTES or i == len(rows) - 1:
-            (rec.card_id,) = rec.link.call(Op.MODEL_LOAD, rec.card_id, 0, 0, chunk)
-            chunk, size = [], 0
-    if not rows:
-        (rec.card_id,) = rec.link.call(Op.MODEL_LOAD, 0, 0, 0, [])
+    for chunk in _chunks(rows):
+        (rec.card_id,) = rec.link.call(Op.MODEL_LOAD, rec.card_id, 0, 0, chunk)
     if plog.debug:
         plog.log(logring.DEBUG, f"model runtime instance {rec.handle}: {len(rows)} tasks "
                                 f"registered as card task list {rec.card_id}")
+
+
+def _chunks(rows: list[list[Any]]) -> list[list[list[Any]]]:
+    """``rows`` in runs whose frames stay within ``_CHUNK_BYTES`` (halved until they fit;
+    at least one run, maybe empty)."""
+    if len(rows) <= 1 or len(protocol.pack(rows)) <= _CHUNK_BYTES:
+        return [rows]
+    half = len(rows) // 2
+    return _chunks(rows[:half]) + _chunks(rows[half:])
 
 
 def done_cond(stream: Stream, seq: int) -> Callable[[], bool]:
