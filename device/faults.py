@@ -62,7 +62,8 @@ class Faults:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"unknown fault {kind!r}")
         handler(**params)
         self.ctl[_C.FAULTS] += 1
-        self.worker.log("EVENT", f"fault injected: {kind} {params}", module="DRV")
+        self.worker.log("EVENT", f"fault injected: {kind} {log_params(params)}".rstrip(),
+                        module="DRV")
 
     def _inject_ecc_single(self, ptr: int) -> None:
         self._own(ptr)
@@ -186,3 +187,10 @@ class Faults:
             self.hangs -= 1
             return True
         return False
+
+
+def log_params(params: dict[str, Any]) -> str:
+    """A fault's parameters for a log line, as CANN's lines give them: ``key=value`` pairs,
+    addresses (``ptr``, ``addr``) in hex, never a Python dict."""
+    return ", ".join(f"{k}=0x{v:x}" if k in ("ptr", "addr") and isinstance(v, int) else f"{k}={v}"
+                     for k, v in params.items())

@@ -26,10 +26,11 @@ mode, ACL_HOST, and changes nothing), ``-g``/``-m``/``-e`` [``-d ID``] set level
     Export finished: /tmp/logs/20261129091042
 
     /tmp/logs/20261129091042/
-      slog/dev-os-0/debug/device-0/device-0_20261129091042123.log   the log ring's text
-      slog/dev-os-0/run/event/event_20261129091042123.log           EVENT lines only
-      hisi_logs/device-0/20261129091042/history.log                 ERROR and EVENT lines
-      hisi_logs/device-0/20261129091042/device_info.txt             health, ECC, memory ...
+      slog/device-os-0/debug/device-0/device-0_20261129091042123.log   the log ring's text
+      slog/device-os-0/run/event/event_20261129091042123.log           EVENT lines only
+      slog/host/debug/plog/plog-4301_20261129090950123.log           host logs (below)
+      hisi_logs/device-0/20261129091042/history.log                    ERROR and EVENT lines
+      hisi_logs/device-0/20261129091042/device_info.txt                the card's facts
 
     $ npuemu msnpureport config --get -d 0
     +--------------------------------+--------------------------------+
@@ -46,6 +47,14 @@ mode, ACL_HOST, and changes nothing), ``-g``/``-m``/``-e`` [``-d ID``] set level
     | Module [DEVMM]                 | DEBUG                          |
     +--------------------------------+--------------------------------+
 
+Folders are named as CANN's export guide names them (``slog/device-os-<id>``). The host
+logs are this user's plog files (``host/core/plog.py``: ``$ASCEND_PROCESS_LOG_PATH``, else
+``$ASCEND_WORK_PATH``, else ``~/ascend/log``) written since the node started, copied under
+``slog/host/`` with their ``debug|run|security/plog`` path. ``device_info.txt`` holds what the
+node knows of the card: its SoC and that SoC's profile (cores, memory), its HCCS group, the
+worker (pid, starts, last exit, uptime), health, ECC counters and isolated pages, memory in
+use, attached processes, tasks and log levels; nothing is invented.
+
 The core masks come from the SoC profile (``shared/config.py`` PROFILES: one bit per AI Core
 and per AI Vector core); Icache check Range, Accelerator Recover and Aic Singlecommit are
 the defaults of a real card (the emulator has no such switches). Only modules with a level
@@ -61,9 +70,10 @@ import argparse
 import datetime
 import os
 import sys
+import time
 
 from npuemu.shared import errors, layout, logring, private, shm
-from npuemu.shared.config import PROFILES
+from npuemu.shared.config import soc_profile
 from npuemu.shared.layout import DEVICE_CTL, DeviceState
 from npuemu.tools.smi import Card, NodeView, card_of, mb, open_node
 
@@ -88,14 +98,29 @@ def _lines(text: str, *levels: str) -> str:
     return "".join(ln for ln in text.splitlines(keepends=True) if ln.startswith(tags))
 
 
+def _profile_rows(soc: str) -> list[tuple[str, object]]:
+    profile = soc_profile(soc)
+    if profile is None:
+        return [("soc profile", "NA (not known to this host)")]
+    return [("chip name", profile.chip_name), ("ai core count", profile.ai_core_num),
+            ("cube core count", profile.cube_core_num),
+            ("vector core count", profile.vector_core_num),
+            ("ai cpu count", profile.aicpu_num), ("core types", ",".join(profile.core_types)),
+            ("main memory", profile.main_memory),
+            ("l2 size (MB)", mb(profile.l2_bytes))]
+
+
 def device_info(view: NodeView, card: Card) -> str:
     rows: list[tuple[str, object]] = [
         ("node", view.name), ("device id", card.id), ("soc", view.soc),
+        *_profile_rows(view.soc), ("hccs group", card.hccs_group),
         ("state", card.state), ("health", card.health),
         ("worker pid", card.pid or "-"), ("starts", card.starts),
         ("last worker exit", "-" if card.last_exit is None else card.last_exit)]
     if card.running:
         w = card.word
+        rows.append(("worker uptime (s)",
+                     f"{max(time.monotonic_ns() - w(_C.BOOT_NS), 0) / 1e9:.1f}"))
         pages = card.poisoned()
         code = w(_C.LAST_ERROR)
         rows += [
@@ -137,7 +162,7 @@ def export(view: NodeView, devices: list[int], out_dir: str | None) -> int:
         if text is None:
             print(f"device {dev}: no device log (never started)")
             continue
-        base = os.path.join(root, "slog", f"dev-os-{dev}")
+        base = os.path.join(root, "slog", f"device-os-{dev}")
         hisi = os.path.join(root, "hisi_logs", f"device-{dev}", stamp)
         files = {
             os.path.join(base, "debug", f"device-{dev}", f"device-{dev}_{fine}.log"): text,
@@ -150,8 +175,39 @@ def export(view: NodeView, devices: list[int], out_dir: str | None) -> int:
             with private.open_file(path, "w", encoding="utf-8") as f:
                 f.write(content)
         print(f"device {dev}: {text.count(chr(10))} lines exported")
+    copied = export_host_logs(os.path.join(root, "slog", "host"), view.started)
+    print(f"host: {copied} log files exported")
     print(f"Export finished: {root}")
     return 0
+
+
+def export_host_logs(dest: str, since: float) -> int:
+    """Copy this user's plog files written since ``since`` (a time.time()) under ``dest``,
+    keeping their ``<debug|run|security>/plog/`` path; returns how many were copied."""
+    from npuemu.host.core import plog
+
+    root, copied = plog.root(), 0
+    for kind in ("debug", "run", "security"):
+        folder = os.path.join(root, kind, "plog")
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            src = os.path.join(folder, name)
+            try:
+                if not name.endswith(".log") or os.path.getmtime(src) < since:
+                    continue
+                with open(src, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            path = os.path.join(dest, kind, "plog", name)
+            private.makedirs(os.path.dirname(path))
+            with private.open_file(path, "wb") as f:
+                f.write(data)
+            copied += 1
+    return copied
 
 
 def health(view: NodeView) -> int:
@@ -170,7 +226,7 @@ def _row(left: str, right: object) -> str:
 
 
 def config_table(view: NodeView, card: Card) -> str:
-    soc = PROFILES.get(view.soc)
+    soc = soc_profile(view.soc)
     aic = f"{(1 << soc.ai_core_num) - 1:#x}" if soc else "NA"
     aiv = f"{(1 << soc.vector_core_num) - 1:#x}" if soc else "NA"
     sep = "+" + "-" * _COL + "+" + "-" * _COL + "+"

@@ -114,6 +114,7 @@ class Card:
     ddr_total: int
     hosts: list[dict] = field(default_factory=list)
     ctl: list[int] | None = None
+    hccs_group: int = 0
 
     @property
     def running(self) -> bool:
@@ -153,6 +154,7 @@ class NodeView:
     soc: str
     state: str
     cards: list[Card]
+    started: float = 0.0  # time.time() the node's supervisor started (0: unknown)
 
 
 def node_name(name: str | None) -> str:
@@ -186,13 +188,17 @@ def read_node(name: str) -> NodeView:
     cards = []
     for d in node["devices"]:
         card = Card(d["id"], d["state"], d["pid"], d["starts"], d["last_exit"],
-                    d["hbm_total"], d["ddr_total"], d["hosts"])
+                    d["hbm_total"], d["ddr_total"], d["hosts"], hccs_group=d["hccs_group"])
         if d["state"] in ("READY", "HUNG") and node["state"] != "DEAD":
             card.ctl = read_ctl(name, d["id"])
             if card.ctl is None:  # died since the registry was read
                 card.state = "LOST"
         cards.append(card)
-    return NodeView(name, node["soc"], node["state"], cards)
+    try:
+        started = psutil.Process(node["supervisor_pid"]).create_time()
+    except (psutil.Error, ValueError):
+        started = 0.0
+    return NodeView(name, node["soc"], node["state"], cards, started)
 
 
 def open_node(name: str | None, prog: str) -> NodeView | None:

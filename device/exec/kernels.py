@@ -117,7 +117,8 @@ class KernelContext:
         if dt is None:
             dt = np.dtype(dtype)
         if type(ptr) is not int or type(count) is not int or ptr < 0 or count < 0:
-            raise MemoryFault(f"tensor({ptr!r}, {dtype}, count={count!r}): pointer and count "
+            where = f"0x{ptr:x}" if type(ptr) is int and ptr >= 0 else repr(ptr)
+            raise MemoryFault(f"tensor({where}, {dtype}, count={count!r}): pointer and count "
                               "must be non-negative integers")
         nbytes = count * dt.itemsize
         if not nbytes:  # an empty view touches nothing
