@@ -34,6 +34,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable
 from types import FrameType, TracebackType
+from typing import Literal
 
 
 class UserExit(Exception):
@@ -51,7 +52,7 @@ class _UserCode:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, err: BaseException | None,
-                 tb: TracebackType | None) -> bool:
+                 tb: TracebackType | None) -> Literal[False]:
         if kind is None or issubclass(kind, Exception) or is_stop(err):
             return False
         raise UserExit(f"{kind.__name__}({err})" if str(err) else kind.__name__) from err

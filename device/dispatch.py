@@ -31,8 +31,8 @@ import ctypes
 import errno
 import inspect
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from npuemu.device import containment
 from npuemu.device.exec import collective, kernels, model, opbin
@@ -44,11 +44,11 @@ if TYPE_CHECKING:
     from npuemu.device.worker import Client, Worker
 
 
-def _ping(worker: Worker, client: Client) -> tuple:
+def _ping(worker: Worker, client: Client) -> tuple[int]:
     return (time.monotonic_ns(),)
 
 
-def _malloc(worker: Worker, client: Client, size: int, policy: int) -> tuple:
+def _malloc(worker: Worker, client: Client, size: int, policy: int) -> tuple[int, int, int]:
     result = worker.memory.malloc(client.slot, _int(size), _int(policy))
     if worker.debug:
         worker.log("DEBUG", f"malloc size={size} policy={policy:#x} ptr=0x{result[0]:x} "
@@ -56,7 +56,7 @@ def _malloc(worker: Worker, client: Client, size: int, policy: int) -> tuple:
     return result
 
 
-def _free(worker: Worker, client: Client, ptr: int) -> tuple:
+def _free(worker: Worker, client: Client, ptr: int) -> tuple[()]:
     span = worker.memory.free(client.slot, _int(ptr))
     if worker.debug:
         worker.log("DEBUG", f"free ptr=0x{ptr:x} span={span} client={client.slot}",
@@ -64,11 +64,11 @@ def _free(worker: Worker, client: Client, ptr: int) -> tuple:
     return ()
 
 
-def _mem_info(worker: Worker, client: Client, attr: int) -> tuple:
+def _mem_info(worker: Worker, client: Client, attr: int) -> tuple[int, int]:
     return worker.memory.mem_info(_int(attr))
 
 
-def _copy(worker: Worker, client: Client, dst: int, src: int, count: int) -> tuple:
+def _copy(worker: Worker, client: Client, dst: int, src: int, count: int) -> tuple[()]:
     """Device-to-device copy by this device's DMA engine (one memmove, arena to arena, also
     to or from a peer card's arena)."""
     count = _int(count)
@@ -82,7 +82,7 @@ def _copy(worker: Worker, client: Client, dst: int, src: int, count: int) -> tup
     return ()
 
 
-def _memset(worker: Worker, client: Client, ptr: int, value: int, count: int) -> tuple:
+def _memset(worker: Worker, client: Client, ptr: int, value: int, count: int) -> tuple[()]:
     count = _int(count)
     arena, off = worker.memory.resolve(client.slot, _int(ptr), count)
     addr, byte = arena.seg.address + off, _int(value) & 0xFF
@@ -102,39 +102,38 @@ def beating_memmove(beat: Callable[[], None], dst: int, src: int, count: int) ->
     Overlapping ranges stay correct: the steps run backwards when ``dst`` lies inside
     ``(src, src + count)``, as memmove itself would copy."""
     steps = range(0, count, BEAT_BYTES)
-    if src < dst < src + count:
-        steps = reversed(steps)
-    for step in steps:
+    order: Iterable[int] = reversed(steps) if src < dst < src + count else steps
+    for step in order:
         ctypes.memmove(dst + step, src + step, min(BEAT_BYTES, count - step))
         beat()
 
 
-def _mem_pools(worker: Worker, client: Client) -> tuple:
+def _mem_pools(worker: Worker, client: Client) -> tuple[list[list[list[str | int]]]]:
     return ([[pool.as_row() for pool in arena] for arena in worker.memory.pools()],)
 
 
-def _ipc_export(worker: Worker, client: Client, ptr: int) -> tuple:
+def _ipc_export(worker: Worker, client: Client, ptr: int) -> tuple[int]:
     return (worker.memory.export(client.slot, _int(ptr)),)
 
 
-def _ipc_set_pid(worker: Worker, client: Client, key: int, pid: int) -> tuple:
+def _ipc_set_pid(worker: Worker, client: Client, key: int, pid: int) -> tuple[()]:
     worker.memory.allow_pid(client.slot, _int(key), _int(pid))
     return ()
 
 
-def _ipc_import(worker: Worker, client: Client, key: int) -> tuple:
+def _ipc_import(worker: Worker, client: Client, key: int) -> tuple[int, int]:
     pid = worker.client_pid(client.slot)
     return worker.memory.import_block(client.slot, pid, _int(key))
 
 
-def _ipc_close(worker: Worker, client: Client, ptr: int) -> tuple:
+def _ipc_close(worker: Worker, client: Client, ptr: int) -> tuple[()]:
     worker.memory.close_import(client.slot, _int(ptr))
     worker.alloc_changes += 1  # kernels' cached views of the block (exec/kernels.py) go
     return ()
 
 
 def _vmm_map(worker: Worker, client: Client, va: int, size: int, offset: int, phys: int,
-             length: int) -> tuple:
+             length: int) -> tuple[()]:
     """A mapping of the client's physical block (its own, or imported) on this card."""
     va, size, offset, phys, length = (_int(v) for v in (va, size, offset, phys, length))
     arena, arena_offset = worker.memory.resolve(client.slot, phys, length)
@@ -144,46 +143,46 @@ def _vmm_map(worker: Worker, client: Client, va: int, size: int, offset: int, ph
     return ()
 
 
-def _vmm_unmap(worker: Worker, client: Client, va: int, offset: int) -> tuple:
+def _vmm_unmap(worker: Worker, client: Client, va: int, offset: int) -> tuple[()]:
     client.windows.unmap(_int(va), _int(offset))
     worker.alloc_changes += 1
     return ()
 
 
-def _mem_merge(worker: Worker, client: Client) -> tuple:
+def _mem_merge(worker: Worker, client: Client) -> tuple[int]:
     return (worker.memory.merge_free(),)
 
 
-def _snapshot(worker: Worker, client: Client) -> tuple:
+def _snapshot(worker: Worker, client: Client) -> tuple[list[tuple[int, int, int, int]]]:
     return (worker.memory.snapshot(),)
 
 
 def _stream_create(worker: Worker, client: Client, slot: int, priority: int,
-                   flags: int) -> tuple:
+                   flags: int) -> tuple[int]:
     sid = worker.scheduler.create(client, _int(slot), _int(priority), _int(flags))
     if worker.debug:
         worker.log("DEBUG", f"stream {sid} created (priority {priority}, flags {flags:#x})")
     return (sid,)
 
 
-def _stream_destroy(worker: Worker, client: Client, slot: int) -> tuple:
+def _stream_destroy(worker: Worker, client: Client, slot: int) -> tuple[()]:
     worker.scheduler.destroy(client, _int(slot))
     if worker.debug:
         worker.log("DEBUG", f"stream slot {slot} of client {client.slot} destroyed")
     return ()
 
 
-def _stream_mode(worker: Worker, client: Client, slot: int, mode: int) -> tuple:
+def _stream_mode(worker: Worker, client: Client, slot: int, mode: int) -> tuple[()]:
     worker.scheduler.set_mode(client, _int(slot), _int(mode))
     return ()
 
 
-def _stream_abort(worker: Worker, client: Client, slot: int) -> tuple:
+def _stream_abort(worker: Worker, client: Client, slot: int) -> tuple[()]:
     worker.scheduler.abort(client, _int(slot))
     return ()
 
 
-def _pin(worker: Worker, client: Client, host_addr: int, size: int, name: str) -> tuple:
+def _pin(worker: Worker, client: Client, host_addr: int, size: int, name: str) -> tuple[()]:
     """Map a pinned host block (``aclrtMallocHost``) so async copies can reach it."""
     if not isinstance(name, str) or not name.startswith(shm.name(worker.node, "p")):
         raise BadFrame(f"{name!r:.80} is not a pinned block of this node")
@@ -203,7 +202,7 @@ def _pin(worker: Worker, client: Client, host_addr: int, size: int, name: str) -
     return ()
 
 
-def _unpin(worker: Worker, client: Client, host_addr: int) -> tuple:
+def _unpin(worker: Worker, client: Client, host_addr: int) -> tuple[()]:
     """Forget a pinned block. Its mapping stays until the client detaches: an engine may
     still be copying through it, and unmapping under it would crash the worker."""
     seg = client.pinned.pop(_int(host_addr), None)
@@ -212,24 +211,26 @@ def _unpin(worker: Worker, client: Client, host_addr: int) -> tuple:
     return ()
 
 
-def _binary_load(worker: Worker, client: Client, source: str, filename: str) -> tuple:
+def _binary_load(worker: Worker, client: Client, source: str,
+                 filename: str) -> tuple[int, list[list[str]]]:
     if not isinstance(source, str) or not isinstance(filename, str):
         raise BadFrame("binary source and file name must be strings")
     return kernels.load(client, source, filename)
 
 
-def _binary_unload(worker: Worker, client: Client, bin_id: int) -> tuple:
+def _binary_unload(worker: Worker, client: Client, bin_id: int) -> tuple[()]:
     if client.binaries.pop(_int(bin_id), None) is None:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"no binary {bin_id}")
     return ()
 
 
-def _callback_done(worker: Worker, client: Client, slot: int, seq: int) -> tuple:
+def _callback_done(worker: Worker, client: Client, slot: int, seq: int) -> tuple[()]:
     worker.scheduler.callback_done(client, _int(slot), _int(seq))
     return ()
 
 
-def _inject(worker: Worker, client: Client, kind: str, params: dict) -> tuple:
+def _inject(worker: Worker, client: Client, kind: str,
+            params: dict[str, Any]) -> tuple[()]:
     if not isinstance(kind, str) or not isinstance(params, dict):
         raise BadFrame("inject takes a fault name and a parameter map")
     if not all(isinstance(k, str) for k in params):
@@ -241,7 +242,7 @@ def _inject(worker: Worker, client: Client, kind: str, params: dict) -> tuple:
     return ()
 
 
-def _set_timeout(worker: Worker, client: Client, timeout_us: int) -> tuple:
+def _set_timeout(worker: Worker, client: Client, timeout_us: int) -> tuple[()]:
     """``aclrtSetOpExecuteTimeOut*``: this client's task execution timeout (0 = defaults)."""
     worker.scheduler.set_timeout(client, _int(timeout_us))
     return ()
@@ -250,7 +251,7 @@ def _set_timeout(worker: Worker, client: Client, timeout_us: int) -> tuple:
 _int = u64
 
 
-HANDLERS: dict[int, Callable[..., tuple]] = {
+HANDLERS: dict[int, Callable[..., tuple[Any, ...]]] = {
     Op.PING: _ping, Op.MALLOC: _malloc, Op.FREE: _free, Op.MEM_INFO: _mem_info,
     Op.COPY: _copy, Op.MEMSET: _memset, Op.SNAPSHOT: _snapshot,
     Op.STREAM_CREATE: _stream_create, Op.STREAM_DESTROY: _stream_destroy,

@@ -30,7 +30,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Generic, Protocol, TypeVar
 
 from npuemu.shared import errors
 
@@ -46,21 +46,33 @@ FAILURE_CODE = {
 }
 
 
-class Engine:
-    """One engine thread with its FIFO of ready tasks."""
+class Timed(Protocol):
+    """What an engine writes on the task it ran (``scheduler.Task``): when it ran."""
 
-    def __init__(self, name: str, done: collections.deque, wake: Callable[[], None]) -> None:
+    start_ns: int
+    end_ns: int
+
+
+T = TypeVar("T", bound=Timed)
+
+
+class Engine(Generic[T]):
+    """One engine thread with its FIFO of ready tasks (of type ``T``)."""
+
+    def __init__(self, name: str, done: collections.deque[tuple[T, int, int]],
+                 wake: Callable[[], None]) -> None:
         self.name = name
         self.busy_ns = 0
         self.inline_ns = 0  # time of kernels run inline by the scheduler (loop thread)
         self.running = 0  # tasks handed over and not yet reported
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[T, Callable[[T], int]] | None] = \
+            queue.SimpleQueue()
         self._done = done
         self._wake = wake
         self._thread = threading.Thread(target=self._loop, name=f"engine-{name}", daemon=True)
         self._thread.start()
 
-    def submit(self, task: Any, run: Callable[[Any], int]) -> None:
+    def submit(self, task: T, run: Callable[[T], int]) -> None:
         """Queue ``run(task)``; it returns 0 or an ACL code."""
         self.running += 1
         self._queue.put((task, run))

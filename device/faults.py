@@ -27,14 +27,12 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from npuemu.device.contracts import Card
 from npuemu.shared import address, errors, layout
 from npuemu.shared.config import WorkerSettings
 from npuemu.shared.layout import DEVICE_CTL, POISON_ENTRY, Health
-
-if TYPE_CHECKING:
-    from npuemu.device.worker import Worker
 
 PAGE = 4096
 HBM_ECC_EVENT_ID = 0x80E01801
@@ -47,7 +45,7 @@ _ENGINE_CODES = {"aicore": errors.ACL_ERROR_RT_AICORE_EXCEPTION,
 class Faults:
     """Injected faults of one device and the checks the worker makes against them."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Card) -> None:
         self.worker = worker
         self.ctl = worker.ctl
         self.sbe_warn = WorkerSettings.from_env().ecc_sbe_warn
@@ -56,7 +54,7 @@ class Faults:
         self.dma_code = 0
 
     # injection -----------------------------------------------------------------------------
-    def inject(self, kind: str, params: dict) -> None:
+    def inject(self, kind: str, params: dict[str, Any]) -> None:
         handler = getattr(self, f"_inject_{kind}", None)
         if handler is None:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"unknown fault {kind!r}")

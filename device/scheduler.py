@@ -64,11 +64,13 @@ import contextlib
 import ctypes
 import time
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import containment, engines
 from npuemu.device.exec import collective, dvpp
 from npuemu.device.exec import model as model_tasks
+from npuemu.device.exec.kernels import check_args as _kernel_args
 from npuemu.device.exec.kernels import launch as run_kernel
 from npuemu.device.exec.kernels import lookup as lookup_kernel
 from npuemu.device.rotation import Rotation
@@ -125,7 +127,8 @@ class Task:
     __slots__ = ("args", "cancelled", "deadline", "end_ns", "engine", "op", "seq", "start_ns",
                  "stream", "submit_ns")
 
-    def __init__(self, op: int, seq: int, args: tuple, stream: Stream, submit_ns: int = 0) -> None:
+    def __init__(self, op: int, seq: int, args: tuple[Any, ...], stream: Stream,
+                 submit_ns: int = 0) -> None:
         self.op, self.seq, self.args, self.stream = op, seq, args, stream
         self.submit_ns = submit_ns  # host submit stamp: nonzero = profiled (device/trace.py)
         self.start_ns = self.end_ns = 0  # set only for profiled tasks (and by engines)
@@ -153,7 +156,7 @@ class Stream:
 class Scheduler:
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
-        self.done: collections.deque = collections.deque()
+        self.done: collections.deque[tuple[Task, int, int]] = collections.deque()
         self.engines = {name: engines.Engine(name, self.done, worker.wake)
                         for name in engines.ENGINES}
         self.streams: dict[tuple[int, int], Stream] = {}
@@ -216,15 +219,15 @@ class Scheduler:
         self.rotation.drop_client(client)
         self._touched.discard(client)
 
-    def _stream(self, client: Client, slot: object) -> Stream:
-        stream = self.streams.get((client.slot, slot))  # type: ignore[arg-type]
+    def _stream(self, client: Client, slot: int) -> Stream:
+        stream = self.streams.get((client.slot, slot))
         if stream is None:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"stream slot {slot!r} is not a live stream")
         return stream
 
     # submission (asynchronous frames) ------------------------------------------------------
-    def enqueue(self, client: Client, frame: tuple) -> None:
+    def enqueue(self, client: Client, frame: protocol.Frame) -> None:
         """Frame ``[op, 0, stream_slot, task_seq, *args]`` from the submission ring. Raises
         BadFrame (nothing queued) for a frame that breaks the protocol table."""
         op = frame[0]
@@ -624,7 +627,8 @@ _REFUSED = -1
 
 
 def _refused(_sched: Scheduler, task: Task, _now: float) -> int:
-    return task.args[0]
+    code: int = task.args[0]
+    return code
 
 
 _INLINE = {Op.RECORD: _record, Op.RESET_EVENT: _reset, Op.WAIT_EVENT: _wait,
@@ -656,25 +660,6 @@ def _blocks(value: object) -> None:
         raise BadFrame(f"num_blocks {value} not in [1, {MAX_BLOCKS}]")
 
 
-_SCALARS = (int, float, bool, str)
-_ARG_DEPTH = 4
-
-
-def _arg_ok(value: object, depth: int) -> bool:
-    if type(value) in _SCALARS:
-        return True
-    return (depth > 0 and type(value) in (tuple, list)
-            and all(_arg_ok(v, depth - 1) for v in value))
-
-
-def _kernel_args(value: object) -> None:
-    """An array of ints, floats, bools, strings and arrays of those, nested at most
-    ``_ARG_DEPTH`` deep (an op's shapes and tiling travel as such arrays)."""
-    if type(value) not in (tuple, list) or not all(_arg_ok(v, _ARG_DEPTH) for v in value):
-        raise BadFrame("kernel arguments must be an array of ints, floats, bools, strings "
-                       f"or arrays of those (at most {_ARG_DEPTH} deep)")
-
-
 def _launch_args(client: Client, args: list[Any]) -> None:
     """Check a LAUNCH's ``[bin_id, name, num_blocks, kernel args]`` and bind its kernel
     (appended: an unload must not break queued work). Kernel arguments equal to those of
@@ -692,7 +677,7 @@ def _launch_args(client: Client, args: list[Any]) -> None:
     args.append(fn)
 
 
-_TASK_ARGS = {
+_TASK_ARGS: dict[int, tuple[Callable[[object], object], ...]] = {
     Op.COPY_ASYNC: (u64, u64, _count), Op.MEMSET_ASYNC: (u64, u64, _count),
     Op.RECORD: (_event_slot, u64), Op.RESET_EVENT: (_event_slot,),
     Op.WAIT_EVENT: (_event_slot, u64, u64), Op.LAUNCH: (u64, _name, _blocks, _kernel_args),

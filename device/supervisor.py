@@ -53,6 +53,7 @@ import struct
 import subprocess
 import sys
 import time
+from typing import Any, NotRequired, TypedDict
 
 import psutil
 
@@ -83,12 +84,21 @@ MAX_CONNS_PER_PEER = 4
 """Control connections of one peer process (a host needs one; the CLI one at a time)."""
 
 
+class Connection(TypedDict):
+    """What the supervisor keeps of one control connection."""
+
+    pid: int  # the peer's, from SO_PEERCRED (never the one it announces)
+    slots: set[tuple[int, int]]  # (device, client slot) it holds
+    reader: control.Reader
+    owner: NotRequired[bool]  # it is the embedded node's owner and said so in its hello
+
+
 class DeviceProc:
     """The supervisor's view of one device: its worker process and control block."""
 
     def __init__(self, dev: int) -> None:
         self.dev = dev
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.pidfd = -1
         self.ctl_seg: shm.Segment | None = None
         self.ctl: memoryview | None = None
@@ -125,7 +135,7 @@ class Supervisor:
                                    create=True)
         self.reg = self.reg_seg.buf.cast("Q")
         self.devices = [DeviceProc(d) for d in range(args.devices)]
-        self.conns: dict[socket.socket, dict] = {}
+        self.conns: dict[socket.socket, Connection] = {}
         self.owner_seen = False
         # the owner is watched from now on (a zombie is dead; a later process on its pid is
         # not taken for it)
@@ -267,7 +277,7 @@ class Supervisor:
             sem.close()
 
     # control requests ----------------------------------------------------------------------
-    def on_request(self, conn: socket.socket, msg: tuple) -> list:
+    def on_request(self, conn: socket.socket, msg: control.Message) -> list[Any]:
         """Serve one request (already checked by ``control.validate``)."""
         verb, info = msg[0], self.conns[conn]
         if verb == "hello":  # the announced pid (msg[1]) is not trusted: info["pid"] is
@@ -290,7 +300,7 @@ class Supervisor:
         self.running = False
         return [0]
 
-    def detach(self, info: dict, dev: int, slot: int) -> None:
+    def detach(self, info: Connection, dev: int, slot: int) -> None:
         """Forget a client slot of this connection; one the host never took is freed."""
         if (dev, slot) not in info["slots"]:
             return
@@ -299,7 +309,7 @@ class Supervisor:
         if dp.ctl is not None and dp.slot_state(slot) == ClientState.RESERVED:
             dp.set_slot(slot, ClientState.FREE)
 
-    def attach(self, conn: socket.socket, dev: object) -> list:
+    def attach(self, conn: socket.socket, dev: object) -> list[Any]:
         if type(dev) is not int or not 0 <= dev < len(self.devices):
             return [errors.ACL_ERROR_RT_INVALID_DEVICEID, f"no device {dev!r} in this node"]
         dp = self.devices[dev]
@@ -384,7 +394,7 @@ class Supervisor:
         elif kind == "worker":
             self.lost(obj)
         else:
-            self._on_readable(key.fileobj)  # type: ignore[arg-type]
+            self._on_readable(obj)
 
     def accept(self) -> None:
         """Take one connection: the owner's uid only, bounded per peer and in all."""
@@ -417,7 +427,7 @@ class Supervisor:
             return
         conn.setblocking(False)
         self.conns[conn] = {"pid": pid, "slots": set(), "reader": control.Reader()}
-        self.sel.register(conn, selectors.EVENT_READ, ("conn", None))
+        self.sel.register(conn, selectors.EVENT_READ, ("conn", conn))
 
     def _on_readable(self, conn: socket.socket) -> None:
         try:

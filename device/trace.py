@@ -133,6 +133,6 @@ class TraceWriter:
     def close(self) -> None:
         """Release and unlink (worker shutdown; the host has drained what it needed)."""
         self.words.release()
-        self.buf = None  # type: ignore[assignment]
+        self.buf = memoryview(b"")  # drop the segment's view (seg.close releases it)
         self.seg.close()
         shm.unlink_segment(self.name)

@@ -29,8 +29,9 @@ stop) or its supervisor is gone, and the supervisor kills one that has not stopp
 3 s; SIGINT is ignored (inherited from the supervisor). A worker run by hand stops on
 SIGINT: ``main`` installs ``containment.install_sigint``, whose KeyboardInterrupt is the one
 exception the loop lets through. Whatever else reaches the loop, a ``SystemExit`` a kernel
-raised included, is logged as an internal error and the card stays up (user code is
-contained where it is called: ``containment.py``).
+raised included, is logged as an internal error and the card stays up, in serving the
+rings, in the scheduler's pass and in housekeeping alike (user code is contained where it
+is called: ``containment.py``).
 
 Heartbeat: the loop thread alone writes it, at each housekeeping pass and, through
 ``beat``, between the steps of a handler that can run for seconds (the 2 MiB chunks a malloc
@@ -57,12 +58,15 @@ import sys
 import threading
 import time
 import traceback
+from types import ModuleType
+from typing import Any
 
 import psutil
 
-from npuemu.device import containment, dispatch, engines
+from npuemu.device import containment, contracts, dispatch, engines
 from npuemu.device.exec import collective
 from npuemu.device.exec.kernels import Ranges
+from npuemu.device.exec.model import ModelRecord
 from npuemu.device.faults import Faults
 from npuemu.device.loopcpu import LoopCpu
 from npuemu.device.memory.arenas import Arena, DeviceMemory, Tag
@@ -121,19 +125,19 @@ class Client:
         self.reports = shm.semaphore(name + ".report")
         self.pinned: dict[int, shm.Segment] = {}
         self.unpinned: list[shm.Segment] = []
-        self.binaries: dict[int, object] = {}
+        self.binaries: dict[int, ModuleType] = {}  # kernel files and op binaries by bin id
         self.next_binary = 0
         self.op_bins: dict[int, int] = {}  # OP_LOAD bin id -> its HBM ptr (exec/opbin.py)
-        self.models: dict[int, object] = {}  # registered task lists (device/exec/model.py)
+        self.models: dict[int, ModelRecord] = {}  # registered task lists (exec/model.py)
         self.inflight = 0  # tasks handed to engines and not yet reaped (loop thread only)
         self.departed = False  # detached: nothing may be written into its tables any more
         self.peers_ok: set[int] = set()  # peer cards this client's process has open
         self.op_timeout_s = 0.0  # aclrtSetOpExecuteTimeOut of this process; 0 = defaults
-        self.comms: dict[int, object] = {}  # attached communicators (device/exec/collective)
+        self.comms: dict[int, collective.Comm] = {}  # attached communicators (exec/collective)
         self.windows = Windows()  # its reserved ranges mapped on this card (memory/windows.py)
         self.ranges = Ranges()  # tensor views its kernels resolved (exec/kernels.py)
 
-    def reply(self, frame: tuple | list) -> None:
+    def reply(self, frame: tuple[Any, ...] | list[Any]) -> None:
         try:
             self.cpl.push(_pack(frame))
         except RingFull:  # the host has one request in flight per link: cannot happen
@@ -142,7 +146,7 @@ class Client:
         if self.hdr[_HOST_SLEEPING]:
             self.wake.release()
 
-    def report(self, frame: tuple) -> None:
+    def report(self, frame: tuple[Any, ...]) -> None:
         """An exception or a host callback, for the host's report thread."""
         try:
             self.rep.push(protocol.pack(frame))
@@ -469,7 +473,7 @@ class Worker:
         call it hung after ``DEVICE_LOST_TIMEOUT_S``."""
         self.ctl[_C.HEARTBEAT] = time.monotonic_ns()
 
-    def resolve(self, client: Client, addr: int, count: int) -> int:
+    def resolve(self, client: contracts.Client, addr: int, count: int) -> int:
         """Address in this process of ``[addr, addr+count)``: a device pointer of the client
         (on this card: inside one of its live blocks; on a peer card: inside that card's
         arena, and only if the client's process is itself attached to the peer card), or an
@@ -611,7 +615,8 @@ class Worker:
         self.trace.close()
         self.ctl[_C.STATE] = DeviceState.STOPPED
         for arena, table in zip(self.memory.arenas, self.page_tables, strict=True):
-            arena.pages.close()
+            if arena.pages is not None:
+                arena.pages.close()
             for seg in (arena.seg, table):
                 seg.unlink()
                 seg.close()

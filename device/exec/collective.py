@@ -96,15 +96,14 @@ import threading
 import time
 from collections.abc import Callable
 from os import fstat
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from npuemu.device import engines
+from npuemu.device import contracts, engines
+from npuemu.device.contracts import Card, Job, Peer
+from npuemu.device.exec.kernels import is_array
 from npuemu.shared import address, errors, layout, liveness, protocol, shm
 from npuemu.shared.layout import COMM_HEADER, COMM_PAIR, COMM_RANK, COMM_RANKS, CommRankState
 from npuemu.shared.protocol import BadFrame, u64
-
-if TYPE_CHECKING:
-    from npuemu.device.worker import Client, Worker
 
 CHUNK_BYTES = 256 * 1024
 """Piece of a reduction: the accumulator and one input stay in L2."""
@@ -149,6 +148,12 @@ _free_engines: list[str] = []  # scheduler keys of engines of detached communica
 _engines = [0]  # communicator engine threads started by this worker (loop thread)
 
 
+class CommClient(contracts.Client, Protocol):
+    """A client as its collectives see it (``worker.Client``): its attached communicators."""
+
+    comms: dict[int, Comm]
+
+
 class CollectiveError(Exception):
     def __init__(self, code: int, hccl: int, detail: str) -> None:
         super().__init__(detail)
@@ -158,7 +163,7 @@ class CollectiveError(Exception):
 class Comm:
     """One rank of a communicator, attached to this card."""
 
-    def __init__(self, worker: Worker, name: str, rank: int) -> None:
+    def __init__(self, worker: Card, name: str, rank: int) -> None:
         self.worker, self.name, self.rank = worker, name, rank
         self.seg = shm.Segment(name)  # refuses a segment of another user
         try:
@@ -171,7 +176,8 @@ class Comm:
             self.devs = [self.field(j, _R.DEV) for j in range(n)]
             self.pids = [self.field(j, _R.PID) for j in range(n)]
             self.groups = _hccs_groups([self.field(j, _R.GROUP) for j in range(n)])
-            self.peers = {d: worker.peer(d) for d in set(self.devs) if d != worker.dev}
+            self.peers: dict[int, Peer] = {d: worker.peer(d) for d in set(self.devs)
+                                           if d != worker.dev}
             self.sems = [shm.semaphore(shm.comm_semaphore(name, j, self.pids[j]))
                          for j in range(n)]
         except BaseException:
@@ -193,7 +199,8 @@ class Comm:
             size = fstat(self.seg.fd).st_size
         except OSError:
             return False
-        return min(size, self.seg.size) >= layout.COMM_SIZE
+        whole: bool = min(size, self.seg.size) >= layout.COMM_SIZE
+        return whole
 
     def check_intact(self) -> None:
         """CollectiveError (107000, HCCL_E_MEMORY) if the segment was truncated."""
@@ -229,7 +236,7 @@ class Comm:
         self.words[layout.comm_pair(self.rank, peer) + name] = value
 
     # synchronisation (engine thread) -------------------------------------------------------
-    def sync(self, task: object, ranks: range | tuple[int, ...], deadline: float) -> None:
+    def sync(self, task: Job, ranks: range | tuple[int, ...], deadline: float) -> None:
         """Advance this rank's step, wake the peers that sleep for it and block until each
         of ``ranks`` (all, or the two ring neighbours) reached the same step. Raises
         CollectiveError (timeout, peer lost or failed, cancelled)."""
@@ -242,7 +249,7 @@ class Comm:
         self.block(task, ranks, lambda: self._reached(ranks, target), 2 * target + mode,
                    deadline)
 
-    def block(self, task: object, ranks: range | tuple[int, ...], ready: Callable[[], bool],
+    def block(self, task: Job, ranks: range | tuple[int, ...], ready: Callable[[], bool],
               waiting: int, deadline: float) -> None:
         """Sleep on this rank's semaphore until ``ready()``, with ``waiting`` published so
         the peer that makes it true posts it; checks ``ranks`` every wake (CollectiveError)."""
@@ -281,7 +288,7 @@ class Comm:
             if self._reached(theirs, waiting // 2):
                 self.sems[j].release()
 
-    def _check_waiting(self, task: object, ranks: range | tuple[int, ...],
+    def _check_waiting(self, task: Job, ranks: range | tuple[int, ...],
                        deadline: float) -> None:
         if self.closed or task.cancelled:
             raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
@@ -310,7 +317,7 @@ class Comm:
             raise CollectiveError(errors.ACL_ERROR_RT_WAIT_TIMEOUT, _E_TIMEOUT,
                                   "peers did not arrive within HCCL_EXEC_TIMEOUT")
 
-    def card_alive(self, peer: object) -> bool:
+    def card_alive(self, peer: Peer) -> bool:
         return peer.alive() and self.pid_alive(peer.ctl[layout.DEVICE_CTL.PID])
 
     def pid_alive(self, pid: int) -> bool:
@@ -336,6 +343,8 @@ class Comm:
             arena = self.worker.memory.arenas[kind]
             if offset + nbytes > arena.seg.size:  # far pages: only those published
                 try:
+                    if arena.pages is None:  # an arena of pure bookkeeping: nothing mapped
+                        raise _invalid(f"device {dev} maps no far pages")
                     arena.pages.ensure_range(offset, nbytes)
                 except errors.AclError:
                     raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
@@ -388,7 +397,7 @@ def _invalid(detail: str) -> errors.AclError:
 
 
 # control requests (loop thread) --------------------------------------------------------------
-def attach(worker: Worker, client: Client, name: str, rank: int) -> tuple:
+def attach(worker: Card, client: CommClient, name: str, rank: int) -> tuple[()] | tuple[int]:
     """``COMM_ATTACH``: ``(segment name, rank)`` maps a communicator for this client and
     returns its id; ``("", id)`` detaches it (a running collective of it stops)."""
     if not isinstance(name, str):
@@ -431,7 +440,7 @@ def _close(comm: Comm) -> None:
         comm.engine = ""
 
 
-def release(client: Client) -> None:
+def release(client: CommClient) -> None:
     """The client detached: close its communicators."""
     for comm in client.comms.values():
         _close(comm)
@@ -439,7 +448,7 @@ def release(client: Client) -> None:
 
 
 # the task ----------------------------------------------------------------------------------
-def _string(choices: tuple[str, ...]) -> object:
+def _string(choices: tuple[str, ...]) -> Callable[[object], None]:
     def check(value: object) -> None:
         if value not in choices or type(value) is not str:
             raise BadFrame(f"{value!r:.40} not in {choices}")
@@ -447,7 +456,7 @@ def _string(choices: tuple[str, ...]) -> object:
 
 
 def _counts(value: object) -> None:
-    if type(value) not in (list, tuple) or len(value) > 4 * layout.COMM_MAX_RANKS:
+    if not is_array(value) or len(value) > 4 * layout.COMM_MAX_RANKS:
         raise BadFrame("counts must be an array of at most 4 x COMM_MAX_RANKS u64")
     for v in value:
         u64(v)
@@ -492,7 +501,8 @@ def _extents(kind: str, count: int, p: int, rank: int, root: int) -> tuple[int, 
     return count, count
 
 
-def prepare(worker: Worker, client: Client, task: object) -> tuple[str, object]:
+def prepare(worker: Card, client: CommClient,
+            task: Job) -> tuple[str, Callable[[Job], int]]:
     """Check the task's buffers (this rank's own, on this card) in the loop thread; returns
     the communicator's engine and the body."""
     cid, kind, algo, dtype, op, root, count, send, recv, timeout_ms, counts = task.args
@@ -525,7 +535,7 @@ def prepare(worker: Worker, client: Client, task: object) -> tuple[str, object]:
     return comm.engine, _run
 
 
-def _run(task: object) -> int:
+def _run(task: Job) -> int:
     comm, kind, algo, dtype, op, root, count, send, recv, timeout_s, counts = task.args
     try:
         if comm.broken is not None:
@@ -574,7 +584,7 @@ def _bf16_ufunc(op: str) -> Callable[..., object]:
 class _Run:
     """One rank's part of one collective, on the engine thread."""
 
-    def __init__(self, comm: Comm, task: object, deadline: float, dt: np.dtype,
+    def __init__(self, comm: Comm, task: Job, deadline: float, dt: np.dtype,
                  ufunc: Callable[..., object], count: int) -> None:
         self.c, self.task, self.deadline, self.dt = comm, task, deadline, dt
         self.uf, self.count = ufunc, count

@@ -27,13 +27,10 @@ client's pinned-block table (``Worker.resolve`` takes a snapshot of it) and the 
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING
+from typing import Any
 
-from npuemu.device import engines
+from npuemu.device import contracts, engines
 from npuemu.shared.protocol import BadFrame, Op, u64
-
-if TYPE_CHECKING:
-    from npuemu.device.worker import Client, Worker
 
 MEMORY_STEP_FIELDS = 5
 """Fields of a copy or memset step (a kernel step has 8)."""
@@ -48,7 +45,7 @@ class MemoryStep:
     __slots__ = ("client", "op", "worker")
     __npu_kernel__ = engines.DMA
 
-    def __init__(self, worker: Worker, client: Client, op: int) -> None:
+    def __init__(self, worker: contracts.Card, client: contracts.Client, op: int) -> None:
         self.worker, self.client, self.op = worker, client, op
 
     def __call__(self, _ctx: object, a: int, b: int, count: int) -> None:
@@ -63,7 +60,8 @@ class MemoryStep:
             ctypes.memset(ptr, b & 0xFF, count)
 
 
-def memory_step(worker: Worker, client: Client, row: tuple | list) -> tuple:
+def memory_step(worker: contracts.Card, client: contracts.Client,
+                row: tuple[Any, ...] | list[Any]) -> tuple[Any, ...]:
     """The prepared step of a five-field row (``model.py``'s step tuple: run function,
     name, engine, args, slots, block contexts, stream, waits, records); BadFrame for a row
     that breaks the table."""

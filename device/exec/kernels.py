@@ -29,16 +29,14 @@ from __future__ import annotations
 import ctypes
 import traceback
 import types
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeGuard
 
-from npuemu.device import engines
+from npuemu.device import contracts, engines
 from npuemu.device.containment import user_code
 from npuemu.shared import address, errors
 from npuemu.shared.layout import DEVICE_CTL
-
-if TYPE_CHECKING:
-    from npuemu.device.scheduler import Task
-    from npuemu.device.worker import Client, Worker
+from npuemu.shared.protocol import BadFrame
 
 
 class MemoryFault(Exception):
@@ -57,11 +55,48 @@ class Ranges:
 
     def __init__(self) -> None:
         self.gen = -1
-        self.table: dict[tuple, Any] = {}  # (ptr, dtype name, count) -> numpy view
+        self.table: dict[tuple[int, Any, int], Any] = {}  # (ptr, dtype, count) -> numpy view
+
+
+class KernelClient(contracts.Client, Protocol):
+    """A client as its kernels see it (``worker.Client``): its loaded binaries (kernel files
+    and op binaries, by bin id) and the tensor views its kernels resolved."""
+
+    binaries: dict[int, types.ModuleType]
+    next_binary: int  # the last bin id given
+    ranges: Ranges
 
 
 MAX_VIEWS = 4096
 """Most views one ``Ranges`` keeps (a caller rotating buffers adds entries)."""
+ARG_DEPTH = 4
+"""Deepest nesting of arrays in a kernel's arguments (an op's shapes and tiling travel as
+such arrays)."""
+_SCALARS = (int, float, bool, str)
+
+
+def check_args(value: object) -> None:
+    """BadFrame unless ``value``, the kernel arguments of a ``LAUNCH`` or of a model step, is
+    an array of ints, floats, bools, strings and arrays of those, nested at most
+    ``ARG_DEPTH`` deep."""
+    if not _array_ok(value, ARG_DEPTH + 1):
+        raise BadFrame("kernel arguments must be an array of ints, floats, bools, strings "
+                       f"or arrays of those (at most {ARG_DEPTH} deep)")
+
+
+def is_array(value: object) -> TypeGuard[list[Any] | tuple[Any, ...]]:
+    """``value`` is an array of a frame: a list or a tuple (no subclass: the checks of a
+    frame never run code of the values they look at)."""
+    return type(value) is list or type(value) is tuple
+
+
+def _arg_ok(value: object, depth: int) -> bool:
+    return type(value) in _SCALARS or _array_ok(value, depth)
+
+
+def _array_ok(value: object, depth: int) -> bool:
+    """``value`` is an array of arguments, each nested at most ``depth - 1`` deep."""
+    return is_array(value) and depth > 0 and all(_arg_ok(v, depth - 1) for v in value)
 
 
 class KernelContext:
@@ -71,8 +106,8 @@ class KernelContext:
     buffers pays no check. Isolated pages are still checked on every call once the card
     has any."""
 
-    def __init__(self, worker: Worker, client: Client, block_idx: int, block_num: int,
-                 ranges: Ranges | None = None) -> None:
+    def __init__(self, worker: contracts.Card, client: KernelClient, block_idx: int,
+                 block_num: int, ranges: Ranges | None = None) -> None:
         self.block_idx, self.block_num = block_idx, block_num
         self._worker, self._client = worker, client
         self._ranges = client.ranges if ranges is None else ranges
@@ -175,7 +210,7 @@ def _numpy() -> Any:
 _np: Any = None
 
 
-def load(client: Client, source: str, filename: str) -> tuple[int, list[list[str]]]:
+def load(client: KernelClient, source: str, filename: str) -> tuple[int, list[list[str]]]:
     """Execute a binary; returns ``(bin_id, [[kernel name, engine], ...])``."""
     module = types.ModuleType(f"npuemu_kernels_{client.slot}_{len(client.binaries)}")
     module.__file__ = filename
@@ -192,10 +227,10 @@ def load(client: Client, source: str, filename: str) -> tuple[int, list[list[str
     return client.next_binary, kernels
 
 
-def lookup(client: Client, bin_id: object, name: object) -> Any:
+def lookup(client: KernelClient, bin_id: object, name: object) -> Any:
     """The kernel function ``name`` of a loaded binary, or None (also when the binary's own
     code, a module ``__getattr__`` say, fails while it is looked up)."""
-    module = client.binaries.get(bin_id)  # type: ignore[call-overload]
+    module = client.binaries.get(bin_id) if type(bin_id) is int else None
     if module is None or not isinstance(name, str):
         return None
     try:
@@ -206,7 +241,8 @@ def lookup(client: Client, bin_id: object, name: object) -> Any:
         return None
 
 
-def launch(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
+def launch(worker: contracts.Card, client: KernelClient,
+           task: contracts.Job) -> tuple[str, Callable[[contracts.Job], int]]:
     """The engine of a LAUNCH task and the function that runs it (the kernel was bound when
     the task was queued, so unloading the binary since does not affect it)."""
     bin_id, name, num_blocks, args, fn = task.args
@@ -216,7 +252,7 @@ def launch(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
     engine = fn.__npu_kernel__
     worker.faults.check_launch(engine, name)
 
-    def run(task: Task) -> int:
+    def run(task: contracts.Job) -> int:
         try:
             with user_code:  # SystemExit & co. fail the task as any exception does
                 for block in range(num_blocks):

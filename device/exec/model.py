@@ -95,20 +95,25 @@ import itertools
 import queue
 import threading
 import traceback
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
 
 from npuemu.device import engines
 from npuemu.device.containment import user_code
+from npuemu.device.contracts import Card, Job
 from npuemu.device.exec import graph
-from npuemu.device.exec.kernels import KernelContext, MemoryFault, Ranges, lookup
+from npuemu.device.exec.kernels import (
+    KernelClient,
+    KernelContext,
+    MemoryFault,
+    Ranges,
+    check_args,
+    is_array,
+    lookup,
+)
 from npuemu.shared import errors
 from npuemu.shared.kernel import MAX_BLOCKS
 from npuemu.shared.protocol import BadFrame, Op, u64
-
-if TYPE_CHECKING:
-    from npuemu.device.scheduler import Task
-    from npuemu.device.worker import Client, Worker
 
 ENGINE = engines.AICORE
 """The engine thread that runs a model task."""
@@ -121,9 +126,14 @@ MAX_CLIENT_STEPS = 1 << 18
 MAX_MODEL_EVENTS = 1 << 14
 MAX_PREBUILT = 1 << 15
 _PREBUILT_BLOCKS = 64
-_ARG_DEPTH = 4
-_SCALARS = (int, float, bool, str)
 _ids = itertools.count(1)
+
+
+Step = tuple[Any, str, str, tuple[Any, ...], tuple[tuple[int, int, int], ...],
+             Iterable[KernelContext | None], int, tuple[int, ...], tuple[int, ...]]
+"""A prepared step: (kernel function, or None for an emptied op; kernel name; engine; args;
+slots ``(arg index, 0 input / 1 output, user index)``; block contexts; stream; waited
+events; recorded events)."""
 
 
 class ModelRecord:
@@ -134,16 +144,14 @@ class ModelRecord:
 
     def __init__(self, mid: int, n_inputs: int, n_outputs: int) -> None:
         self.mid, self.n_inputs, self.n_outputs = mid, n_inputs, n_outputs
-        # (fn or None for an emptied op, kernel name, engine, args tuple, slots, block
-        # contexts, stream, waited events, recorded events), in the schedule's order
-        self.steps: list[tuple] = []
-        self.lanes: list[list[tuple[int, tuple]]] = [[]]  # (index, step) per stream
+        self.steps: list[Step] = []  # in the schedule's order
+        self.lanes: list[list[tuple[int, Step]]] = [[]]  # (index, step) per stream
         self.recorded: set[int] = set()  # events recorded by the steps so far (load check)
         self.unloaded = False
         self.ranges = Ranges()
         self.prebuilt = 0  # block contexts its steps hold
 
-    def add(self, steps: list[tuple]) -> None:
+    def add(self, steps: list[Step]) -> None:
         """Append steps (lanes grow in place: no pass over the steps already there; an
         execute that runs meanwhile may run the new steps too, all checked already)."""
         lanes = self.lanes
@@ -154,17 +162,23 @@ class ModelRecord:
         self.steps.extend(steps)
 
 
-def _models(client: Client) -> dict[int, ModelRecord]:
-    return client.models  # type: ignore[attr-defined]
+class ModelClient(KernelClient, Protocol):
+    """A client as its models see it (``worker.Client``): its registered task lists."""
+
+    models: dict[int, ModelRecord]
+
+
+def _models(client: ModelClient) -> dict[int, ModelRecord]:
+    return client.models
 
 
 # control ops ---------------------------------------------------------------------------------
-def model_load(worker: Worker, client: Client, mid: int, n_inputs: int, n_outputs: int,
-               steps: object) -> tuple:
+def model_load(worker: Card, client: ModelClient, mid: int, n_inputs: int, n_outputs: int,
+               steps: object) -> tuple[int]:
     """``MODEL_LOAD``: register (or extend) a task list; returns its id."""
     models = _models(client)
     mid, n_inputs, n_outputs = u64(mid), u64(n_inputs), u64(n_outputs)
-    if type(steps) not in (list, tuple):
+    if not is_array(steps):
         raise BadFrame("MODEL_LOAD takes an array of steps")
     _check_counts(models, mid, len(steps))
     if mid:
@@ -204,7 +218,7 @@ def _check_counts(models: dict[int, ModelRecord], mid: int, n_steps: int) -> Non
         raise errors.error_for(errors.ACL_ERROR_RT_OVER_LIMIT, f"MODEL_LOAD: {over}")
 
 
-def model_unload(worker: Worker, client: Client, mid: int) -> tuple:
+def model_unload(worker: Card, client: ModelClient, mid: int) -> tuple[()]:
     """``MODEL_UNLOAD``: forget the record; its queued executes fail, a running one stops."""
     record = _models(client).pop(u64(mid), None)
     if record is None:
@@ -213,9 +227,9 @@ def model_unload(worker: Worker, client: Client, mid: int) -> tuple:
     return ()
 
 
-def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
-          recorded: set[int], budget: list[int]) -> tuple:
-    if type(row) not in (list, tuple) or len(row) not in (8, graph.MEMORY_STEP_FIELDS):
+def _step(worker: Card, client: ModelClient, record: ModelRecord, row: object,
+          recorded: set[int], budget: list[int]) -> Step:
+    if not is_array(row) or len(row) not in (8, graph.MEMORY_STEP_FIELDS):
         raise BadFrame("a model step is [stream, bin id, kernel, blocks, args, slots, "
                        "waits, records] or [stream, op, args, waits, records]")
     memory = len(row) == graph.MEMORY_STEP_FIELDS  # a captured copy or memset (graph.py)
@@ -244,9 +258,7 @@ def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
         return None, "", "", (), (), (), stream, waits, records
     if not 1 <= u64(blocks) <= MAX_BLOCKS:
         raise BadFrame(f"blocks {blocks} not in [1, {MAX_BLOCKS}]")
-    if type(args) not in (list, tuple) or not all(_arg_ok(v, _ARG_DEPTH) for v in args):
-        raise BadFrame("kernel arguments must be an array of ints, floats, bools, strings "
-                       f"or arrays of those (at most {_ARG_DEPTH} deep)")
+    check_args(args)
     bound = _slots(slots, len(args), record)
     fn = lookup(client, u64(bin_id), name)
     if fn is None:
@@ -256,8 +268,8 @@ def _step(worker: Worker, client: Client, record: ModelRecord, row: object,
     return fn, name, fn.__npu_kernel__, tuple(args), bound, ctxs, stream, waits, records
 
 
-def _contexts(worker: Worker, client: Client, blocks: int, ranges: Ranges,
-              budget: list[int]) -> tuple | _Blocks:
+def _contexts(worker: Card, client: ModelClient, blocks: int, ranges: Ranges,
+              budget: list[int]) -> tuple[KernelContext, ...] | _Blocks:
     """The block contexts of a step: built now within the client's budget of prebuilt
     contexts (``budget[0]``, decremented), else one at a time at each execute."""
     if blocks <= _PREBUILT_BLOCKS and blocks <= budget[0]:
@@ -271,7 +283,8 @@ class _Blocks:
 
     __slots__ = ("blocks", "client", "ranges", "worker")
 
-    def __init__(self, worker: Worker, client: Client, blocks: int, ranges: Ranges) -> None:
+    def __init__(self, worker: Card, client: ModelClient, blocks: int,
+                 ranges: Ranges) -> None:
         self.worker, self.client, self.blocks, self.ranges = worker, client, blocks, ranges
 
     def __iter__(self) -> Iterator[KernelContext]:
@@ -279,12 +292,12 @@ class _Blocks:
             yield KernelContext(self.worker, self.client, b, self.blocks, self.ranges)
 
 
-def _slots(slots: object, n_args: int, record: ModelRecord) -> tuple:
-    if type(slots) not in (list, tuple):
+def _slots(slots: object, n_args: int, record: ModelRecord) -> tuple[tuple[int, int, int], ...]:
+    if not is_array(slots):
         raise BadFrame("slots must be an array")
     out = []
     for slot in slots:
-        if type(slot) not in (list, tuple) or len(slot) != 3:
+        if not is_array(slot) or len(slot) != 3:
             raise BadFrame("a slot is [arg index, 0 input / 1 output, user index]")
         index, kind, user = (u64(v) for v in slot)
         limit = (record.n_inputs, record.n_outputs)[kind] if kind in (0, 1) else -1
@@ -296,20 +309,13 @@ def _slots(slots: object, n_args: int, record: ModelRecord) -> tuple:
 
 
 def _ints(values: object, what: str) -> list[int]:
-    if type(values) not in (list, tuple):
+    if not is_array(values):
         raise BadFrame(f"{what} must be an array of integers")
     return [u64(v) for v in values]
 
 
-def _arg_ok(value: object, depth: int) -> bool:
-    if type(value) in _SCALARS:
-        return True
-    return (depth > 0 and type(value) in (tuple, list)
-            and all(_arg_ok(v, depth - 1) for v in value))
-
-
 def _addresses(value: object) -> None:
-    if type(value) not in (list, tuple):
+    if not is_array(value):
         raise BadFrame("expected an array of addresses")
     for v in value:
         u64(v)
@@ -320,8 +326,10 @@ EXECUTE_CHECKS = (u64, _addresses, _addresses)
 
 
 # the stream task -----------------------------------------------------------------------------
-def bind(client: Client, args: tuple) -> tuple:
-    """Enqueue time (loop thread): the record the task will run, and its buffers."""
+def bind(client: ModelClient, args: list[Any]) -> list[Any]:
+    """Enqueue time (loop thread): the task's arguments ``[record, inputs, outputs, fault
+    step, fault code]`` from ``[model id, inputs, outputs]`` (the record it will run, and its
+    buffers)."""
     mid, inputs, outputs = args
     record = _models(client).get(mid)
     if record is None:
@@ -329,10 +337,10 @@ def bind(client: Client, args: tuple) -> tuple:
     if len(inputs) != record.n_inputs or len(outputs) != record.n_outputs:
         raise BadFrame(f"model {mid} takes {record.n_inputs} inputs and {record.n_outputs} "
                        f"outputs, got {len(inputs)} and {len(outputs)}")
-    return record, tuple(inputs), tuple(outputs), -1, 0
+    return [record, tuple(inputs), tuple(outputs), -1, 0]
 
 
-def prepare(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
+def prepare(worker: Card, client: ModelClient, task: Job) -> tuple[str, Callable[[Job], int]]:
     """Start time (loop thread): the engine and the run function of a model task. An
     injected engine fault is matched to its op here (the fault table is the loop's)."""
     record, inputs, outputs, _at, _code = task.args
@@ -350,13 +358,13 @@ def prepare(worker: Worker, client: Client, task: Task) -> tuple[str, Any]:
                 task.args = (record, inputs, outputs, i, err.code)
                 break
 
-    def run(task: Task) -> int:
+    def run(task: Job) -> int:
         return _run(worker, task)
 
     return ENGINE, run
 
 
-def _run(worker: Worker, task: Task) -> int:
+def _run(worker: Card, task: Job) -> int:
     """Engine thread: the steps of every stream; the first failure ends the task."""
     record = task.args[0]
     if len(record.lanes) == 1:
@@ -370,7 +378,7 @@ def _run(worker: Worker, task: Task) -> int:
     return run.code
 
 
-def _lane(worker: Worker, task: Task, steps: list[tuple[int, tuple]], run: _Run | None) -> int:
+def _lane(worker: Card, task: Job, steps: list[tuple[int, Step]], run: _Run | None) -> int:
     """One stream of the model, in order (``run``: the execute's events and first failure,
     None for a model of one stream). Returns 0 or the code that ended it."""
     record, inputs, outputs, fail_at, fail_code = task.args
@@ -436,7 +444,7 @@ def _failed(run: _Run | None, code: int) -> int:
     return code
 
 
-def _wait(task: Task, run: _Run, waits: tuple[int, ...]) -> int:
+def _wait(task: Job, run: _Run, waits: tuple[int, ...]) -> int:
     """Wait for the step's events (or a failure, abort or unload); returns 0 or a code."""
     record = task.args[0]
     for ev in waits:
@@ -448,16 +456,18 @@ def _wait(task: Task, run: _Run, waits: tuple[int, ...]) -> int:
 
 
 _WAIT_SLICE_S = 0.05
+_Lane = tuple[Card, Job, list[tuple[int, Step]], _Run, threading.Event]
+"""What a helper thread is given: one stream of one execute, and the event it sets when done."""
 
 
 class _Helper:
     """A thread that runs one extra stream of the executing model."""
 
     def __init__(self, k: int) -> None:
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Lane] = queue.SimpleQueue()
         threading.Thread(target=self._loop, name=f"model-stream-{k}", daemon=True).start()
 
-    def start(self, worker: Worker, task: Task, steps: list[tuple[int, tuple]],
+    def start(self, worker: Card, task: Job, steps: list[tuple[int, Step]],
               run: _Run) -> threading.Event:
         done = threading.Event()
         self._queue.put((worker, task, steps, run, done))
@@ -485,11 +495,12 @@ def _helper(k: int) -> _Helper:
     return _helpers[k - 1]
 
 
-def finished(worker: Worker) -> None:
+def finished(worker: Card) -> None:
     """Loop thread, after a model task was reaped: the memory's merge hook, if any."""
     merge = getattr(worker.memory, "merge_free", None)
     if merge is not None:
         merge()
 
 
-HANDLERS = {Op.MODEL_LOAD: model_load, Op.MODEL_UNLOAD: model_unload}
+HANDLERS: dict[int, Callable[..., tuple[Any, ...]]] = {Op.MODEL_LOAD: model_load,
+                                                      Op.MODEL_UNLOAD: model_unload}

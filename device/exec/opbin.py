@@ -38,13 +38,19 @@ from __future__ import annotations
 
 import ctypes
 import types
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from npuemu.device.contracts import Card
+from npuemu.device.exec.kernels import KernelClient
 from npuemu.shared import errors, protocol
 from npuemu.shared.protocol import Op, u64
 
-if TYPE_CHECKING:
-    from npuemu.device.worker import Client, Worker
+
+class OpClient(KernelClient, Protocol):
+    """A client as its op binaries see it (``worker.Client``): each one's bin id and HBM."""
+
+    op_bins: dict[int, int]  # OP_LOAD bin id -> the HBM pointer of its source
 
 _HUGE_FIRST = 0
 MAX_OP_BINARIES = 1 << 15
@@ -58,7 +64,8 @@ exceeded"): a count limit, not a memory shortage (207001) nor a failed allocatio
 resource (207005)."""
 
 
-def op_load(worker: Worker, client: Client, source: str, name: str) -> tuple:
+def op_load(worker: Card, client: OpClient, source: str,
+            name: str) -> tuple[int, int, int, list[list[str]]]:
     """Place ``source`` in HBM, compile and execute it from there (``aclrtBinaryLoad`` of a
     kernel the op compiler built); 107000 if it is not loadable source."""
     image = protocol.op_load_args(source, name)
@@ -88,7 +95,7 @@ def op_load(worker: Worker, client: Client, source: str, name: str) -> tuple:
     return client.next_binary, ptr, span, kernels
 
 
-def _execute(worker: Worker, client: Client, ptr: int, image: bytes, name: str,
+def _execute(worker: Card, client: OpClient, ptr: int, image: bytes, name: str,
              module_name: str) -> types.ModuleType:
     """Write ``image`` at ``ptr``, read it back and run it as a fresh module."""
     arena, offset = worker.memory.resolve(client.slot, ptr, len(image))
@@ -101,7 +108,7 @@ def _execute(worker: Worker, client: Client, ptr: int, image: bytes, name: str,
     return module
 
 
-def op_unload(worker: Worker, client: Client, bin_id: int, ptr: int) -> tuple:
+def op_unload(worker: Card, client: OpClient, bin_id: int, ptr: int) -> tuple[()]:
     """Forget an op binary and free its HBM (``aclrtBinaryUnLoad``); 107000 unless ``(bin_id,
     ptr)`` is an op binary this client loaded and still holds."""
     bin_id, ptr = u64(bin_id), u64(ptr)
@@ -114,4 +121,5 @@ def op_unload(worker: Worker, client: Client, bin_id: int, ptr: int) -> tuple:
     return ()
 
 
-HANDLERS = {Op.OP_LOAD: op_load, Op.OP_UNLOAD: op_unload}
+HANDLERS: dict[int, Callable[..., tuple[Any, ...]]] = {Op.OP_LOAD: op_load,
+                                                      Op.OP_UNLOAD: op_unload}

@@ -70,7 +70,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 __all__ = [
     "GRANULE",
@@ -207,7 +207,11 @@ def _pages(start: int, size: int) -> int:
     return n if n > 0 else 0
 
 
-class Allocator:
+T = TypeVar("T")
+"""What a block's tag is (the arenas' ``Tag``; anything for a bare allocator)."""
+
+
+class Allocator(Generic[T]):
     """Best-fit, coalescing allocator of 64-byte-granular blocks over ``[0, capacity)``.
 
     ``classify`` (optional) maps a block's tag to a hashable class; :meth:`stats` then reports
@@ -232,7 +236,7 @@ class Allocator:
     )
 
     def __init__(
-        self, capacity: int, classify: Callable[[object], Hashable] | None = None
+        self, capacity: int, classify: Callable[[T], Hashable] | None = None
     ) -> None:
         capacity = operator.index(capacity)
         if capacity < 0 or capacity % GRANULE:
@@ -246,7 +250,7 @@ class Allocator:
         self._free_start: dict[int, int] = {}
         self._free_end: dict[int, int] = {}
         self._free_keys: list[int] = []
-        self._live: dict[int, tuple[int, object, Hashable]] = {}
+        self._live: dict[int, tuple[int, T, Hashable]] = {}
         self._starts: list[int] = []
         self._used_by: dict[Hashable, int] = {}
         self._used = 0
@@ -309,7 +313,7 @@ class Allocator:
             self._free_end[self._capacity] = 0
             self._free_keys.append(self._capacity << self._shift)
 
-    def alloc(self, span: int, align: int, tag: object) -> int | None:
+    def alloc(self, span: int, align: int, tag: T) -> int | None:
         """Offset of a new block of ``span`` bytes aligned to ``align``, or ``None`` if full.
 
         ``span`` and ``align`` must be positive multiples of 64 (``ValueError`` otherwise).
@@ -343,7 +347,7 @@ class Allocator:
         self._carve(start, size, at, span, tag)
         return at
 
-    def take(self, at: int, span: int, tag: object, within: int | None = None) -> None:
+    def take(self, at: int, span: int, tag: T, within: int | None = None) -> None:
         """Make ``[at, at+span)``, which must lie inside one free block, a live block
         (placement chosen by the caller; O(1) when ``within`` names the free block's start,
         else O(F) to find it). ValueError if it is not free."""
@@ -361,7 +365,7 @@ class Allocator:
         del keys[bisect_left(keys, (size << self._shift) | start)]
         self._carve(start, size, at, span, tag)
 
-    def _carve(self, start: int, size: int, at: int, span: int, tag: object) -> None:
+    def _carve(self, start: int, size: int, at: int, span: int, tag: T) -> None:
         """The free block ``(start, size)``, already out of the size list, gives up
         ``[at, at+span)`` to a live block; the fragments before and after stay free."""
         keys = self._free_keys
@@ -402,7 +406,7 @@ class Allocator:
         if used > self._peak:
             self._peak = used
 
-    def free(self, offset: int) -> tuple[int, object]:
+    def free(self, offset: int) -> tuple[int, T]:
         """Free the live block starting at ``offset``; return its ``(span, tag)``.
 
         Raises ``KeyError`` if no live block starts exactly at ``offset``.
@@ -448,7 +452,7 @@ class Allocator:
         insort(keys, ((end - start) << shift) | start)
         return span, tag
 
-    def retag(self, offset: int, tag: object) -> int:
+    def retag(self, offset: int, tag: T) -> int:
         """Give the live block at ``offset`` a new tag (same class); returns its span."""
         span, _old, cls = self._live[offset]
         self._live[offset] = (span, tag, cls)
@@ -456,12 +460,12 @@ class Allocator:
 
     # -- queries ------------------------------------------------------------------------
 
-    def tag_at(self, offset: int) -> object | None:
+    def tag_at(self, offset: int) -> T | None:
         """Tag of the live block that starts at ``offset`` (O(1)), or None."""
         block = self._live.get(offset)
         return None if block is None else block[1]
 
-    def find(self, addr: int) -> tuple[int, int, object] | None:
+    def find(self, addr: int) -> tuple[int, int, T] | None:
         """The live block ``(start, span, tag)`` containing ``addr``, or ``None``."""
         starts = self._starts
         i = bisect_right(starts, addr) - 1
@@ -473,7 +477,7 @@ class Allocator:
             return start, span, tag
         return None
 
-    def snapshot(self) -> list[tuple[int, int, object]]:
+    def snapshot(self) -> list[tuple[int, int, T]]:
         """Live blocks as ``(start, span, tag)`` sorted by start."""
         live = self._live
         out = []

@@ -42,7 +42,14 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-from npuemu.device.memory.allocator import HUGE1G_PAGE, HUGE_PAGE, Allocator, PageClass, plan
+from npuemu.device.memory.allocator import (
+    HUGE1G_PAGE,
+    HUGE_PAGE,
+    Allocator,
+    PageClass,
+    Plan,
+    plan,
+)
 from npuemu.device.memory.ipc import ORPHAN, Shares
 from npuemu.device.memory.pools import NormalChunks, PoolStats, pool_stats
 from npuemu.shared import address, errors, shm
@@ -98,7 +105,7 @@ class Arena:
         self.kind = kind
         self.alloc = Allocator(seg.size, classify=_page_class)
         self.near = far_base(seg.size)  # arena offset of the far range
-        self.far = Allocator(far) if far else None
+        self.far: Allocator[Tag] | None = Allocator(far) if far else None
         self.span = self.near + far if far else seg.size  # addresses of the arena
         self.far_runs: dict[int, list[tuple[int, int]]] = {}  # far offset -> (phys, bytes)
         self.pages = pages
@@ -125,27 +132,33 @@ class Arena:
         """The live block ``(start, span, tag)`` holding arena ``offset`` (a far block's
         pages found through their near addresses are client :data:`PAGES`)."""
         if offset < self.near:
-            return self.alloc.find(offset)  # type: ignore[return-value]
+            return self.alloc.find(offset)
         found = self.far.find(offset - self.near) if self.far else None
         return None if found is None else (found[0] + self.near, found[1], found[2])
 
     def tag_at(self, offset: int) -> Tag | None:
         if offset < self.near:
-            return self.alloc.tag_at(offset)  # type: ignore[return-value]
-        return self.far.tag_at(offset - self.near) if self.far else None  # type: ignore
+            return self.alloc.tag_at(offset)
+        return self.far.tag_at(offset - self.near) if self.far else None
 
     def retag(self, offset: int, tag: Tag) -> int:
         if offset < self.near:
             return self.alloc.retag(offset, tag)
-        return self.far.retag(offset - self.near, tag)  # type: ignore[union-attr]
+        return self._far_heap(offset).retag(offset - self.near, tag)
 
     def blocks(self) -> list[tuple[int, int, Tag]]:
         """Live blocks ``(start, span, tag)``: near ones by address, then far ones."""
-        out = [b for b in self.alloc.snapshot() if b[2].client != PAGES]  # type: ignore
-        if self.far_runs:
+        out = [b for b in self.alloc.snapshot() if b[2].client != PAGES]
+        if self.far is not None and self.far_runs:
             near = self.near
             out += [(start + near, span, tag) for start, span, tag in self.far.snapshot()]
-        return out  # type: ignore[return-value]
+        return out
+
+    def _far_heap(self, offset: int) -> Allocator[Tag]:
+        """The far range's allocator (KeyError for a far ``offset`` of an arena without one)."""
+        if self.far is None:
+            raise KeyError(offset)
+        return self.far
 
     def assemble(self, span: int, tag: Tag) -> int | None:
         """Arena offset of a far block of ``span`` bytes (whole 2 MiB pages, which hold
@@ -182,19 +195,19 @@ class Arena:
         normal-page chunk it empties stays in the normal pool, idle, until a merge."""
         if offset < self.near:
             span, tag = self.alloc.free(offset)
-            if tag.page_class is PageClass.NORMAL:  # type: ignore[attr-defined]
+            if tag.page_class is PageClass.NORMAL:
                 self.normal.remove(offset, span)
-            return span, tag  # type: ignore[return-value]
+            return span, tag
         at = offset - self.near
-        span, tag = self.far.free(at)  # type: ignore[union-attr]
-        normal = tag.page_class is PageClass.NORMAL  # type: ignore[attr-defined]
+        span, tag = self._far_heap(offset).free(at)
+        normal = tag.page_class is PageClass.NORMAL
         for start, size in self.far_runs.pop(at):
             self.alloc.free(start)
             if normal:
                 self.normal.remove(start, size)
         if self.pages is not None:
             self.pages.unpublish(at // HUGE_PAGE, span // HUGE_PAGE)
-        return span, tag  # type: ignore[return-value]
+        return span, tag
 
     def file_runs(self, offset: int, length: int) -> list[tuple[int, int]]:
         """``(segment offset, bytes)`` runs behind ``[offset, offset+length)`` of one block."""
@@ -253,8 +266,8 @@ def _cover(runs: list[tuple[int, int, int]], span: int) -> list[tuple[int, int, 
     return []
 
 
-def _page_class(tag: object) -> PageClass:
-    return tag.page_class  # type: ignore[attr-defined]
+def _page_class(tag: Tag) -> PageClass:
+    return tag.page_class
 
 
 _GRANULE = {None: 64, PageClass.NORMAL: 64, PageClass.HUGE: HUGE_PAGE,
@@ -306,7 +319,7 @@ class DeviceMemory:
             raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "size must be > 0")
         kind = _D if policy & _LOW_BAND_WIDTH else _H
         arena = self.arenas[kind]
-        step = plan(size, policy)
+        step: Plan | None = plan(size, policy)
         while step is not None:
             if arena.alloc.used + step.span > arena.limit:  # the firmware's share stays
                 step = step.fallback

@@ -35,6 +35,7 @@ the hot path. Pure bookkeeping: no I/O, no locks (the caller holds ``DeviceMemor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from npuemu.device.memory.allocator import HUGE_PAGE, Allocator, PageClass
 
@@ -56,13 +57,13 @@ class PoolStats:
     largest_free: int
     fragmentation: float
 
-    def as_row(self) -> list:
+    def as_row(self) -> list[str | int]:
         """Wire form: ``[name, reserved, used, free, largest_free, fragmentation ppm]``."""
         return [self.name, self.reserved, self.used, self.free, self.largest_free,
                 round(self.fragmentation * 1e6)]
 
     @classmethod
-    def from_row(cls, row: list | tuple) -> PoolStats:
+    def from_row(cls, row: list[Any] | tuple[Any, ...]) -> PoolStats:
         name, reserved, used, free, largest, ppm = row
         return cls(name, reserved, used, free, largest, ppm / 1e6)
 
@@ -177,7 +178,7 @@ def _runs(free_blocks: list[tuple[int, int]], chunks: dict[int, int],
     return best_normal, total_huge if paged else best_huge
 
 
-def pool_stats(heap: Allocator, chunks: NormalChunks, paged: bool = False) -> list[PoolStats]:
+def pool_stats(heap: Allocator[Any], chunks: NormalChunks, paged: bool = False) -> list[PoolStats]:
     """The three pools of ``heap`` (see the module docstring), normal first; ``paged``: the
     arena has a far range, so a huge-page request can use every free page at once."""
     used_by = heap.stats().used_by

@@ -146,9 +146,10 @@ class Windows:
             self._clear(va, size)  # windows of released reservations there go
             if idle:
                 self._drop_empty()
-        again = not new and windowed and win.scratch.get(offset) == length  # its scratch goes
+        again = (win is not None and not new and windowed
+                 and win.scratch.get(offset) == length)  # its scratch goes
         self._check_limits(new, size, cost - 2 * again)
-        if new:
+        if win is None or new:
             win = self._open(va, size)
         pieces, starts = win.table
         i = bisect.bisect_right(starts, offset) - 1
@@ -216,7 +217,7 @@ class Windows:
         win = self.by_va.get(va)
         pieces = win.table[0] if win else ()
         piece = next((p for p in pieces if p.offset == offset), None)
-        if piece is None:
+        if piece is None or win is None:
             raise _invalid(f"0x{va + offset:x} is not the start of a mapping of this card")
         if piece.windowed:
             _map(win.base + offset, piece.size, _RW, _SCRATCH, -1, 0)
