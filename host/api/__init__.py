@@ -50,6 +50,7 @@ from npuemu.host.api.errors import (
     StorageError,
     SyncTimeoutError,
 )
+from npuemu.host.api.graph import Graph as Graph
 from npuemu.host.api.kernels import Kernel as Kernel
 from npuemu.host.api.kernels import load_kernels as load_kernels
 from npuemu.host.api.memory import (  # memory statistics, torch's names

@@ -13,6 +13,7 @@ from typing import Any
 
 from npuemu.host.api.buffers import DeviceBuffer
 from npuemu.host.api.devices import Device, device_or_current
+from npuemu.host.api.graph import Graph
 from npuemu.host.api.kernels import Kernel
 from npuemu.host.core import kernel as _kernel
 from npuemu.host.core import memory as _memory
@@ -78,6 +79,11 @@ class Stream:
         count = src.nbytes if nbytes is None else nbytes
         with self.device._current():
             _memory.memcpy_async(dst.ptr, dst.nbytes, src.ptr, count, _D2D, self.handle)
+
+    def capture(self, mode: int = 0) -> Graph:
+        """``aclmdlRICaptureBegin(self, mode)``: work queued from now on is recorded, not
+        run, until the ``with`` block (or ``Graph.end``) ends the capture (``graph.py``)."""
+        return Graph(self, mode)
 
     def destroy(self) -> None:
         """``aclrtDestroyStream``: waits for queued work, then releases the stream."""

@@ -127,3 +127,10 @@ def test_host_to_buf_to_device_stages_the_source_at_the_call(run_prog):
     r = scenario(run_prog, "buf_to_device")
     assert r["buf"] == 1  # the source as it was at the call
     assert r["h2d"] == 2  # pinned H2D reads the source when the copy runs
+
+
+def test_the_pythonic_graph_records_in_its_with_block_and_replays(run_prog):
+    r = scenario(run_prog, "pythonic")
+    assert r["not_run"] and r["tasks"] == ["MEMCPY"]
+    assert r["replayed"] == [7, 9]
+    assert r["propagated"] and r["capturing_after"] == NONE

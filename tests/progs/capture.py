@@ -378,6 +378,36 @@ def buf_to_device():
     R.update(out)
 
 
+@scenario
+def pythonic():
+    """The Pythonic face: ``with stream.capture() as graph`` records, ``graph.replay`` runs;
+    an exception in the block drops the capture and propagates."""
+    import npuemu.host.api as npu
+
+    dev = npu.Device(0)
+    s = npu.Stream(dev)
+    a, b = npu.DeviceBuffer(dev, 256), npu.DeviceBuffer(dev, 256)
+    a.copy_from_host(bytes([5]) * 256)
+    b.fill(0)
+    with s.capture() as graph:
+        s.copy(b, a)
+    R["not_run"] = bytes(b.copy_to_host())[:1] == b"\0"
+    R["tasks"] = [t["type"] for t in graph.describe()["streams"][0]["tasks"]]
+    for value in (7, 9):
+        a.copy_from_host(bytes([value]) * 256)
+        graph.replay(s)
+        s.synchronize()
+        R.setdefault("replayed", []).append(bytes(b.copy_to_host())[0])
+    graph.destroy()
+    try:
+        with s.capture():
+            raise KeyError("inside the capture")
+    except KeyError:
+        R["propagated"] = True
+    R["capturing_after"] = ints(acl.mdl.ri_capture_get_info(s.handle))[0]
+    s.destroy()
+
+
 if __name__ == "__main__":
     ok(acl.init(), "init")
     ok(acl.rt.set_device(0), "set_device")
