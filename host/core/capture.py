@@ -13,24 +13,24 @@ task on the caller's stream: every step, its streams on their own card threads o
 the capture's events; the first failing step fails the replay with its code; abort, reset,
 the execution timeout cancel it as any model task. Events recorded in the capture are
 recorded again on the replay's stream after each replay (so a wait outside sees the whole
-replay done: later than the reference, which records them at their place, never earlier).
+replay done: later than CANN's runtime, which records them at their place, never earlier).
 
-What the reference refuses while a stream captures, with its codes: synchronize, query or
+What CANN's runtime refuses while a stream captures, with its codes: synchronize, query or
 destroy of a capturing stream, and a model execute on it, 107027; query, synchronize,
 elapsed time or timestamp of an event recorded in an active capture, 107028; an async copy
 of pageable host memory on a capturing stream, 107000; a synchronous copy or memset (and
 an async copy of pageable memory, which turns synchronous: 107041) while the capture modes
-forbid it (below), 107030. None of these invalidates the capture (as in the reference's
-runtime sources). What invalidates it: a wait on an event recorded outside the capture
+forbid it (below), 107030. None of these invalidates the capture (as in CANN's runtime
+sources). What invalidates it: a wait on an event recorded outside the capture
 (107024), a host callback (207000: not recordable here) or a collective (207000); every
 later task of the capture is then 507903, and the end returns 507903 and no instance.
 
-Capture modes (``aclmdlRICaptureMode``, with the reference's rule): while any capture in
+Capture modes (``aclmdlRICaptureMode``, with CANN's rule): while any capture in
 GLOBAL mode is active, or the calling thread began one in THREAD_LOCAL mode, a thread whose
 own mode (``aclmdlRICaptureThreadExchangeMode``, GLOBAL by default) is GLOBAL may not call
 the unsafe functions above; a thread whose mode is THREAD_LOCAL may not while it began a
 GLOBAL or THREAD_LOCAL capture itself; RELAXED threads always may. The end of a GLOBAL or
-THREAD_LOCAL capture must come from the thread that began it (107038). The reference
+THREAD_LOCAL capture must come from the thread that began it (107038). CANN's runtime
 counts captures per context; here they are counted per process.
 
 Models built by hand on persistent streams record through the same ``Recording``

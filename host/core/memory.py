@@ -426,7 +426,7 @@ def memcpy_async(dst: int, dst_max: int, src: int, count: int, kind: int,
     Async H2H is 207000 (as in EP mode). ``HOST_TO_BUF_TO_DEVICE`` stages the source at the
     call even when it is pinned, so the caller may reuse it at return (on a capturing
     stream it is read at each replay, as ``HOST_TO_DEVICE``). On a stream that records its
-    tasks (``capture.py``) pageable host memory is 107000, as in the reference; elsewhere a
+    tasks (``capture.py``) pageable host memory is 107000, as in CANN's runtime; elsewhere a
     pageable copy turns synchronous, which a capture's mode may forbid (107041)."""
     dst, src, count, direction = _copy_args(dst, dst_max, src, count, kind, allow_zero=False)
     if direction == (False, False):

@@ -169,7 +169,7 @@ def execute_async(handle: object, stream_handle: object) -> None:
 def execute(handle: object, timeout_ms: object = -1) -> None:
     """Mirrors ``aclmdlRIExecute``: a replay on the current default stream, then waits for
     it (blocks, GIL released; -1 forever, else milliseconds: 507046 on expiry). A captured
-    instance is 107000, as in the reference (it runs only through ``ExecuteAsync``)."""
+    instance is 107000, as in CANN's runtime (it runs only through ``ExecuteAsync``)."""
     rec = capture.get(handle)
     if rec.captured:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,

@@ -60,7 +60,7 @@ FAST_SYNC_SPIN_S = 2e-3
 KEPT = int(StreamFlag.ACL_STREAM_PERSISTENT | StreamFlag.ACL_STREAM_DEVICE_USE_ONLY
            | StreamFlag.ACL_STREAM_CPU_SCHEDULE)
 """Streams whose tasks are kept for a model, never run by themselves, so that their
-synchronize returns at once (the reference's runtime; ``host/core/capture.py``)."""
+synchronize returns at once (CANN's runtime; ``host/core/capture.py``)."""
 PERSISTENT = _PERSISTENT
 PERSISTENT_CACHE = 64
 """Most destroyed ``ACL_STREAM_PERSISTENT`` streams kept per device for reuse (the real
@@ -120,7 +120,7 @@ class Recorder(Protocol):
 class _Unbound:
     """Recorder of a PERSISTENT, DEVICE_USE_ONLY or CPU_SCHEDULE stream bound to no model
     (or bound with ACL_MODEL_STREAM_FLAG_DEFAULT, never activated here): its tasks are kept
-    for a model in the reference and never run by themselves; here they are counted in the
+    for a model in CANN's runtime and never run by themselves; here they are counted in the
     host log (DEBUG) and dropped. Nothing is refused."""
 
     def task(self, stream: Stream, op: int, args: tuple[Any, ...]) -> int:
@@ -213,7 +213,7 @@ def create_stream(priority: int = 0, flags: int = 0) -> Stream:
     Priority is clamped to 0..7 and recorded (it does not change scheduling). Flags:
     FAST_SYNC makes synchronize poll ~2 ms before sleeping; on PERSISTENT, DEVICE_USE_ONLY
     and CPU_SCHEDULE streams tasks are kept for a model (``aclmdlRIBindStream``), not run,
-    so synchronize has nothing to wait for and returns at once, as in the reference;
+    so synchronize has nothing to wait for and returns at once, as in CANN's runtime;
     FAST_LAUNCH and HUGE are accepted for compatibility only (no effect: the submission path
     is the same for every stream); unknown bits are kept.
     207008 when the device's stream limit (``NPUEMU_MAX_STREAMS``, default 1024) is reached.

@@ -1,7 +1,7 @@
 """Stream capture and replay (``aclmdlRI*``) and models built by hand, against real device
 workers: a replay equals the same tasks run eagerly (kernels, operators, copies, memsets,
 two streams ordered by events), replay after replay with new input data; the calls a capture
-forbids return the reference's codes; a failing step fails the replay with its code; abort
+forbids return CANN's codes; a failing step fails the replay with its code; abort
 cancels a running replay; PERSISTENT streams keep their tasks for a model;
 HOST_TO_BUF_TO_DEVICE stages its source at the call.
 
