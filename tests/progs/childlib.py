@@ -21,6 +21,7 @@ from npuemu.tools.cli import install_acl
 
 install_acl()
 import acl  # noqa: E402  (the acl module is npuemu's once install_acl has run)
+import pyhccl  # noqa: E402, F401  (npuemu's too; programs import it from here)
 
 R: dict = {}
 """The scenario's results, printed as JSON by ``main`` (or ``emit``)."""

@@ -1,6 +1,7 @@
-"""Child program of test_hccl.py: every collective x dtype x reduce op x algorithm for one
-rank count, on one node, against numpy. Run as ``python hccl_matrix.py P [quick]``; prints
-one JSON line ``RESULT {...}`` with the cases run and the failures."""
+"""Child program of ``tests/integration/test_hccl.py``: every collective x dtype x reduce
+op x algorithm for one rank count, on one node, against numpy. Run as
+``python hccl_matrix.py P [quick]``; prints one JSON line ``RESULT {...}`` with the cases
+run and the failures."""
 
 import json
 import sys
