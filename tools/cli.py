@@ -279,7 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="a short tour on an embedded node")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("bench", help="measure npuemu against this machine's limits")
-    p.add_argument("--quick", action="store_true", help="fewer samples, no 256 MiB copies (~20 s)")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer samples, no 256 MiB copies (~36 s on an idle 2-CPU machine; "
+                        "longer under load)")
     p.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")
     p.add_argument("--only", metavar="KEYS", type=lambda v: v.split(","),
                    help="run only these figures (comma-separated keys, e.g. ops,models; "

@@ -8,8 +8,9 @@ cost of npuemu's own code. ``npuemu bench`` runs with the copy settings of a nod
 processes (``GLIBC_TUNABLES`` with glibc's non-temporal threshold, ``NPUEMU_NT_COPY_BYTES``;
 ``cli.cmd_bench`` re-executes itself with them), so a copy limit is the best copy this
 machine makes, not the slower one a process with glibc's defaults gets. The one fixed target that is not measured (idle CPU) is labelled
-"fixed target". ``--quick`` (~18 s) skips 256 MiB copies and takes fewer samples; a full run
-takes ~40 s. ``--json PATH`` writes a list of ``{"name", "value", "unit", "limit_name",
+"fixed target". ``--quick`` skips 256 MiB copies and takes fewer samples: ~36 s on an idle
+2-vCPU VM with its 19 figures (measured; several times that while other work loads the
+machine); a full run takes longer (more samples, the 256 MiB copies). ``--json PATH`` writes a list of ``{"name", "value", "unit", "limit_name",
 "limit_value", "ratio"}`` records. Exit status 1 if a figure failed (targets not met are not
 failures). Numbers are noisy on a shared 2-vCPU VM: read ratios, and rerun before trusting
 a difference of less than ~30 % in latency figures.
