@@ -230,10 +230,14 @@ def one_image(raw: np.ndarray, p: Params, b: Batch, channels: int) -> np.ndarray
     return img.transpose(2, 0, 1)
 
 
-def run(raw: np.ndarray, p: Params, out: np.ndarray) -> None:
+def run(raw: np.ndarray, p: Params, out: np.ndarray, channels_last: bool = False) -> None:
     """AIPP of a batch: ``raw`` (uint8, the images one after another) into ``out`` (N, C,
-    H, W). ValueError when a batch has no parameters or a result does not fit ``out``."""
-    n, c, h, w = out.shape
+    H, W; N, H, W, C when ``channels_last``). ValueError when a batch has no parameters or a
+    result does not fit ``out``."""
+    if channels_last:
+        n, h, w, c = out.shape
+    else:
+        n, c, h, w = out.shape
     flat = np.ascontiguousarray(raw).reshape(-1)
     each = image_size(p.fmt, p.src_w, p.src_h)
     if flat.size < n * each:
@@ -245,7 +249,7 @@ def run(raw: np.ndarray, p: Params, out: np.ndarray) -> None:
         if img.shape != (c, h, w):
             raise ValueError(f"AIPP output {img.shape} of batch {i}, the model takes "
                              f"{(c, h, w)}")
-        out[i] = img
+        out[i] = img.transpose(1, 2, 0) if channels_last else img
 
 
 def as_attrs(p: Params) -> dict[str, Any]:

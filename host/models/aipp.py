@@ -24,7 +24,11 @@ The model then takes the raw image: static AIPP: uint8 ``N x (H*3/2) x W x 1`` f
 YUV420SP, ``N x H x W x 3`` for RGB888, ``x 4`` for XRGB8888, ``x 1`` for YUV400 (what
 ``aclmdlGetInputDimsV2`` reports; ``aclmdlGetInputDims`` shows ``N, H, W, C`` NHWC);
 dynamic AIPP: ``max_src_image_size`` bytes, plus an input ``ascend_dynamic_aipp_data``
-(``64 + 96 * N`` bytes) for the parameters.
+(``64 + 96 * N`` bytes) for the parameters (a second dynamic AIPP input's is
+``ascend_dynamic_aipp_data_1``, and so on: our choice of names).
+
+``model_dims`` of the entries are NCHW whatever ``--input_format`` (NHWC: the Aipp task writes
+channels last). Stateless; no threads.
 
 Not here: the formats other than YUV420SP_U8, XRGB8888_U8, RGB888_U8 and YUV400_U8 (refused),
 ``support_rotation``, ``single_line_mode``, ``input_edge_idx`` (one AIPP per input), RAW
@@ -262,11 +266,13 @@ def check_geometry(p: A.Params, b: A.Batch, c: int, h: int, w: int) -> None:
 
 
 # graph insertion ---------------------------------------------------------------------------
-def insert(graph: Graph, configs: list[Config], fp16_nodes: set[str]) -> list[dict]:
+def insert(graph: Graph, configs: list[Config], fp16_nodes: set[str],
+           layout: str = "NCHW") -> list[dict]:
     """Put an ``Aipp`` task before each configured input of ``graph`` (which keeps the
     input's name; the model's float input becomes an intermediate). Returns the model
     definition's ``aipp`` entries (one per AIPP input, for the descriptor and
-    ``aclmdlGetAIPPType``/``aclmdlGetFirstAippInfo``)."""
+    ``aclmdlGetAIPPType``/``aclmdlGetFirstAippInfo``). ``layout``: the inputs' (NHWC with
+    ``--input_format=NHWC``: AIPP writes channels last)."""
     entries, new_nodes = [], []
     originals = list(graph.inputs)
     for k, cfg in enumerate(sorted(configs, key=lambda c: c.rank)):
@@ -277,7 +283,8 @@ def insert(graph: Graph, configs: list[Config], fp16_nodes: set[str]) -> list[di
         if name in fp16_nodes:
             raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"E10034: input [{name}] is linked "
                              "to AIPP and cannot be set to fp16 (--input_fp16_nodes)")
-        node, entry = _aipp_node(graph, cfg, name, k)
+        dyn = sum(1 for e in entries if e["mode"] == "dynamic")
+        node, entry = _aipp_node(graph, cfg, name, (k, dyn), layout == "NHWC")
         node.tiling = lowering.check_node(graph, node)
         new_nodes.append(node)
         entries.append(entry)
@@ -285,30 +292,38 @@ def insert(graph: Graph, configs: list[Config], fp16_nodes: set[str]) -> list[di
     return entries
 
 
-def _aipp_node(graph: Graph, cfg: Config, name: str, k: int) -> tuple[Node, dict]:
+def _aipp_node(graph: Graph, cfg: Config, name: str, numbers: tuple[int, int],
+               channels_last: bool) -> tuple[Node, dict]:
+    """The Aipp node before input ``name``; ``numbers``: this AIPP's and the dynamic ones'
+    before it (the parameter inputs are ``ascend_dynamic_aipp_data``, ``..._1``, ...)."""
+    k, dyn = numbers
     model_in = graph.tensors[name]
     if len(model_in.shape) != 4 or model_in.dtype not in ("float32", "float16"):
-        raise fail(f"input {name!r} ({model_in.dtype} {list(model_in.shape)}) is not an NCHW "
+        raise fail(f"input {name!r} ({model_in.dtype} {list(model_in.shape)}) is not a 4-D "
                    "float image input")
+    nchw = model_in.shape
+    if channels_last:
+        nchw = (nchw[0], nchw[3], nchw[1], nchw[2])
     inner = f"{name}__aipp"
     graph.tensors[inner] = Tensor(inner, model_in.dtype, model_in.shape)
     for n in graph.nodes:
         n.inputs = [inner if i == name else i for i in n.inputs]
     n_img = model_in.shape[0]
-    attrs: dict[str, Any] = {"out_shape": list(model_in.shape), "out_dtype": model_in.dtype}
+    attrs: dict[str, Any] = {"out_shape": list(model_in.shape), "out_dtype": model_in.dtype,
+                             "out_layout": "NHWC" if channels_last else "NCHW"}
     entry: dict[str, Any] = {"input": name, "mode": "dynamic" if cfg.dynamic else "static",
-                             "model_dims": list(model_in.shape)}
+                             "model_dims": list(nchw)}
     ins = [name]
     if cfg.dynamic:
         raw_shape: tuple[int, ...] = (int(cfg.op.max_src_image_size),)
-        params = DYNAMIC_AIPP_NAME if k == 0 else f"{DYNAMIC_AIPP_NAME}_{k}"
+        params = DYNAMIC_AIPP_NAME if dyn == 0 else f"{DYNAMIC_AIPP_NAME}_{dyn}"
         graph.tensors[params] = Tensor(params, "uint8", (A.record_size(n_img),), "input")
         graph.inputs.append(params)
         ins.append(params)
         attrs["aipp_mode"] = "dynamic"
         entry["params_input"] = params
     else:
-        p = to_params(cfg, model_in.shape, n_img)
+        p = to_params(cfg, nchw, n_img)
         raw_shape = raw_dims(p.fmt, n_img, p.src_w, p.src_h)
         attrs.update(aipp_mode="static", **A.as_attrs(p))
         entry["params"] = A.as_attrs(p)

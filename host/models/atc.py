@@ -112,7 +112,8 @@ def _interface(graphs: list[Graph], base: Any, hw: bool, **flags: Any) -> list[d
         raise aipp.fail("static AIPP with --dynamic_image_size is not supported by npuemu")
     entries: list[dict] = []
     for g in graphs:
-        entries = aipp.insert(g, configs, fp16) if configs else []
+        entries = aipp.insert(g, configs, fp16, flags.get("input_format", "NCHW")) \
+            if configs else []
         interface.fp16_inputs(g, fp16)
         interface.output_types(g, base, flags.get("output_type"))
     return entries
@@ -186,7 +187,9 @@ def _assemble(graphs: list[Graph], gears: list[int], sched: streams.Schedule,
               mplan: planner.MemoryPlan, soc: str, fmt: str) -> omfile.OmModel:
     big = graphs[-1]
     blob, offsets = omfile.pack_weights({k: v.tobytes() for k, v in big.weights.items()})
-    programs, op_refs, index = [], [], {}
+    programs: list[Any] = []
+    op_refs: list[Any] = []
+    index: dict[Any, Any] = {}
     for g, batch in zip(graphs, gears or [0] * len(graphs), strict=True):
         tasks, scratch = [], []
         for i, node in enumerate(g.nodes):

@@ -198,3 +198,58 @@ def test_cli_takes_the_samples_flags(tmp_path, capsys) -> None:
     rc = atc.run([f"--model={model}", "--framework=5", f"--output={tmp_path / 'm'}",
                   "--soc_version=Ascend910B1", f"--insert_op_conf={tmp_path / 'none.cfg'}"])
     assert rc == 1 and "E10001" in capsys.readouterr().err
+
+
+def two_inputs() -> onnx.ModelProto:
+    """y = a + b (NCHW 1x3x4x4 each)."""
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"], name="add")], "two",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 3, 4, 4]) for n in "ab"],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_one_aipp_per_input_by_related_input_rank(tmp_path) -> None:
+    model = tmp_path / "m.onnx"
+    onnx.save(two_inputs(), model)
+    cfg = tmp_path / "a.cfg"
+    cfg.write_text("aipp_op { aipp_mode: dynamic related_input_rank: 1 "
+                   "max_src_image_size: 100 }\n"
+                   "aipp_op { aipp_mode: static related_input_rank: 0 "
+                   "input_format: YUV400_U8 }")
+    with pytest.raises(ModelError):  # YUV400 gives one channel, the input has three
+        atc.convert(model, tmp_path / "m", "Ascend910B1", insert_op_conf=str(cfg))
+    cfg.write_text("aipp_op { aipp_mode: dynamic related_input_rank: 1 "
+                   "max_src_image_size: 100 }\n"
+                   "aipp_op { aipp_mode: static related_input_rank: 0 "
+                   "input_format: RGB888_U8 }")
+    om = omfile.read_file(atc.convert(model, tmp_path / "m", "Ascend910B1",
+                                      insert_op_conf=str(cfg))["om"])
+    desc = modeldesc.describe(om)
+    assert [(t.name, t.dtype, t.size(0)) for t in desc.inputs] == [
+        ("a", 4, 48), ("b", 4, 100), (aipp.DYNAMIC_AIPP_NAME, 4, 160)]
+    assert [e["mode"] for e in om.model_def["aipp"]] == ["static", "dynamic"]
+
+
+def test_nhwc_input_gets_channels_last_aipp(tmp_path) -> None:
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(  # an NHWC input (as TF exports) transposed by the model
+        [helper.make_node("Transpose", ["x"], ["y"], perm=[0, 3, 1, 2], name="t")], "nhwc",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])])
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    cfg = tmp_path / "a.cfg"
+    cfg.write_text("aipp_op { aipp_mode: static input_format: RGB888_U8 mean_chn_0: 1 }")
+    om = omfile.read_file(atc.convert(model, tmp_path / "m", "Ascend910B1",
+                                      input_format="NHWC", insert_op_conf=str(cfg))["om"])
+    (entry,) = om.model_def["aipp"]
+    assert entry["model_dims"] == [1, 3, 8, 8]
+    attrs = om.op_refs[om.programs[0]["tasks"][0][0]][1]
+    assert attrs["out_layout"] == "NHWC" and attrs["out_shape"] == [1, 8, 8, 3]
+    raw = np.arange(8 * 8 * 3, dtype=np.uint8) % 251
+    out = np.zeros((1, 8, 8, 3), np.float32)
+    A.run(raw, A.from_attrs(entry["params"], 1), out, channels_last=True)
+    want = raw.reshape(8, 8, 3).astype(np.float32) - np.float32([1, 0, 0])
+    np.testing.assert_array_equal(out[0], want)
