@@ -18,7 +18,7 @@ Diagnoses:
 2. **Shared stream**: a stream that received tasks from several host threads during the run
    (the host notes each turn: a task submitted by another thread than the previous one):
    their submissions serialise on it; give each thread its own stream, within the per-card
-   limit of active streams (``STREAM_LIMIT``).
+   limit of active streams (``stream_limit``: the emulated one, ``NPUEMU_MAX_STREAMS``).
 """
 
 from __future__ import annotations
@@ -26,11 +26,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from npuemu.host.prof.model import COMPUTE, COPIES, Run, Task
+from npuemu.shared.config import WorkerSettings
 
 BOTTLENECK_SHARE = 0.05
 ENGINE_IDLE_SHARE = 0.3
 ENGINE_SATURATED_SHARE = 0.9
-STREAM_LIMIT = 128
+
+
+def stream_limit() -> int:
+    """Streams per card the emulated cards allow (``NPUEMU_MAX_STREAMS`` as this process
+    reads it, default 1024): what the shared-stream advice may promise."""
+    return WorkerSettings.from_env().max_streams
 
 
 @dataclass
@@ -160,7 +166,7 @@ def _diagnose(report: Report) -> None:
                 f"device {s.dev} stream {s.stream} receives tasks from {len(s.threads)} host "
                 f"threads ({names}; {turns} turns): their submissions serialise on one "
                 f"stream; give each "
-                f"thread its own stream (at most {STREAM_LIMIT} active streams per card).")
+                f"thread its own stream (at most {stream_limit()} streams per card).")
 
 
 def _split_advice(s: StreamStats, engine_busy: dict[str, float]) -> str:

@@ -145,10 +145,11 @@ def op_capture():
 @scenario
 def two_streams():
     """Capture across two streams: the second joins through an event recorded on the
-    origin and is joined back; the replay orders them by those events."""
+    origin (an ACL_EVENT_CAPTURE_STREAM_PROGRESS event) and is joined back; the replay
+    orders them by those events."""
     kernels()
     s1, s2 = stream(), stream()
-    e1, e2 = event(), event()
+    e1, e2 = event(0x2), event()  # e1: ACL_EVENT_CAPTURE_STREAM_PROGRESS
     x, y = malloc(N * 4), malloc(N * 4)
     ok(acl.mdl.ri_capture_begin(s1, GLOBAL), "begin")
     launch("axpb", s1, x, N, 2.0, 0.0)          # x = 2x

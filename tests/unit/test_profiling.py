@@ -171,6 +171,15 @@ def test_report_on_all_copy_bottleneck_and_on_a_shared_stream():
     assert "receives tasks from 2 host threads" in text
 
 
+def test_shared_stream_advice_names_the_emulated_stream_limit(monkeypatch):
+    run = _pipeline_run(mixed=False)
+    run.devices[0].info["submitters"] = [[2, "a (tid 1, #1)", 4], [2, "b (tid 2, #2)", 4]]
+    monkeypatch.setenv("NPUEMU_MAX_STREAMS", "200")
+    assert "at most 200 streams per card" in waits.format_report(waits.analyze(run))
+    monkeypatch.delenv("NPUEMU_MAX_STREAMS")
+    assert "at most 1024 streams per card" in waits.format_report(waits.analyze(run))
+
+
 def test_overlap_of_copies_and_compute():
     run = model.Run("x", {})
     run.devices[0] = model.Device(0, {}, [_task(1, 1, "MEMCPY_ASYNC", 0, 100),
