@@ -150,6 +150,18 @@ class PIC_DESC(Layout, stride=8):
     RET_CODE = Field(1, "result of the last task that wrote the picture (0 = success)")
 
 
+class VDEC_STATUS(Layout, stride=8):
+    title = "VDEC channel status record (pinned host memory; the card writes, the host reads)"
+    OUTPUTS = Field(1, "output pictures delivered so far (frames, failed frames, skipped ones)")
+    PAD = Field(7, "unused")
+
+
+VDEC_CODECS = {StreamFormat.H265_MAIN_LEVEL: "hevc", StreamFormat.H264_BASELINE_LEVEL: "h264",
+               StreamFormat.H264_MAIN_LEVEL: "h264", StreamFormat.H264_HIGH_LEVEL: "h264"}
+"""FFmpeg's decoder of each ``acldvppStreamFormat``."""
+VDEC_MIN, VDEC_MAX = 128, 4096
+"""Output picture sizes VDEC writes (128x128 to 4096x4096)."""
+
 NV12 = PixelFormat.PIXEL_FORMAT_YUV_SEMIPLANAR_420
 NV21 = PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_420
 YUV400 = PixelFormat.PIXEL_FORMAT_YUV_400

@@ -10,6 +10,7 @@ A ``DVPP`` task frame carries a kind, the pinned-host addresses of its picture r
 | pngd  | output               | data, size                                                  |
 | jpege | input                | data, capacity, level, size word (pinned host address, u32) |
 | vpc   | inputs..., outputs... | op, interpolation, inputs, then per op: see ``_vpc``        |
+| vdec  | status, output       | see ``vdec.py``                                             |
 
 ``prepare`` (loop thread, when the task reaches its stream's head) reads the records, checks
 them and resolves every address (107000 for memory that is not the client's; 507018 for a
@@ -49,10 +50,11 @@ from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 from PIL import Image
 
 from npuemu.device import engines
+from npuemu.device.exec import pictures, vdec
+from npuemu.device.exec.pictures import DvppFailure, Picture
 from npuemu.shared import errors
 from npuemu.shared import media as m
 from npuemu.shared.protocol import BadFrame, u64
@@ -62,16 +64,12 @@ if TYPE_CHECKING:
     from npuemu.device.worker import Client, Worker
 
 FAILED = errors.ACL_ERROR_RT_AICPU_EXCEPTION
-KINDS = ("jpegd", "pngd", "jpege", "vpc")
+KINDS = ("jpegd", "pngd", "jpege", "vpc", "vdec")
 MAX_RECORDS = 256
 """Most picture records of one task (a batch crop's inputs and outputs)."""
 _P = m.PIC_DESC
 _RECORD = ctypes.c_uint64 * _P.words
 cv2.setNumThreads(1)  # one engine thread per card: no pool of its own behind it
-
-
-class DvppFailure(Exception):
-    """A picture or file the DVPP engine refuses; the task fails with ``FAILED``."""
 
 
 def _kind(value: object) -> None:
@@ -96,44 +94,15 @@ def _params(value: object) -> None:
 TASK_ARGS = (_kind, _records, _params)
 
 
-@dataclass
-class Picture:
-    """One picture record, read when the task started, and its bytes' local address."""
-
-    record: Any  # the record's words (ctypes array over pinned host memory)
-    fmt: int
-    width: int
-    height: int
-    stride_w: int
-    stride_h: int
-    size: int
-    addr: int = 0  # local address of its data (0 until resolved)
-
-    def fail(self) -> None:
-        self.record[_P.RET_CODE] = m.JPEGD_DEC_RET_FAILED
-
-
-def _picture(worker: Worker, client: Client, ptr: int) -> Picture:
-    record = _RECORD.from_address(worker.resolve(client, ptr, _P.size))
-    return Picture(record, record[_P.FORMAT], record[_P.WIDTH], record[_P.HEIGHT],
-                   record[_P.WIDTH_STRIDE], record[_P.HEIGHT_STRIDE], record[_P.SIZE])
-
-
-def _data(worker: Worker, client: Client, pic: Picture, count: int) -> None:
-    pic.addr = worker.resolve(client, pic.record[_P.DATA], count)
-
-
-def _bytes(addr: int, count: int) -> np.ndarray:
-    view = memoryview((ctypes.c_char * count).from_address(addr)).cast("B")
-    return np.frombuffer(view, np.uint8)
-
-
 def prepare(worker: Worker, client: Client, task: Task) -> tuple[str, Callable[[Task], int]]:
     """Loop thread: read and check the task's records, resolve its addresses; the engine
     and the run function. Raises AclError (the task fails with its code)."""
     kind, records, params = task.args
-    pics = [_picture(worker, client, p) for p in records]
+    pics = [pictures.read(worker, client, p) for p in records]
     try:
+        low, high = _RECORDS[kind]
+        if not low <= len(pics) <= high:
+            raise DvppFailure(f"a {kind} task takes {low} to {high} picture records")
         job = _PREPARE[kind](worker, client, pics, list(params))
     except DvppFailure as err:
         for pic in pics:
@@ -149,8 +118,9 @@ def prepare(worker: Worker, client: Client, task: Task) -> tuple[str, Callable[[
                 pic.fail()
             worker.log("ERROR", f"{kind}: {err}", module="DVPP")
             return FAILED
-        for pic in pics:
-            pic.record[_P.RET_CODE] = 0
+        if kind != "vdec":  # VDEC's outputs are filled when their frame comes out
+            for pic in pics:
+                pic.record[_P.RET_CODE] = 0
         return 0
 
     return engines.DVPP, run
@@ -186,7 +156,7 @@ def _jpegd(worker: Worker, client: Client, pics: list[Picture],
     w, h, sw, sh, need = m.jpegd_geometry(width, height)
     if out.size < need:
         raise DvppFailure(f"output buffer of {out.size} bytes; the picture needs {need}")
-    _data(worker, client, out, need)
+    pictures.resolve(worker, client, out, need)
 
     def job() -> None:
         image = _open(blob, "JPEG")
@@ -197,7 +167,7 @@ def _jpegd(worker: Worker, client: Client, pics: list[Picture],
             raise DvppFailure(f"decode failed: {err}") from None
         rec = out.record
         rec[_P.WIDTH], rec[_P.HEIGHT], rec[_P.WIDTH_STRIDE], rec[_P.HEIGHT_STRIDE] = w, h, sw, sh
-        luma, chroma = _yuv420_views(out.addr, sw, sh, w, h)
+        luma, chroma = pictures.yuv420_views(out.addr, sw, sh, w, h)
         if pixels.ndim == 2:
             luma[:] = pixels[:h, :w]
             chroma[:] = 128
@@ -224,7 +194,7 @@ def _pngd(worker: Worker, client: Client, pics: list[Picture],
     w, h, sw, sh, need = m.pngd_geometry(width, height, out.fmt)
     if out.size < need:
         raise DvppFailure(f"output buffer of {out.size} bytes; the picture needs {need}")
-    _data(worker, client, out, need)
+    pictures.resolve(worker, client, out, need)
 
     def job() -> None:
         image = _open(blob, "PNG")
@@ -235,7 +205,7 @@ def _pngd(worker: Worker, client: Client, pics: list[Picture],
         rec = out.record
         rec[_P.WIDTH], rec[_P.HEIGHT], rec[_P.WIDTH_STRIDE], rec[_P.HEIGHT_STRIDE] = w, h, sw, sh
         channels = m.bytes_per_pixel(out.fmt)
-        rows = _bytes(out.addr, sw * sh).reshape(sh, sw)
+        rows = pictures.as_bytes(out.addr, sw * sh).reshape(sh, sw)
         rows[:h, :w * channels] = pixels.reshape(h, w * channels)
 
     return job
@@ -256,13 +226,13 @@ def _jpege(worker: Worker, client: Client, pics: list[Picture],
     need = m.picture_bytes(pic.fmt, sw, sh)
     if pic.size < need:
         raise DvppFailure(f"input buffer of {pic.size} bytes; its strides need {need}")
-    _data(worker, client, pic, need)
+    pictures.resolve(worker, client, pic, need)
     dst = worker.resolve(client, data, capacity)
     word = ctypes.c_uint32.from_address(worker.resolve(client, size_word, 4))
     quality = 100 if level == 0 else level
 
     def job() -> None:
-        luma, chroma = _yuv420_views(pic.addr, sw, sh, w, h)
+        luma, chroma = pictures.yuv420_views(pic.addr, sw, sh, w, h)
         uv = chroma if pic.fmt == m.NV12 else chroma[:, :, ::-1]
         full = cv2.resize(uv, (w, h), interpolation=cv2.INTER_NEAREST)
         planes = [Image.fromarray(np.ascontiguousarray(p)) for p in (luma, full[:, :, 0],
@@ -280,21 +250,6 @@ def _jpege(worker: Worker, client: Client, pics: list[Picture],
 
 
 # VPC ---------------------------------------------------------------------------------------
-def _yuv420_views(addr: int, sw: int, sh: int, w: int, h: int) -> tuple[np.ndarray, np.ndarray]:
-    """Writable views (never copies) of a YUV420SP picture: luma (h, w) and chroma
-    (h/2, w/2, 2)."""
-    frame = _bytes(addr, sw * sh * 3 // 2)
-    luma = frame[:sw * sh].reshape(sh, sw)[:h, :w]
-    chroma = as_strided(frame[sw * sh:], shape=(h // 2, w // 2, 2), strides=(sw, 2, 1))
-    return luma, chroma
-
-
-def _packed(addr: int, sw: int, sh: int, w: int, h: int, channels: int) -> np.ndarray:
-    """Writable view (never a copy) of a packed picture: (h, w, channels)."""
-    return as_strided(_bytes(addr, sw * sh), shape=(h, w, channels),
-                      strides=(sw, channels, 1))
-
-
 @dataclass
 class Planes:
     """A picture's pixels: YUV (luma, chroma with U first or None for YUV400) or RGB."""
@@ -306,12 +261,14 @@ class Planes:
 
 def _load(pic: Picture) -> Planes:
     if pic.fmt in (m.RGB888, m.BGR888):
-        rgb = _packed(pic.addr, pic.stride_w, pic.stride_h, pic.width, pic.height, 3)
+        rgb = pictures.packed(pic.addr, pic.stride_w, pic.stride_h, pic.width, pic.height, 3)
         return Planes(rgb=rgb if pic.fmt == m.RGB888 else rgb[:, :, ::-1])
     if pic.fmt == m.YUV400:
-        rows = _bytes(pic.addr, pic.stride_w * pic.stride_h).reshape(pic.stride_h, pic.stride_w)
+        sw, sh = pic.stride_w, pic.stride_h
+        rows = pictures.as_bytes(pic.addr, sw * sh).reshape(sh, sw)
         return Planes(luma=rows[:pic.height, :pic.width])
-    luma, chroma = _yuv420_views(pic.addr, pic.stride_w, pic.stride_h, pic.width, pic.height)
+    luma, chroma = pictures.yuv420_views(pic.addr, pic.stride_w, pic.stride_h, pic.width,
+                                         pic.height)
     return Planes(luma, chroma if pic.fmt == m.NV12 else chroma[:, :, ::-1])
 
 
@@ -422,10 +379,10 @@ def _vpc(worker: Worker, client: Client, pics: list[Picture],
         raise DvppFailure("VPC task without input or output pictures")
     for pic in inputs:
         _check(pic, output=False)
-        _data(worker, client, pic, m.picture_bytes(pic.fmt, pic.stride_w, pic.stride_h))
+        pictures.resolve(worker, client, pic, m.picture_bytes(pic.fmt, pic.stride_w, pic.stride_h))
     for pic in outputs:
         _check(pic, output=True)
-        _data(worker, client, pic, m.picture_bytes(pic.fmt, pic.stride_w, pic.stride_h))
+        pictures.resolve(worker, client, pic, m.picture_bytes(pic.fmt, pic.stride_w, pic.stride_h))
     plan = _plan(op, rest, inputs, outputs)
 
     def job() -> None:
@@ -530,4 +487,7 @@ def _border(planes: Planes, rest: list[int], dst: Picture) -> Planes:
 
 
 _PREPARE: dict[str, Callable[..., Callable[[], None]]] = {
-    "jpegd": _jpegd, "pngd": _pngd, "jpege": _jpege, "vpc": _vpc}
+    "jpegd": _jpegd, "pngd": _pngd, "jpege": _jpege, "vpc": _vpc, "vdec": vdec.prepare}
+_RECORDS = {"jpegd": (1, 1), "pngd": (1, 1), "jpege": (1, 1), "vpc": (2, MAX_RECORDS),
+            "vdec": (1, 2)}
+"""Fewest and most picture records of each kind."""

@@ -6,7 +6,8 @@ formats and other enumerations are ``npuemu.shared.media`` (also exported here u
 names). A ``dvpp_create_*`` call that fails returns 0 (the C call's NULL), with the reason in
 ``acl.get_recent_err_msg``.
 
-Partial: video (``vdec_*``, ``venc_*``), ``dvpp_vpc_pyr_down_async``,
+Video decode (``vdec_*``, ``dvpp_*_stream_desc*``) is ``host/media/vdec.py``. Partial: video
+encode (``venc_*``), ``dvpp_vpc_pyr_down_async``,
 ``dvpp_vpc_equalize_hist_async``, ``dvpp_vpc_calc_hist_async`` and the batch crop-and-paste /
 make-border variants are not provided (an ``AttributeError``, as for a pyACL without them).
 """
@@ -21,6 +22,7 @@ from npuemu.host.media import desc as _d
 from npuemu.host.media import memory as _mem
 from npuemu.host.media import ops as _ops
 from npuemu.host.media import probe as _probe
+from npuemu.host.media import vdec as _vdec
 from npuemu.shared import errors
 from npuemu.shared import media as _m
 from npuemu.shared.media import BorderType, ChannelMode, JpegFormat, PixelFormat, StreamFormat
@@ -234,3 +236,43 @@ def dvpp_vpc_batch_crop_resize_async(channel: object, src: object, roi_nums: obj
 
 dvpp_vpc_convert_color_async = ret_only(_ops.vpc_convert_color_async)
 dvpp_vpc_make_border_async = ret_only(_ops.vpc_make_border_async)
+
+
+# video decode ------------------------------------------------------------------------------
+_VDEC_FIELDS = {"channel_id": "channel_id", "thread_id": "thread_id", "callback": "callback",
+                "entype": "en_type", "out_pic_format": "out_pic_format",
+                "out_pic_width": "out_pic_width", "out_pic_height": "out_pic_height",
+                "ref_frame_num": "ref_frame_num", "bit_depth": "bit_depth",
+                "out_mode": "out_mode"}
+vdec_create_channel_desc = _creator(_vdec.VdecChannelDesc, "vdec_create_channel_desc")
+vdec_destroy_channel_desc = _destroyer(_vdec.VdecChannelDesc, "vdec channel descriptor",
+                                       "vdec_destroy_channel_desc")
+for _pyname, _field in _VDEC_FIELDS.items():
+    _name = f"vdec_set_channel_desc_{_pyname}"
+    globals()[_name] = _side_setter(_vdec.set_channel_field, _field, _name)
+    globals()[f"vdec_get_channel_desc_{_pyname}"] = (
+        lambda h, _f=_field: _d.getter(h, _vdec.VdecChannelDesc, _f,
+                                       None if _f == "callback" else 0))
+vdec_create_channel = ret_only(_vdec.create_channel)
+vdec_destroy_channel = ret_only(_vdec.destroy_channel)
+vdec_send_frame = ret_only(_vdec.send_frame)
+
+
+@ret_only
+def vdec_send_skipped_frame(channel: object, input_desc: object, config: object,
+                            user_data: Any) -> None:
+    """Mirrors ``aclvdecSendSkippedFrame``."""
+    _vdec.send_frame(channel, input_desc, 0, config, user_data, skipped=True)
+
+
+vdec_create_frame_config = _creator(_vdec.FrameConfig, "vdec_create_frame_config")
+vdec_destroy_frame_config = _destroyer(_vdec.FrameConfig, "vdec frame config",
+                                       "vdec_destroy_frame_config")
+dvpp_create_stream_desc = _creator(_vdec.StreamDesc, "dvpp_create_stream_desc")
+dvpp_destroy_stream_desc = _destroyer(_vdec.StreamDesc, "stream descriptor",
+                                      "dvpp_destroy_stream_desc")
+for _field in ("data", "size", "format", "timestamp", "ret_code", "eos"):
+    _name = f"dvpp_set_stream_desc_{_field}"
+    globals()[_name] = _side_setter(_vdec.set_stream_field, _field, _name)
+    globals()[f"dvpp_get_stream_desc_{_field}"] = (
+        lambda h, _f=_field: _d.getter(h, _vdec.StreamDesc, _f))

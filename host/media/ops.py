@@ -41,7 +41,7 @@ def _param(detail: str) -> errors.AclError:
     return errors.error_for(errors.ACL_ERROR_INVALID_PARAM, detail)
 
 
-def _device_range(stream: streams.Stream, ptr: object, size: int, what: str) -> int:
+def device_range(stream: streams.Stream, ptr: object, size: int, what: str) -> int:
     """``ptr`` once ``[ptr, ptr+size)`` is device memory of this process on the card."""
     if type(ptr) is not int or not address.is_device_ptr(ptr):
         raise _param(f"{what}: {ptr!r} is not device memory (acldvppMalloc)")
@@ -54,8 +54,9 @@ def _device_range(stream: streams.Stream, ptr: object, size: int, what: str) -> 
     return ptr
 
 
-def _submit(stream: streams.Stream, kind: str, pics: list[d.PicDesc],
-            params: list[int]) -> int:
+def submit(stream: streams.Stream, kind: str, pics: list[d.PicDesc],
+           params: list[int]) -> int:
+    """Queue one ``DVPP`` task of ``kind`` on the stream (its records pinned for the card)."""
     d.pin_records(stream.link, pics)
     memory.flush_frees(stream.link, only_if_waiting=True)  # the card checks the pointers
     return streams.submit(stream, Op.DVPP, kind, [p.addr for p in pics], params)
@@ -96,9 +97,9 @@ def _decode(channel: object, data: object, size: object, out_handle: object,
         raise errors.error_for(code, f"{kind}: output format {fmt} is not one of "
                                      f"{sorted(int(f) for f in formats)}")
     stream = streams.resolve(stream_handle, for_submit=True)
-    _device_range(stream, data, count, f"{kind} input")
-    _device_range(stream, out.get(_P.DATA), out.get(_P.SIZE), f"{kind} output")
-    _submit(stream, kind, [out], [data, count])  # type: ignore[list-item]
+    device_range(stream, data, count, f"{kind} input")
+    device_range(stream, out.get(_P.DATA), out.get(_P.SIZE), f"{kind} output")
+    submit(stream, kind, [out], [data, count])  # type: ignore[list-item]
 
 
 def jpeg_encode_async(channel: object, in_handle: object, data: object, size_ptr: object,
@@ -123,8 +124,8 @@ def jpeg_encode_async(channel: object, in_handle: object, data: object, size_ptr
     if pic.get(_P.FORMAT) not in m.YUV420SP:
         raise _param(f"jpege: JPEGE takes YUV420SP, not format {pic.get(_P.FORMAT)}")
     stream = streams.resolve(stream_handle, for_submit=True)
-    _device_range(stream, data, capacity, "jpege output")
-    _device_range(stream, pic.get(_P.DATA), pic.get(_P.SIZE), "jpege input")
+    device_range(stream, data, capacity, "jpege output")
+    device_range(stream, pic.get(_P.DATA), pic.get(_P.SIZE), "jpege input")
     pinned, staging = rt.pools()
     word = staging.take(4)
     seg = pinned.find(word)
@@ -132,7 +133,7 @@ def jpeg_encode_async(channel: object, in_handle: object, data: object, size_ptr
     memory.pin(stream.link, word, seg)
     staged = ctypes.c_uint32.from_address(word)
     staged.value = 0
-    _submit(stream, "jpege", [pic], [data, capacity, cfg.level, word])  # type: ignore[list-item]
+    submit(stream, "jpege", [pic], [data, capacity, cfg.level, word])  # type: ignore[list-item]
 
     def copy_size(_args: Any) -> None:
         if staged.value:  # a failed encode leaves *size as it was
@@ -155,7 +156,7 @@ def _vpc_pic(stream: streams.Stream, handle: object, output: bool, what: str) ->
     problem = m.vpc_picture_problem(fmt, w, h, sw, sh, size, output)
     if problem:
         raise _param(f"{what}: {problem}")
-    _device_range(stream, pic.get(_P.DATA), m.picture_bytes(fmt, sw, sh), what)
+    device_range(stream, pic.get(_P.DATA), m.picture_bytes(fmt, sw, sh), what)
     return pic
 
 
@@ -184,7 +185,7 @@ def _vpc(channel: object, stream_handle: object, ins: Sequence[object], outs: Se
     for handle, index, output in areas or []:
         pic = (pouts if output else pins)[index]
         extra += _area(handle, pic, "paste area" if output else "crop area", output)
-    _submit(stream, "vpc", pins + pouts, [op, interpolation, len(pins), *(rest or []), *extra])
+    submit(stream, "vpc", pins + pouts, [op, interpolation, len(pins), *(rest or []), *extra])
 
 
 def vpc_resize_async(channel: object, in_h: object, out_h: object, resize: object,

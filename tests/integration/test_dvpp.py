@@ -132,3 +132,14 @@ def test_the_readme_snippet_runs_as_written(run_py):
     res = run_py(code, env=ENV, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["decoded", "strides", "640", "480"], res.stdout
+
+
+def test_vdec_h264_clip_calls_back_on_its_thread_frame_by_frame(run_prog):
+    """30 frames of libx264 (B-frames on) sent one per ``vdec_send_frame``: 30 callbacks on
+    the subscribed thread, in order, each picture equal to FFmpeg's own decode."""
+    r = scenario(run_prog, "vdec")
+    assert r["create_no_callback"] == 100000 and r["bad_entype"] == 100000
+    assert r["bad_output"] == 100000
+    assert r["frames"] == 30 and r["callbacks"] == 30
+    assert r["order"] == list(range(30)) and r["widths"] == [320] and r["thread"]
+    assert r["exact"] == [True] * 30, r["mismatch"]

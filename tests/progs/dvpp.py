@@ -425,6 +425,87 @@ def profiled(prof_dir):
     R["stream"] = acl.rt.stream_get_id(S)[0]
 
 
+def h264_clip(frames=30, w=320, h=240):
+    """A ``frames``-frame H.264 clip (libx264, B-frames on) as one packet per frame, and
+    what FFmpeg's own decoder makes of it (NV12 arrays in output order)."""
+    import av
+    enc = av.CodecContext.create("libx264", "w")
+    enc.width, enc.height, enc.pix_fmt, enc.framerate = w, h, "yuv420p", 30
+    packets = []
+    for i in range(frames):
+        rgb = np.roll(picture(w, h, seed=9), 4 * i, axis=1)
+        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+        frame.pts = i
+        packets += [bytes(p) for p in enc.encode(frame)]
+    packets += [bytes(p) for p in enc.encode(None)]
+    dec = av.CodecContext.create("h264", "r")
+    want = [f.to_ndarray(format="nv12") for p in packets for f in dec.decode(av.Packet(p))]
+    want += [f.to_ndarray(format="nv12") for f in dec.decode(None)]
+    return packets, want
+
+
+@scenario
+def vdec():
+    import threading
+    packets, want = h264_clip()
+    w, h = 320, 240
+    got, lock, running = [], threading.Lock(), [True]
+
+    def on_frame(input_desc, output_desc, user_data):
+        ptr = M.dvpp_get_pic_desc_data(output_desc)
+        frame = None
+        if M.dvpp_get_pic_desc_ret_code(output_desc) == 0:
+            frame = np.frombuffer(d2h(ptr, yuv420sp_size(w, h)), np.uint8)
+        with lock:
+            got.append((user_data, frame, M.dvpp_get_pic_desc_width(output_desc),
+                        threading.get_ident()))
+
+    ctx, ret = acl.rt.get_context()
+    ok(ret, "get_context")
+
+    def serve(_args):
+        ok(acl.rt.set_context(ctx), "set_context")            # as the samples' threads do
+        while running[0]:
+            acl.rt.process_report(100)
+
+    tid, ret = acl.util.start_thread(serve, [])
+    ok(ret, "start_thread")
+    ch = M.vdec_create_channel_desc()
+    R["create_no_callback"] = M.vdec_create_channel(ch)
+    for name, value in (("channel_id", 0), ("thread_id", tid), ("callback", on_frame),
+                        ("entype", 2), ("out_pic_format", NV12)):
+        ok(getattr(M, f"vdec_set_channel_desc_{name}")(ch, value), name)
+    R["bad_entype"] = M.vdec_set_channel_desc_entype(ch, 9)
+    ok(M.vdec_create_channel(ch), "vdec_create_channel")
+    cfg = M.vdec_create_frame_config()
+    for i, packet in enumerate(packets):
+        src = to_dvpp(packet)
+        sdesc = M.dvpp_create_stream_desc()
+        ok(M.dvpp_set_stream_desc_data(sdesc, src))
+        ok(M.dvpp_set_stream_desc_size(sdesc, len(packet)))
+        ok(M.dvpp_set_stream_desc_eos(sdesc, int(i == len(packets) - 1)))
+        out, _ptr = yuv_out(w, h)
+        ok(M.vdec_send_frame(ch, sdesc, out, cfg, i), f"send_frame {i}")
+    small = M.dvpp_create_stream_desc()
+    R["bad_output"] = M.vdec_send_frame(ch, small, pic_desc(0, 0, NV12, 64, 64, 64, 64), cfg, 0)
+    ok(M.vdec_destroy_channel(ch), "vdec_destroy_channel")
+    running[0] = False
+    with lock:
+        R["callbacks"] = len(got)
+        R["order"] = [g[0] for g in got]
+        R["widths"] = sorted({g[2] for g in got})
+        R["thread"] = all(g[3] == tid for g in got)
+        R["exact"] = [bool(g[1] is not None and (g[1] == want[k].reshape(-1)).all())
+                      for k, g in enumerate(got)]
+        R["mismatch"] = [[k, float(np.abs(g[1].astype(int) - want[k].reshape(-1)).mean()),
+                          int(np.argmin([np.abs(g[1].astype(int) - x.reshape(-1)).mean()
+                                         for x in want]))]
+                         for k, g in enumerate(got) if g[1] is not None and
+                         not (g[1] == want[k].reshape(-1)).all()]
+    R["frames"] = len(want)
+    acl.util.stop_thread(tid)
+
+
 if __name__ == "__main__":
     ok(acl.init(), "init")
     ok(acl.rt.set_device(0), "set_device")

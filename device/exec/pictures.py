@@ -1,0 +1,75 @@
+"""Pictures of DVPP tasks as the card sees them: a picture record read when its task starts,
+its bytes' local address, and writable numpy views of its planes (never copies). Shared by
+the DVPP engine's image tasks (``dvpp.py``) and VDEC (``vdec.py``).
+
+Threading model: records and views are read in the worker's loop thread (``read``,
+``resolve``) and written by the DVPP engine thread, which alone runs the task's job.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from npuemu.shared import media as m
+
+if TYPE_CHECKING:
+    from npuemu.device.worker import Client, Worker
+
+_P = m.PIC_DESC
+_RECORD = ctypes.c_uint64 * _P.words
+
+
+class DvppFailure(Exception):
+    """A picture or file the DVPP engine refuses; the task fails with ``FAILED``."""
+
+
+@dataclass
+class Picture:
+    """One picture record, read when the task started, and its bytes' local address."""
+
+    record: Any  # the record's words (ctypes array over pinned host memory)
+    fmt: int
+    width: int
+    height: int
+    stride_w: int
+    stride_h: int
+    size: int
+    addr: int = 0  # local address of its data (0 until resolved)
+
+    def fail(self) -> None:
+        self.record[_P.RET_CODE] = m.JPEGD_DEC_RET_FAILED
+
+
+def read(worker: Worker, client: Client, ptr: int) -> Picture:
+    record = _RECORD.from_address(worker.resolve(client, ptr, _P.size))
+    return Picture(record, record[_P.FORMAT], record[_P.WIDTH], record[_P.HEIGHT],
+                   record[_P.WIDTH_STRIDE], record[_P.HEIGHT_STRIDE], record[_P.SIZE])
+
+
+def resolve(worker: Worker, client: Client, pic: Picture, count: int) -> None:
+    pic.addr = worker.resolve(client, pic.record[_P.DATA], count)
+
+
+def as_bytes(addr: int, count: int) -> np.ndarray:
+    view = memoryview((ctypes.c_char * count).from_address(addr)).cast("B")
+    return np.frombuffer(view, np.uint8)
+
+
+def yuv420_views(addr: int, sw: int, sh: int, w: int, h: int) -> tuple[np.ndarray, np.ndarray]:
+    """Writable views (never copies) of a YUV420SP picture: luma (h, w) and chroma
+    (h/2, w/2, 2)."""
+    frame = as_bytes(addr, sw * sh * 3 // 2)
+    luma = frame[:sw * sh].reshape(sh, sw)[:h, :w]
+    chroma = as_strided(frame[sw * sh:], shape=(h // 2, w // 2, 2), strides=(sw, 2, 1))
+    return luma, chroma
+
+
+def packed(addr: int, sw: int, sh: int, w: int, h: int, channels: int) -> np.ndarray:
+    """Writable view (never a copy) of a packed picture: (h, w, channels)."""
+    return as_strided(as_bytes(addr, sw * sh), shape=(h, w, channels),
+                      strides=(sw, channels, 1))
