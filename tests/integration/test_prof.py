@@ -190,10 +190,14 @@ def test_msprof_cli_finds_the_bottleneck_and_the_shared_stream(npuemu_cli, tmp_p
     assert f"stream {mixed} is the bottleneck" in res.stdout
     assert f"stream {shared} receives tasks from 2 host threads" in res.stdout
     assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
-    before = set(os.listdir(os.path.join(prof_dir, "mindstudio_profiler_output")))
+    def kinds() -> list[str]:  # the exported files by kind (their names less the time)
+        files = os.listdir(os.path.join(prof_dir, "mindstudio_profiler_output"))
+        return sorted(f.rsplit("_", 1)[0] for f in files if export.EXPORTED.fullmatch(f))
+
+    before = kinds()
     res = npuemu_cli("msprof", "--export=on", f"--output={prof_dir}", env=ENV, timeout=120)
     assert res.returncode == 0 and "Export finished" in res.stdout, res.stdout + res.stderr
-    assert set(os.listdir(os.path.join(prof_dir, "mindstudio_profiler_output"))) >= before
+    assert kinds() == before == sorted(set(before))  # a re-export: one copy of each file
 
 
 CRASH_APP = """
