@@ -13,11 +13,11 @@ the control block: CPU of the worker's loop thread in passes that did work, see
   time of ``synchronize_stream`` [that wall time], for a kernel that keeps its engine busy
   for 2 ms (target ≤ 30 %) and for the tiny op.
 
-``card-sharing`` (1 device) starts 1, 2 and 4 helper processes on the figure's node
-(``NPUEMU_NODE``), each launching empty kernels in batches of 64 plus a synchronize for the
-same wall-clock window: ``share ratio`` is the largest process's task count over the
-smallest's [equal shares, 1.0; target ≤ 1.3], ``aggregate`` their tasks per second
-[one process alone; target ≥ 0.9x].
+``card-sharing`` starts a one-card node (``npuemu start --devices 1``, stopped at the end)
+and on it 1, 2 and 4 helper processes (``NPUEMU_NODE``), each launching empty kernels in
+batches of 64 plus a synchronize for the same wall-clock window: ``share ratio`` is the
+largest process's task count over the smallest's [equal shares, 1.0; target ≤ 1.3],
+``aggregate`` their tasks per second [one process alone; target ≥ 0.9x].
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def busy(ctx, seconds):
         pass
 """
 _BATCH = 64
+_READY_S = 120.0  # longest a sharing helper takes to attach and warm up, or waits to start
 
 
 def _card_counters(link: Any) -> tuple[int, int]:
@@ -170,43 +171,63 @@ def _host_cpu_per_sync(launch: Any, sync: Any, reps: int) -> tuple[float, float]
     return statistics.median(cpu) / 1e3, statistics.median(wall) / 1e3
 
 
-@figure("card-sharing", devices=1, timeout=240)
+@figure("card-sharing", timeout=300)
 def fig_card_sharing(ctx: Context) -> list[Record]:
     """Share ratio and aggregate rate of 2 and 4 processes submitting equal loads."""
-    from npuemu.host import acl
-    from npuemu.host.core import runtime
+    from npuemu.tools.bench.nodes import npuemu_command
+    from npuemu.tools.bench.track import SCRUBBED, stop_node, supervisor_of
 
-    check_ret(acl.rt.set_device(0), "set_device(0)")
-    node = runtime.get().node
-    assert node is not None
+    name, cli = f"bench-share-{os.getpid()}", npuemu_command()
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
+    ctx.track.node(name)  # tracked before its supervisor exists: cleaned up by name
+    subprocess.run([*cli, "start", "--devices", "1", "--hbm", "1G", "--ddr", "256M",
+                    "--name", name], env=env, stdin=subprocess.DEVNULL, check=True,
+                   capture_output=True, timeout=60)
+    pid, ctime = supervisor_of(name)
+    ctx.track.node(name, pid)
     seconds = 1.0 if ctx.quick else 2.0
-    rates = {p: _share_run(ctx, node.name, p, seconds) for p in (1, 2, 4)}
+    try:
+        rates = {p: _share_run(ctx, {**env, "NPUEMU_NODE": name}, p, seconds)
+                 for p in (1, 2, 4)}
+    finally:
+        subprocess.run([*cli, "stop", "--name", name], env=env, stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=60)
+        stop_node(name, pid, ctime)
     alone = rates[1][0]
     records = []
     for p in (2, 4):
         got = rates[p]
-        records.append(Record(f"card share ratio, {p} processes", max(got) / min(got), ":1",
+        ratio = max(got) / min(got) if min(got) else float("inf")
+        records.append(Record(f"card share ratio, {p} processes", ratio, ":1",
                               "equal shares", 1.0, Target("≤ 1.3", "value", "<=", 1.3)))
         records.append(Record(f"card aggregate, {p} processes", sum(got), "tasks/s",
                               "1 process alone", alone, Target("≥ 0.9x", "ratio", ">=", 0.9)))
-    ctx.note("card-sharing: tasks/s per process: " + "; ".join(
+    ctx.note("tasks/s per process: " + "; ".join(
         f"{p}: " + ", ".join(f"{r:.0f}" for r in got) for p, got in rates.items()))
     return records
 
 
-def _share_run(ctx: Context, node: str, processes: int, seconds: float) -> list[float]:
-    """Tasks per second of each of ``processes`` helpers submitting for the same window."""
-    env = {**os.environ, "NPUEMU_NODE": node}
-    start_at = time.monotonic() + 3.0 + processes  # every helper attached and warm by then
+def _share_run(ctx: Context, env: dict[str, str], processes: int, seconds: float,
+               ) -> list[float]:
+    """Tasks per second of each of ``processes`` helpers submitting for the same window (it
+    opens once all of them are attached and warm)."""
     with tempfile.TemporaryDirectory(prefix="npuemu-bench-share-") as tmp:
         outs = [os.path.join(tmp, f"{i}.json") for i in range(processes)]
+        go = os.path.join(tmp, "go")
         procs = []
         for out in outs:
-            proc = subprocess.Popen(child_command(__name__, "--share", out, repr(start_at),
-                                                  repr(seconds)),
+            proc = subprocess.Popen(child_command(__name__, "--share", out, go, repr(seconds)),
                                     env=env, stdin=subprocess.DEVNULL)
             ctx.track.proc(proc.pid)
             procs.append(proc)
+        deadline = time.monotonic() + _READY_S
+        while not all(os.path.exists(out + ".ready") for out in outs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError("card-sharing helpers did not get ready")
+            time.sleep(0.01)
+        with open(go + ".tmp", "w") as f:
+            f.write(repr(time.monotonic() + 0.1))
+        os.rename(go + ".tmp", go)
         for proc in procs:
             try:
                 rc = proc.wait(60 + seconds)
@@ -224,7 +245,7 @@ def _share_run(ctx: Context, node: str, processes: int, seconds: float) -> list[
     return rates
 
 
-def _share_child(out: str, start_at: float, seconds: float) -> int:
+def _share_child(out: str, go: str, seconds: float) -> int:
     from npuemu.host import acl
 
     check_ret(acl.rt.set_device(0), "set_device(0)")
@@ -240,8 +261,16 @@ def _share_child(out: str, start_at: float, seconds: float) -> int:
 
     for _ in range(4):
         batch()
-    while time.monotonic() < start_at:
+    open(out + ".ready", "w").close()
+    deadline = time.monotonic() + _READY_S
+    while not os.path.exists(go):
+        if time.monotonic() > deadline:
+            return 3
         time.sleep(0.001)
+    with open(go) as f:
+        start_at = float(f.read())
+    while time.monotonic() < start_at:
+        time.sleep(0.0005)
     end, tasks = start_at + seconds, 0
     while time.monotonic() < end:
         batch()
@@ -255,5 +284,6 @@ def _share_child(out: str, start_at: float, seconds: float) -> int:
 
 
 def child_main(argv: list[str]) -> int:
-    """The figure's helpers (``runner.child_command``): ``--share OUT START_AT SECONDS``."""
-    return _share_child(argv[1], float(argv[2]), float(argv[3]))
+    """The figure's helpers (``runner.child_command``): ``--share OUT GO SECONDS`` (GO: the
+    file whose appearance, holding the window's monotonic start, opens the window)."""
+    return _share_child(argv[1], argv[2], float(argv[3]))
