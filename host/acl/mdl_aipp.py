@@ -9,8 +9,10 @@ against the model (the source size set, the format one npuemu computes, every im
 crop / scaling / padding giving the model input's H x W; 145000 otherwise) and copies the
 ``kAippDynamicPara`` record (``shared/aipp.py``) into the dataset's buffer of the model's
 ``ascend_dynamic_aipp_data`` input (a blocking host-to-device copy): the model's first task
-reads it from there at every execute. ``get_first_aipp_info`` answers for static AIPP
-inputs (100038 for a dynamic one, 145015 for an input without AIPP).
+reads it from there at every execute. A set may hold fewer images than the model's (largest)
+batch; a gear that runs more images than the set holds fails its task (AI Core's code).
+``get_first_aipp_info`` answers for static AIPP inputs (100038 for a dynamic one, 145015 for
+an input without AIPP).
 
 Calls return ``ret`` or a tuple ending in ``ret``; handles are ints. Threading: the table of
 AIPP sets is guarded by ``_lock``; a set is not locked while filled (CANN's sets are not
@@ -93,7 +95,7 @@ def _switch(value: object, what: str) -> bool:
 
 
 def _set(handle: object) -> A.Params:
-    found = _sets.get(handle) if type(handle) is int else None  # type: ignore[arg-type]
+    found = _sets.get(handle) if type(handle) is int else None
     if found is None:
         raise _param(f"{handle!r} is not a live AIPP set (acl.mdl.create_aipp)")
     return found
@@ -285,9 +287,9 @@ def _apply(model: models.Model, entry: dict, dataset: int, index: int, p: A.Para
     if not p.src_w or not p.fmt:
         raise _param("the AIPP set has no source size or input format "
                      "(set_aipp_src_image_size, set_aipp_input_format)")
-    if len(p.batches) != n:
+    if len(p.batches) > n:  # with batch gears: the gear run must not take more images
         raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"the AIPP set is for {len(p.batches)} "
-                         f"images, the model input takes {n}")
+                         f"images, the model input takes at most {n}")
     for b in p.batches:
         model_aipp.check_geometry(p, b, c, h, w)
     raw = next(t for t in model.desc.inputs if t.name == entry["input"])

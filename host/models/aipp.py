@@ -267,12 +267,13 @@ def check_geometry(p: A.Params, b: A.Batch, c: int, h: int, w: int) -> None:
 
 # graph insertion ---------------------------------------------------------------------------
 def insert(graph: Graph, configs: list[Config], fp16_nodes: set[str],
-           layout: str = "NCHW") -> list[dict]:
+           layout: str = "NCHW", batches: dict[str, int] | None = None) -> list[dict]:
     """Put an ``Aipp`` task before each configured input of ``graph`` (which keeps the
     input's name; the model's float input becomes an intermediate). Returns the model
     definition's ``aipp`` entries (one per AIPP input, for the descriptor and
     ``aclmdlGetAIPPType``/``aclmdlGetFirstAippInfo``). ``layout``: the inputs' (NHWC with
-    ``--input_format=NHWC``: AIPP writes channels last)."""
+    ``--input_format=NHWC``: AIPP writes channels last). ``batches``: each input's
+    batch in the largest gear, which sizes its dynamic record (the same in every gear)."""
     entries, new_nodes = [], []
     originals = list(graph.inputs)
     for k, cfg in enumerate(sorted(configs, key=lambda c: c.rank)):
@@ -284,7 +285,8 @@ def insert(graph: Graph, configs: list[Config], fp16_nodes: set[str],
             raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"E10034: input [{name}] is linked "
                              "to AIPP and cannot be set to fp16 (--input_fp16_nodes)")
         dyn = sum(1 for e in entries if e["mode"] == "dynamic")
-        node, entry = _aipp_node(graph, cfg, name, (k, dyn), layout == "NHWC")
+        records = (batches or {}).get(name, graph.tensors[name].shape[0])
+        node, entry = _aipp_node(graph, cfg, name, (k, dyn, records), layout == "NHWC")
         node.tiling = lowering.check_node(graph, node)
         new_nodes.append(node)
         entries.append(entry)
@@ -292,11 +294,12 @@ def insert(graph: Graph, configs: list[Config], fp16_nodes: set[str],
     return entries
 
 
-def _aipp_node(graph: Graph, cfg: Config, name: str, numbers: tuple[int, int],
+def _aipp_node(graph: Graph, cfg: Config, name: str, numbers: tuple[int, int, int],
                channels_last: bool) -> tuple[Node, dict]:
-    """The Aipp node before input ``name``; ``numbers``: this AIPP's and the dynamic ones'
-    before it (the parameter inputs are ``ascend_dynamic_aipp_data``, ``..._1``, ...)."""
-    k, dyn = numbers
+    """The Aipp node before input ``name``; ``numbers``: this AIPP's, the dynamic ones'
+    before it (the parameter inputs are ``ascend_dynamic_aipp_data``, ``..._1``, ...) and
+    the images a dynamic record holds (the largest batch)."""
+    k, dyn, records = numbers
     model_in = graph.tensors[name]
     if len(model_in.shape) != 4 or model_in.dtype not in ("float32", "float16"):
         raise fail(f"input {name!r} ({model_in.dtype} {list(model_in.shape)}) is not a 4-D "
@@ -317,7 +320,7 @@ def _aipp_node(graph: Graph, cfg: Config, name: str, numbers: tuple[int, int],
     if cfg.dynamic:
         raw_shape: tuple[int, ...] = (int(cfg.op.max_src_image_size),)
         params = DYNAMIC_AIPP_NAME if dyn == 0 else f"{DYNAMIC_AIPP_NAME}_{dyn}"
-        graph.tensors[params] = Tensor(params, "uint8", (A.record_size(n_img),), "input")
+        graph.tensors[params] = Tensor(params, "uint8", (A.record_size(records),), "input")
         graph.inputs.append(params)
         ins.append(params)
         attrs["aipp_mode"] = "dynamic"

@@ -111,9 +111,11 @@ def _interface(graphs: list[Graph], base: Any, hw: bool, **flags: Any) -> list[d
     if hw and any(not c.dynamic for c in configs):
         raise aipp.fail("static AIPP with --dynamic_image_size is not supported by npuemu")
     entries: list[dict] = []
+    batches = {n: graphs[-1].tensors[n].shape[0] for n in graphs[-1].inputs
+               if graphs[-1].tensors[n].shape}
     for g in graphs:
-        entries = aipp.insert(g, configs, fp16, flags.get("input_format", "NCHW")) \
-            if configs else []
+        entries = aipp.insert(g, configs, fp16, flags.get("input_format", "NCHW"),
+                              batches) if configs else []
         interface.fp16_inputs(g, fp16)
         interface.output_types(g, base, flags.get("output_type"))
     return entries

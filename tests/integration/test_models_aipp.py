@@ -41,7 +41,7 @@ def ort_run(model: onnx.ModelProto, x: np.ndarray, output: int = 0) -> np.ndarra
     return sess.run(None, {sess.get_inputs()[0].name: x})[output]
 
 
-def identity(c: int, h: int, w: int, n: int = 1) -> onnx.ModelProto:
+def identity(c: int, h: int, w: int, n: int | str = 1) -> onnx.ModelProto:
     """y = x * 1: the model's output is its input, so AIPP's result is read back as is."""
     one = numpy_helper.from_array(np.ones((1, c, 1, 1), np.float32), "one")
     graph = helper.make_graph(
@@ -380,3 +380,20 @@ def test_jpeg_decode_vpc_resize_aipp_model_top1_as_rgb_path(run_prog, tmp_path, 
     seen = normalise(yuv_to_rgb(nv12, 224, 224, JPEG_CSC, [0, 128, 128]), [124, 117, 104],
                      [0, 0, 0], [0.0171, 0.0175, 0.0174])[None]
     np.testing.assert_allclose(got, ort_run(model, seen).reshape(-1), rtol=1e-3, atol=1e-4)
+
+
+def test_dynamic_aipp_with_batch_gears(run_prog, tmp_path) -> None:
+    """The record holds the largest gear's images; a set of one image runs gear 1."""
+    model = identity(3, 8, 8, "N")
+    om = build(tmp_path, model, "dynb", DYN_CFG, input_shape="x:-1,3,8,8",
+               dynamic_batch_size="1,2")
+    raw = np.random.default_rng(10).integers(0, 256, (10, 12, 3), dtype=np.uint8)
+    np.save(tmp_path / "raw.npy", raw.reshape(-1))
+    spec = {"src": [12, 10], "format": 3, "csc": [0, *([0] * 15)], "batches": [
+        {"crop": [1, 2, 2, 8, 8], "scf": [0, 0, 0, 0, 0], "pad": [0, 0, 0, 0, 0],
+         "mean": [5, 6, 7, 0], "min": [0, 0, 0, 0], "var": [1.0, 1.0, 1.0, 1.0]}]}
+    r = scenario(run_prog, "dynamic", om, tmp_path / "raw.npy", tmp_path / "y.npy",
+                 json.dumps(spec), 1)
+    assert r["data_size"] == [64 + 96 * 2, [160, 0]] and r["after"] == 0
+    want = normalise(raw[2:10, 2:10], [5, 6, 7], [0] * 3, [1.0] * 3)[None]
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-3, atol=0)

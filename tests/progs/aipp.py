@@ -108,10 +108,15 @@ def aipp_set(spec, batch):
 
 
 @scenario
-def dynamic(om, raw_path, out_path, spec_json):
-    """A dynamic AIPP model: the parameter input found by name, a set applied, executed."""
+def dynamic(om, raw_path, out_path, spec_json, batch="0"):
+    """A dynamic AIPP model: the parameter input found by name, a set applied, executed
+    (at the batch gear ``batch`` when not 0)."""
     spec = json.loads(spec_json)
     m = Bound(om)
+    if int(batch):
+        gear, ret = acl.mdl.get_input_index_by_name(m.desc, "ascend_mbatch_shape_data")
+        ok(ret, "gear index")
+        ok(acl.mdl.set_dynamic_batch_size(m.model_id, m.in_ds, gear, int(batch)), "gear")
     index, ret = acl.mdl.get_input_index_by_name(m.desc, "ascend_dynamic_aipp_data")
     ok(ret, "aipp index")
     R["index"] = index
