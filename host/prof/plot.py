@@ -17,7 +17,7 @@ from npuemu.shared import private
 COLOURS = {"copy": "#4C78A8", "wait": "#E45756", "other": "#54A24B", "kernel": "#9D755D"}
 """Colours of the task kinds that are not kernels ("kernel": the other kernels' one)."""
 KERNEL_COLOURS = ("#F58518", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC",
-                  "#88D27A", "#D67195", "#439894", "#F2CF5B", "#6A3D9A")
+                  "#88D27A", "#D67195", "#43989A", "#F2CF5B", "#6A3D9A")
 """One colour per kernel name, in order of total time (at most ``MAX_KERNELS``)."""
 MAX_KERNELS = len(KERNEL_COLOURS)
 LABEL_SHARE = 0.06
