@@ -253,3 +253,22 @@ def test_nhwc_input_gets_channels_last_aipp(tmp_path) -> None:
     A.run(raw, A.from_attrs(entry["params"], 1), out, channels_last=True)
     want = raw.reshape(8, 8, 3).astype(np.float32) - np.float32([1, 0, 0])
     np.testing.assert_array_equal(out[0], want)
+
+
+@pytest.mark.parametrize("entry", [
+    "not a map", {"input": "x", "mode": "sideways", "model_dims": [1, 3, 8, 8]},
+    {"input": "x", "mode": "static", "model_dims": [1, 3, 8]},
+    {"input": "x", "mode": "static", "model_dims": [1, 3, 8, 8], "params": {}},
+    {"input": "x", "mode": "dynamic", "model_dims": [1, 3, 8, 8]},
+])
+def test_om_with_a_malformed_aipp_entry_is_refused(tmp_path, entry) -> None:
+    model = tmp_path / "m.onnx"
+    onnx.save(small_cnn(), model)
+    cfg = tmp_path / "a.cfg"
+    cfg.write_text(SAMPLE_CFG)
+    om = omfile.read_file(atc.convert(model, tmp_path / "m", "Ascend910B1",
+                                      insert_op_conf=str(cfg))["om"])
+    om.model_def["aipp"] = [entry]
+    with pytest.raises(ModelError) as info:
+        omfile.read(omfile.encode(om))
+    assert info.value.code == 145000 and "AIPP entry" in str(info.value)
