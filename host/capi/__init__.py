@@ -20,7 +20,7 @@ messages are those of the Python face.
   ``mem.py`` (memory), ``vmm.py`` (pools, virtual memory, shareable handles, peers,
   timeouts), ``callbacks.py``, ``kernels.py``, ``tensor.py`` (tensor descriptors),
   ``ops.py`` (single operators), ``mdl.py`` (models), ``prof.py`` (profiling), ``hccl.py``
-  (``libhccl.so``); ``ascendcl.py`` lists libascendcl's.
+  (``libhccl.so``), ``dvpp.py`` (``libacl_dvpp.so``); ``ascendcl.py`` lists libascendcl's.
 
 Threads: C programs call from any thread (cffi gives each its own Python thread state, so
 the runtime's per-thread state is per C thread); which module holds what is said in each.

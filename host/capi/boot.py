@@ -61,6 +61,8 @@ def attach(soname: str, ffi: Any, lib: Any, python: str) -> None:
     if soname == "libhccl.so":
         code, internal = HCCL_NOT_SUPPORT, HCCL_INTERNAL
         from npuemu.host.capi import hccl as module
+    elif soname == "libacl_dvpp.so":  # its own FFI: libascendcl's stays exports.ffi
+        from npuemu.host.capi import dvpp as module
     else:
         exports.ffi = ffi
         from npuemu.host.capi import ascendcl as module

@@ -38,13 +38,16 @@ class Library:
     module: str  # cffi's module name inside the library
     headers: tuple[str, ...]
     defines: tuple[str, ...] = ()
+    prelude: str = ""  # C defined before its headers are included
 
 
 ASCENDCL = Library("libascendcl.so", "_npuemu_ascendcl",
                    ("acl/acl.h", "acl/acl_op_compiler.h", "acl/acl_prof.h"),
                    ("NPUEMU_HAS_APP_LOG",))
 HCCL = Library("libhccl.so", "_npuemu_hccl", ("hccl/hccl.h",))
-LIBRARIES = (ASCENDCL, HCCL)
+DVPP = Library("libacl_dvpp.so", "_npuemu_acl_dvpp", ("acl/ops/acl_dvpp.h",),
+               prelude="#define ENABLE_DVPP_INTERFACE 1\n")
+LIBRARIES = (ASCENDCL, HCCL, DVPP)
 
 _CODE_HEADERS = {
     "acl_error_codes.h": lambda n: not n.startswith(("ACL_ERROR_RT_", "ACL_ERROR_GE_")),
@@ -181,7 +184,8 @@ def build(lib: Library, include: Path, out_dir: Path, *, verbose: bool = False) 
     defines = "".join(f"#define {d} 1\n" for d in lib.defines)
     defines += f"#define NPUEMU_PYTHON {_c_string(python_executable())}\n"
     native = (HERE / "native.c").read_text()
-    ffi.set_source(lib.module, includes + defines + native, include_dirs=[str(include)],
+    ffi.set_source(lib.module, lib.prelude + includes + defines + native,
+                   include_dirs=[str(include)],
                    extra_link_args=[f"-Wl,-soname,{lib.soname}", "-lpthread"])
     ffi.embedding_init_code(_init_code(lib))
     out_dir.mkdir(parents=True, exist_ok=True)

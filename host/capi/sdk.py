@@ -3,9 +3,9 @@
 ``ensure(prefix)`` writes (T = ``prefix``)::
 
     T/include/acl/{acl.h, acl_base.h, acl_rt.h, acl_op.h, acl_op_compiler.h, acl_mdl.h,
-                   acl_prof.h, ops/acl_cblas.h, error_codes/*.h}
+                   acl_prof.h, ops/acl_cblas.h, ops/acl_dvpp.h, error_codes/*.h}
     T/include/hccl/{hccl.h, hccl_types.h}
-    T/lib64/libascendcl.so (+ libhccl.so once built)   the libraries (cffi embedding)
+    T/lib64/libascendcl.so (+ libhccl.so, libacl_dvpp.so)   the libraries (cffi embedding)
     T/lib64/{libacl_op_compiler.so, libacl_rt.so, libmsprofiler.so, libprofapi.so}
                                         small libraries that load libascendcl.so, which
                                         exports all of their calls (CMakeLists name them)

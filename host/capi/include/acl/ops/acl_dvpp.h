@@ -1,0 +1,175 @@
+/*
+ * npuemu C ABI: acl_dvpp.h, the DVPP image calls of libacl_dvpp.so (link with -lacl_dvpp),
+ * written for npuemu from the published names, types and enum values. As CANN's header,
+ * it wants ENABLE_DVPP_INTERFACE defined before it is included. Declared here: DVPP memory,
+ * channel and picture descriptors, ROI/resize/JPEGE configs, JPEG/PNG header probes and
+ * size predictions, JPEG/PNG decode, JPEG encode and VPC resize/crop/crop-and-paste/convert.
+ * Not declared (not in this library): the batch, border, histogram and pyramid calls, video
+ * (aclvdec*, aclvenc*) and stream descriptors.
+ */
+#if !defined(ENABLE_DVPP_INTERFACE) && !defined(NPUEMU_CDEF)
+#error "if you want to use dvpp funtions ,please use the macro definition (ENABLE_DVPP_INTERFACE)."
+#endif
+
+#ifndef NPUEMU_ACL_DVPP_H_
+#define NPUEMU_ACL_DVPP_H_
+
+#ifdef NPUEMU_CDEF
+/* the library's own build: the types it needs, not libascendcl's calls */
+typedef int aclError;
+typedef void *aclrtStream;
+#define ACL_FUNC_VISIBILITY
+#else
+#include <stdint.h>
+#include <stddef.h>
+#include "acl/acl.h"
+#include "acl/acl_base.h"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct acldvppPicDesc acldvppPicDesc;
+typedef struct acldvppRoiConfig acldvppRoiConfig;
+typedef struct acldvppResizeConfig acldvppResizeConfig;
+typedef struct acldvppChannelDesc acldvppChannelDesc;
+typedef struct acldvppJpegeConfig acldvppJpegeConfig;
+
+typedef enum acldvppPixelFormat {
+    PIXEL_FORMAT_YUV_400 = 0,
+    PIXEL_FORMAT_YUV_SEMIPLANAR_420 = 1,
+    PIXEL_FORMAT_YVU_SEMIPLANAR_420 = 2,
+    PIXEL_FORMAT_YUV_SEMIPLANAR_422 = 3,
+    PIXEL_FORMAT_YVU_SEMIPLANAR_422 = 4,
+    PIXEL_FORMAT_YUV_SEMIPLANAR_444 = 5,
+    PIXEL_FORMAT_YVU_SEMIPLANAR_444 = 6,
+    PIXEL_FORMAT_YUYV_PACKED_422 = 7,
+    PIXEL_FORMAT_UYVY_PACKED_422 = 8,
+    PIXEL_FORMAT_YVYU_PACKED_422 = 9,
+    PIXEL_FORMAT_VYUY_PACKED_422 = 10,
+    PIXEL_FORMAT_YUV_PACKED_444 = 11,
+    PIXEL_FORMAT_RGB_888 = 12,
+    PIXEL_FORMAT_BGR_888 = 13,
+    PIXEL_FORMAT_ARGB_8888 = 14,
+    PIXEL_FORMAT_ABGR_8888 = 15,
+    PIXEL_FORMAT_RGBA_8888 = 16,
+    PIXEL_FORMAT_BGRA_8888 = 17,
+    PIXEL_FORMAT_YUV_SEMI_PLANNER_420_10BIT = 18,
+    PIXEL_FORMAT_YVU_SEMI_PLANNER_420_10BIT = 19,
+    PIXEL_FORMAT_YVU_PLANAR_420 = 20,
+    PIXEL_FORMAT_BGR_888_PLANAR = 70,
+    PIXEL_FORMAT_YUV_SEMIPLANAR_440 = 1000,
+    PIXEL_FORMAT_YVU_SEMIPLANAR_440 = 1001,
+    PIXEL_FORMAT_FLOAT32 = 1002,
+    PIXEL_FORMAT_UNKNOWN = 10000
+} acldvppPixelFormat;
+
+typedef enum acldvppStreamFormat {
+    H265_MAIN_LEVEL = 0, H264_BASELINE_LEVEL, H264_MAIN_LEVEL, H264_HIGH_LEVEL
+} acldvppStreamFormat;
+
+typedef enum acldvppChannelMode {
+    DVPP_CHNMODE_VPC = 1, DVPP_CHNMODE_JPEGD = 2, DVPP_CHNMODE_JPEGE = 4
+} acldvppChannelMode;
+
+typedef enum acldvppBorderType {
+    BORDER_CONSTANT = 0, BORDER_REPLICATE, BORDER_REFLECT, BORDER_REFLECT_101
+} acldvppBorderType;
+
+typedef enum acldvppJpegFormat {
+    ACL_JPEG_CSS_444 = 0, ACL_JPEG_CSS_422, ACL_JPEG_CSS_420, ACL_JPEG_CSS_GRAY,
+    ACL_JPEG_CSS_440, ACL_JPEG_CSS_411, ACL_JPEG_CSS_UNKNOWN = 1000
+} acldvppJpegFormat;
+
+ACL_FUNC_VISIBILITY aclError acldvppMalloc(void **devPtr, size_t size);
+ACL_FUNC_VISIBILITY aclError acldvppFree(void *devPtr);
+
+ACL_FUNC_VISIBILITY acldvppChannelDesc *acldvppCreateChannelDesc(void);
+ACL_FUNC_VISIBILITY aclError acldvppDestroyChannelDesc(acldvppChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY uint64_t acldvppGetChannelDescChannelId(const acldvppChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY aclError acldvppSetChannelDescMode(acldvppChannelDesc *channelDesc, uint32_t mode);
+ACL_FUNC_VISIBILITY aclError acldvppCreateChannel(acldvppChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY aclError acldvppDestroyChannel(acldvppChannelDesc *channelDesc);
+
+ACL_FUNC_VISIBILITY acldvppPicDesc *acldvppCreatePicDesc(void);
+ACL_FUNC_VISIBILITY aclError acldvppDestroyPicDesc(acldvppPicDesc *picDesc);
+ACL_FUNC_VISIBILITY aclError acldvppSetPicDescData(acldvppPicDesc *picDesc, void *dataDev);
+ACL_FUNC_VISIBILITY aclError acldvppSetPicDescSize(acldvppPicDesc *picDesc, uint32_t size);
+ACL_FUNC_VISIBILITY aclError acldvppSetPicDescFormat(acldvppPicDesc *picDesc, acldvppPixelFormat format);
+ACL_FUNC_VISIBILITY aclError acldvppSetPicDescWidth(acldvppPicDesc *picDesc, uint32_t width);
+ACL_FUNC_VISIBILITY aclError acldvppSetPicDescHeight(acldvppPicDesc *picDesc, uint32_t height);
+ACL_FUNC_VISIBILITY aclError acldvppSetPicDescWidthStride(acldvppPicDesc *picDesc, uint32_t widthStride);
+ACL_FUNC_VISIBILITY aclError acldvppSetPicDescHeightStride(acldvppPicDesc *picDesc, uint32_t heightStride);
+ACL_FUNC_VISIBILITY aclError acldvppSetPicDescRetCode(acldvppPicDesc *picDesc, uint32_t retCode);
+ACL_FUNC_VISIBILITY void *acldvppGetPicDescData(const acldvppPicDesc *picDesc);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescSize(const acldvppPicDesc *picDesc);
+ACL_FUNC_VISIBILITY acldvppPixelFormat acldvppGetPicDescFormat(const acldvppPicDesc *picDesc);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescWidth(const acldvppPicDesc *picDesc);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescHeight(const acldvppPicDesc *picDesc);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescWidthStride(const acldvppPicDesc *picDesc);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescHeightStride(const acldvppPicDesc *picDesc);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescRetCode(const acldvppPicDesc *picDesc);
+
+ACL_FUNC_VISIBILITY acldvppRoiConfig *acldvppCreateRoiConfig(uint32_t left, uint32_t right,
+                                                             uint32_t top, uint32_t bottom);
+ACL_FUNC_VISIBILITY aclError acldvppDestroyRoiConfig(acldvppRoiConfig *roiConfig);
+ACL_FUNC_VISIBILITY acldvppResizeConfig *acldvppCreateResizeConfig(void);
+ACL_FUNC_VISIBILITY aclError acldvppDestroyResizeConfig(acldvppResizeConfig *resizeConfig);
+ACL_FUNC_VISIBILITY aclError acldvppSetResizeConfigInterpolation(acldvppResizeConfig *resizeConfig,
+                                                                 uint32_t interpolation);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetResizeConfigInterpolation(const acldvppResizeConfig *resizeConfig);
+ACL_FUNC_VISIBILITY acldvppJpegeConfig *acldvppCreateJpegeConfig(void);
+ACL_FUNC_VISIBILITY aclError acldvppDestroyJpegeConfig(acldvppJpegeConfig *jpegeConfig);
+ACL_FUNC_VISIBILITY aclError acldvppSetJpegeConfigLevel(acldvppJpegeConfig *jpegeConfig, uint32_t level);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetJpegeConfigLevel(const acldvppJpegeConfig *jpegeConfig);
+
+ACL_FUNC_VISIBILITY aclError acldvppJpegGetImageInfo(const void *data, uint32_t size, uint32_t *width,
+                                                     uint32_t *height, int32_t *components);
+ACL_FUNC_VISIBILITY aclError acldvppJpegGetImageInfoV2(const void *data, uint32_t size, uint32_t *width,
+                                                       uint32_t *height, int32_t *components,
+                                                       acldvppJpegFormat *format);
+ACL_FUNC_VISIBILITY aclError acldvppJpegPredictEncSize(const acldvppPicDesc *inputDesc,
+                                                       const acldvppJpegeConfig *config, uint32_t *size);
+ACL_FUNC_VISIBILITY aclError acldvppJpegPredictDecSize(const void *data, uint32_t dataSize,
+                                                       acldvppPixelFormat outputPixelFormat,
+                                                       uint32_t *decSize);
+ACL_FUNC_VISIBILITY aclError acldvppPngGetImageInfo(const void *data, uint32_t dataSize, uint32_t *width,
+                                                    uint32_t *height, int32_t *components);
+ACL_FUNC_VISIBILITY aclError acldvppPngPredictDecSize(const void *data, uint32_t dataSize,
+                                                      acldvppPixelFormat outputPixelFormat,
+                                                      uint32_t *decSize);
+
+ACL_FUNC_VISIBILITY aclError acldvppJpegDecodeAsync(acldvppChannelDesc *channelDesc, const void *data,
+                                                    uint32_t size, acldvppPicDesc *outputDesc,
+                                                    aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppJpegEncodeAsync(acldvppChannelDesc *channelDesc,
+                                                    acldvppPicDesc *inputDesc, const void *data,
+                                                    uint32_t *size, acldvppJpegeConfig *config,
+                                                    aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppPngDecodeAsync(acldvppChannelDesc *channelDesc, const void *data,
+                                                   uint32_t size, acldvppPicDesc *outputDesc,
+                                                   aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcResizeAsync(acldvppChannelDesc *channelDesc,
+                                                   acldvppPicDesc *inputDesc, acldvppPicDesc *outputDesc,
+                                                   acldvppResizeConfig *resizeConfig, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcCropAsync(acldvppChannelDesc *channelDesc, acldvppPicDesc *inputDesc,
+                                                 acldvppPicDesc *outputDesc, acldvppRoiConfig *cropArea,
+                                                 aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcCropResizeAsync(acldvppChannelDesc *channelDesc,
+                                                       acldvppPicDesc *inputDesc, acldvppPicDesc *outputDesc,
+                                                       acldvppRoiConfig *cropArea,
+                                                       acldvppResizeConfig *resizeConfig, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcCropAndPasteAsync(acldvppChannelDesc *channelDesc,
+                                                         acldvppPicDesc *inputDesc, acldvppPicDesc *outputDesc,
+                                                         acldvppRoiConfig *cropArea,
+                                                         acldvppRoiConfig *pasteArea, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcConvertColorAsync(acldvppChannelDesc *channelDesc,
+                                                         acldvppPicDesc *inputDesc, acldvppPicDesc *outputDesc,
+                                                         aclrtStream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NPUEMU_ACL_DVPP_H_ */

@@ -1,0 +1,65 @@
+"""``libacl_dvpp.so`` from C: a JPEG decoded and resized as the samples write it (sizes from
+the header probes), the result equal to the Python face's reference (OpenCV's bilinear of
+the decoded planes), a refused host pointer (100000) and a corrupt file failing its task
+(507018) while the card goes on."""
+
+from __future__ import annotations
+
+import io
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image
+
+pytestmark = pytest.mark.integration
+
+
+def test_decode_and_resize_from_c(compile_c, run_c, tmp_path):
+    yy, xx = np.mgrid[0:360, 0:480]
+    rgb = np.stack([xx * 255 // 479, yy * 255 // 359, (xx + yy) % 256], axis=2).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, "JPEG", quality=90)
+    (tmp_path / "in.jpg").write_bytes(buf.getvalue())
+    exe = compile_c("dvpp.c", libs=("ascendcl", "acl_dvpp"))
+    res = run_c(exe, str(tmp_path / "in.jpg"), str(tmp_path / "out.nv12"),
+                env={"NPUEMU_DEVICES": "1", "NPUEMU_HBM": "256M", "NPUEMU_DDR": "64M"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert f"info 480 360 3 2 size {512 * 368 * 3 // 2}" in lines, lines
+    assert "decoded 480 360 512 368 ret 0" in lines, lines
+    assert lines[-1] == "dvpp ok"
+    image = Image.open(io.BytesIO(buf.getvalue()))
+    image.draft("YCbCr", image.size)
+    ycc = np.asarray(image)
+    uv = cv2.resize(ycc, (240, 180), interpolation=cv2.INTER_AREA)[:, :, 1:3]
+    got = np.frombuffer((tmp_path / "out.nv12").read_bytes(), np.uint8)
+    want_y = cv2.resize(ycc[:, :, 0], (224, 224), interpolation=cv2.INTER_LINEAR)
+    want_uv = cv2.resize(uv, (112, 112), interpolation=cv2.INTER_LINEAR)
+    assert (got[:224 * 224].reshape(224, 224) == want_y).all()
+    assert (got[224 * 224:].reshape(112, 112, 2) == want_uv).all()
+
+
+def test_the_library_exports_its_header_and_nothing_of_libascendcl(sdk_root):
+    import subprocess
+
+    import cffi
+
+    from npuemu.host.capi import build
+    from npuemu.shared import media
+
+    ffi = cffi.FFI()
+    ffi.cdef(build.cdef_of(build.DVPP, sdk_root / "include"))
+    declared = {n.split(" ", 1)[1] for n in ffi._parser._declarations
+                if n.startswith("function ")}
+    out = subprocess.run(["nm", "-D", "--defined-only", str(sdk_root / "lib64/libacl_dvpp.so")],
+                         capture_output=True, text=True, check=True).stdout
+    exported = {ln.split()[-1] for ln in out.splitlines() if " T " in ln}
+    assert {"acldvppMalloc", "acldvppJpegDecodeAsync", "acldvppVpcResizeAsync"} <= declared
+    assert declared <= exported
+    assert not [n for n in exported if n.startswith(("aclrt", "aclInit", "aclmdl"))]
+    consts = ffi._parser._int_constants
+    for enum in (media.PixelFormat, media.StreamFormat, media.ChannelMode, media.BorderType,
+                 media.JpegFormat):
+        for name, member in enum.__members__.items():
+            assert consts[name] == int(member), name
