@@ -16,11 +16,13 @@ kernel file's module at ``BINARY_LOAD``, a kernel looked up at ``LAUNCH``) is co
 where it is called (``exec/kernels.py``), so its ``SystemExit`` is a 107000 (the binary
 does not load, or has no such kernel), not a 507000.
 
-A handler gets ``(worker, client, *args)`` and returns a tuple of results. The number of
-arguments is checked against the handler's signature before the call, and handlers check
-their arguments with ``protocol.u64`` and friends, so a ``TypeError`` raised *inside* a
-handler is a bug, never reported as a malformed frame. Stream-task frames are validated by
-``Scheduler.enqueue`` inside the same error handling.
+A handler gets ``(worker, client, *args)`` and returns a tuple of results. Before the call,
+``protocol.check_request`` checks the frame against the op's row of
+``protocol.REQUEST_FIELDS`` (the count, type and range of every argument), so handlers get
+checked values and check only what the table cannot say (a pinned block's name is of this
+node, a model's steps, which ``exec/model.py`` checks field by field); a ``TypeError``
+raised *inside* a handler is a bug, never reported as a malformed frame. Stream-task frames
+are validated by ``Scheduler.enqueue`` inside the same error handling.
 
 Threading model: loop thread only.
 """
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import inspect
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,7 @@ from npuemu.device import containment
 from npuemu.device.exec import collective, kernels, model, opbin
 from npuemu.shared import errors, protocol, shm
 from npuemu.shared.layout import DEVICE_CTL
-from npuemu.shared.protocol import TASK_OPS, BadFrame, Op, u64
+from npuemu.shared.protocol import TASK_OPS, BadFrame, Op
 
 if TYPE_CHECKING:
     from npuemu.device.worker import Client, Worker
@@ -49,7 +50,7 @@ def _ping(worker: Worker, client: Client) -> tuple[int]:
 
 
 def _malloc(worker: Worker, client: Client, size: int, policy: int) -> tuple[int, int, int]:
-    result = worker.memory.malloc(client.slot, _int(size), _int(policy))
+    result = worker.memory.malloc(client.slot, size, policy)
     if worker.debug:
         worker.log("DEBUG", f"malloc size={size} policy={policy:#x} ptr=0x{result[0]:x} "
                             f"span={result[1]} client={client.slot}", module="DEVMM")
@@ -57,7 +58,7 @@ def _malloc(worker: Worker, client: Client, size: int, policy: int) -> tuple[int
 
 
 def _free(worker: Worker, client: Client, ptr: int) -> tuple[()]:
-    span = worker.memory.free(client.slot, _int(ptr))
+    span = worker.memory.free(client.slot, ptr)
     if worker.debug:
         worker.log("DEBUG", f"free ptr=0x{ptr:x} span={span} client={client.slot}",
                    module="DEVMM")
@@ -65,14 +66,13 @@ def _free(worker: Worker, client: Client, ptr: int) -> tuple[()]:
 
 
 def _mem_info(worker: Worker, client: Client, attr: int) -> tuple[int, int]:
-    return worker.memory.mem_info(_int(attr))
+    return worker.memory.mem_info(attr)
 
 
 def _copy(worker: Worker, client: Client, dst: int, src: int, count: int) -> tuple[()]:
     """Device-to-device copy by this device's DMA engine (one memmove, arena to arena, also
     to or from a peer card's arena)."""
-    count = _int(count)
-    d, s = worker.resolve(client, _int(dst), count), worker.resolve(client, _int(src), count)
+    d, s = worker.resolve(client, dst, count), worker.resolve(client, src, count)
     worker.faults.check_ranges((dst, count), (src, count))
     peers = worker.count_p2p(dst, src, count)
     worker.faults.check_copy(peers)
@@ -83,9 +83,8 @@ def _copy(worker: Worker, client: Client, dst: int, src: int, count: int) -> tup
 
 
 def _memset(worker: Worker, client: Client, ptr: int, value: int, count: int) -> tuple[()]:
-    count = _int(count)
-    arena, off = worker.memory.resolve(client.slot, _int(ptr), count)
-    addr, byte = arena.seg.address + off, _int(value) & 0xFF
+    arena, off = worker.memory.resolve(client.slot, ptr, count)
+    addr, byte = arena.seg.address + off, value & 0xFF
     for step in range(0, count, BEAT_BYTES):
         ctypes.memset(addr + step, byte, min(BEAT_BYTES, count - step))
         worker.beat()
@@ -113,21 +112,21 @@ def _mem_pools(worker: Worker, client: Client) -> tuple[list[list[list[str | int
 
 
 def _ipc_export(worker: Worker, client: Client, ptr: int) -> tuple[int]:
-    return (worker.memory.export(client.slot, _int(ptr)),)
+    return (worker.memory.export(client.slot, ptr),)
 
 
 def _ipc_set_pid(worker: Worker, client: Client, key: int, pid: int) -> tuple[()]:
-    worker.memory.allow_pid(client.slot, _int(key), _int(pid))
+    worker.memory.allow_pid(client.slot, key, pid)
     return ()
 
 
 def _ipc_import(worker: Worker, client: Client, key: int) -> tuple[int, int]:
     pid = worker.client_pid(client.slot)
-    return worker.memory.import_block(client.slot, pid, _int(key))
+    return worker.memory.import_block(client.slot, pid, key)
 
 
 def _ipc_close(worker: Worker, client: Client, ptr: int) -> tuple[()]:
-    worker.memory.close_import(client.slot, _int(ptr))
+    worker.memory.close_import(client.slot, ptr)
     worker.alloc_changes += 1  # kernels' cached views of the block (exec/kernels.py) go
     return ()
 
@@ -135,7 +134,6 @@ def _ipc_close(worker: Worker, client: Client, ptr: int) -> tuple[()]:
 def _vmm_map(worker: Worker, client: Client, va: int, size: int, offset: int, phys: int,
              length: int) -> tuple[()]:
     """A mapping of the client's physical block (its own, or imported) on this card."""
-    va, size, offset, phys, length = (_int(v) for v in (va, size, offset, phys, length))
     arena, arena_offset = worker.memory.resolve(client.slot, phys, length)
     client.windows.map(va, size, offset, phys, length, arena.seg.fd,
                        arena.file_runs(arena_offset, length), idle=not client.inflight)
@@ -144,7 +142,7 @@ def _vmm_map(worker: Worker, client: Client, va: int, size: int, offset: int, ph
 
 
 def _vmm_unmap(worker: Worker, client: Client, va: int, offset: int) -> tuple[()]:
-    client.windows.unmap(_int(va), _int(offset))
+    client.windows.unmap(va, offset)
     worker.alloc_changes += 1
     return ()
 
@@ -159,34 +157,34 @@ def _snapshot(worker: Worker, client: Client) -> tuple[list[tuple[int, int, int,
 
 def _stream_create(worker: Worker, client: Client, slot: int, priority: int,
                    flags: int) -> tuple[int]:
-    sid = worker.scheduler.create(client, _int(slot), _int(priority), _int(flags))
+    sid = worker.scheduler.create(client, slot, priority, flags)
     if worker.debug:
         worker.log("DEBUG", f"stream {sid} created (priority {priority}, flags {flags:#x})")
     return (sid,)
 
 
 def _stream_destroy(worker: Worker, client: Client, slot: int) -> tuple[()]:
-    worker.scheduler.destroy(client, _int(slot))
+    worker.scheduler.destroy(client, slot)
     if worker.debug:
         worker.log("DEBUG", f"stream slot {slot} of client {client.slot} destroyed")
     return ()
 
 
 def _stream_mode(worker: Worker, client: Client, slot: int, mode: int) -> tuple[()]:
-    worker.scheduler.set_mode(client, _int(slot), _int(mode))
+    worker.scheduler.set_mode(client, slot, mode)
     return ()
 
 
 def _stream_abort(worker: Worker, client: Client, slot: int) -> tuple[()]:
-    worker.scheduler.abort(client, _int(slot))
+    worker.scheduler.abort(client, slot)
     return ()
 
 
 def _pin(worker: Worker, client: Client, host_addr: int, size: int, name: str) -> tuple[()]:
     """Map a pinned host block (``aclrtMallocHost``) so async copies can reach it."""
-    if not isinstance(name, str) or not name.startswith(shm.name(worker.node, "p")):
+    if not name.startswith(shm.name(worker.node, "p")):
         raise BadFrame(f"{name!r:.80} is not a pinned block of this node")
-    if _int(host_addr) not in client.pinned:
+    if host_addr not in client.pinned:
         try:
             # refuses a name another user owns or can open; FileNotFoundError (-> 107000)
             # if the block was freed meanwhile
@@ -194,7 +192,7 @@ def _pin(worker: Worker, client: Client, host_addr: int, size: int, name: str) -
         except PermissionError as err:
             worker.log("WARNING", f"pinned block refused: {err}")
             raise errors.error_for(errors.ACL_ERROR_RT_NO_PERMISSION, str(err)) from None
-        if seg.size < _int(size):
+        if seg.size < size:
             seg.close()
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"pinned block {name} is smaller than {size}")
@@ -205,7 +203,7 @@ def _pin(worker: Worker, client: Client, host_addr: int, size: int, name: str) -
 def _unpin(worker: Worker, client: Client, host_addr: int) -> tuple[()]:
     """Forget a pinned block. Its mapping stays until the client detaches: an engine may
     still be copying through it, and unmapping under it would crash the worker."""
-    seg = client.pinned.pop(_int(host_addr), None)
+    seg = client.pinned.pop(host_addr, None)
     if seg is not None:
         client.unpinned.append(seg)
     return ()
@@ -213,28 +211,22 @@ def _unpin(worker: Worker, client: Client, host_addr: int) -> tuple[()]:
 
 def _binary_load(worker: Worker, client: Client, source: str,
                  filename: str) -> tuple[int, list[list[str]]]:
-    if not isinstance(source, str) or not isinstance(filename, str):
-        raise BadFrame("binary source and file name must be strings")
     return kernels.load(client, source, filename)
 
 
 def _binary_unload(worker: Worker, client: Client, bin_id: int) -> tuple[()]:
-    if client.binaries.pop(_int(bin_id), None) is None:
+    if client.binaries.pop(bin_id, None) is None:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"no binary {bin_id}")
     return ()
 
 
 def _callback_done(worker: Worker, client: Client, slot: int, seq: int) -> tuple[()]:
-    worker.scheduler.callback_done(client, _int(slot), _int(seq))
+    worker.scheduler.callback_done(client, slot, seq)
     return ()
 
 
 def _inject(worker: Worker, client: Client, kind: str,
             params: dict[str, Any]) -> tuple[()]:
-    if not isinstance(kind, str) or not isinstance(params, dict):
-        raise BadFrame("inject takes a fault name and a parameter map")
-    if not all(isinstance(k, str) for k in params):
-        raise BadFrame("fault parameter names must be strings")
     try:
         worker.faults.inject(kind, params)
     except TypeError as err:  # wrong parameter names or types for that fault
@@ -244,11 +236,8 @@ def _inject(worker: Worker, client: Client, kind: str,
 
 def _set_timeout(worker: Worker, client: Client, timeout_us: int) -> tuple[()]:
     """``aclrtSetOpExecuteTimeOut*``: this client's task execution timeout (0 = defaults)."""
-    worker.scheduler.set_timeout(client, _int(timeout_us))
+    worker.scheduler.set_timeout(client, timeout_us)
     return ()
-
-
-_int = u64
 
 
 HANDLERS: dict[int, Callable[..., tuple[Any, ...]]] = {
@@ -263,7 +252,8 @@ HANDLERS: dict[int, Callable[..., tuple[Any, ...]]] = {
     Op.IPC_IMPORT: _ipc_import, Op.IPC_CLOSE: _ipc_close, Op.MEM_MERGE: _mem_merge,
     Op.COMM_ATTACH: collective.attach, Op.VMM_MAP: _vmm_map, Op.VMM_UNMAP: _vmm_unmap,
 }
-_ARITY = {op: len(inspect.signature(fn).parameters) - 2 for op, fn in HANDLERS.items()}
+"""Every request op of ``protocol.REQUEST_FIELDS``; a handler takes ``(worker, client)`` and
+that op's fields, already checked."""
 
 
 def _os_code(err: OSError) -> int:
@@ -289,17 +279,9 @@ def handle(worker: Worker, client: Client, payload: bytes) -> None:
                 worker.log("DEBUG", f"task {frame[3]} (op {op}) submitted to stream slot "
                                     f"{frame[2]}")
             return
-        if len(frame) > 1 and type(frame[1]) is int and 0 < frame[1] < protocol.U64_LIMIT:
-            seq = frame[1]
-        if type(op) is not int:
-            raise BadFrame(f"op {op!r:.40} is not an integer")
-        handler = HANDLERS.get(op)
-        if handler is None:
-            raise BadFrame(f"op {op} is not implemented by this worker")
-        if len(frame) != 2 + _ARITY[op]:
-            raise BadFrame(f"op {op} takes {_ARITY[op]} arguments, got {len(frame) - 2}")
-        u64(frame[1])
-        result = handler(worker, client, *frame[2:])
+        seq = protocol.reply_seq(frame)
+        op, args = protocol.check_request(frame)
+        result = HANDLERS[op](worker, client, *args)  # one per request op (a unit test says)
         if seq:
             client.reply((seq, 0, *result))
     except BadFrame as err:

@@ -72,8 +72,12 @@ and output counts must be the model's).
 Reports (device -> host, report ring): ``[EXCEPTION, stream slot, task seq, code, stream
 id, device]`` and ``[CALLBACK, stream slot, task seq, callback id, block]``.
 
-Every integer of a frame is a u64 (``0 <= v < 2**64``) unless the table says otherwise; a
-frame that breaks the table is a ``BadFrame`` (answered with 107000 when it carries a ``seq``).
+Every field's type and range is written once, in ``REQUEST_FIELDS`` (requests) and
+``TASK_FIELDS`` (stream tasks) below: most integers are u64 (``0 <= v < 2**64``), counts of a
+stream task are below 2**63, strings have their limits. ``check_request`` / ``check_task``
+apply them; a frame that breaks them is a ``BadFrame`` (answered with 107000 when it carries
+a ``seq``). A field deeper than a value (model steps, kernel arguments) is ``nested``: its
+executor checks it, with the same BadFrame.
 
 ``PROTOCOL_VERSION`` is written in every region header; a worker rejects a client whose
 version differs (client slot state REJECTED), so mixed installs fail at attach, not later.
@@ -83,9 +87,13 @@ version differs (client slot state REJECTED), so mixed installs fail at attach, 
 from __future__ import annotations
 
 import enum
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import msgpack
+
+from npuemu.shared.kernel import MAX_BLOCKS
+from npuemu.shared.layout import MAX_EVENTS
 
 PROTOCOL_VERSION = 4
 
@@ -144,6 +152,10 @@ TASK_OPS = frozenset(op for op in Op if op >= Op.COPY_ASYNC)
 
 
 U64_LIMIT = 1 << 64
+COUNT_LIMIT = 1 << 63
+
+Check = Callable[[object], Any]
+"""A field's check: returns the value as the handler gets it, or raises BadFrame."""
 
 
 class BadFrame(ValueError):
@@ -166,22 +178,220 @@ OP_NAME_MAX = 256
 
 
 def op_load_args(source: object, name: object) -> bytes:
-    """The UTF-8 bytes of an ``OP_LOAD``'s kernel source; BadFrame unless ``source`` is a
-    non-empty ``str`` of at most ``OP_SOURCE_MAX`` bytes and ``name`` a ``str`` of at most
-    ``OP_NAME_MAX`` characters. Bytes (marshalled code or anything else) are refused."""
-    if type(source) is not str or type(name) is not str:
+    """The UTF-8 bytes of an ``OP_LOAD``'s kernel source; BadFrame unless ``source`` passes
+    ``op_source`` and ``name`` is a ``str`` of at most ``OP_NAME_MAX`` characters (the
+    ``OP_LOAD`` row of ``REQUEST_FIELDS``)."""
+    text, _name = _checked(Op.OP_LOAD, REQUEST_FIELDS[Op.OP_LOAD], (source, name))
+    image: bytes = text.encode("utf-8")
+    return image
+
+
+def count(value: object) -> int:
+    """A byte count: a u64 that also fits a signed size_t (ctypes), so below 2**63."""
+    n = u64(value)
+    if n >= COUNT_LIMIT:
+        raise BadFrame(f"count {n} too large")
+    return n
+
+
+def flag(value: object) -> int:
+    """0 or 1."""
+    if type(value) is not int or value not in (0, 1):
+        raise BadFrame(f"expected 0 or 1, got {value!r:.40}")
+    return value
+
+
+def event_slot(value: object) -> int:
+    """An event slot of the client's event table: below ``layout.MAX_EVENTS``."""
+    slot = u64(value)
+    if slot >= MAX_EVENTS:
+        raise BadFrame(f"event slot {slot} not in [0, {MAX_EVENTS})")
+    return slot
+
+
+def blocks(value: object) -> int:
+    """A kernel launch's block count: 1 to ``kernel.MAX_BLOCKS``."""
+    n = u64(value)
+    if not 1 <= n <= MAX_BLOCKS:
+        raise BadFrame(f"num_blocks {n} not in [1, {MAX_BLOCKS}]")
+    return n
+
+
+def text(limit: int | None = None) -> Check:
+    """A check of a ``str`` of at most ``limit`` characters (any length if None)."""
+    def check(value: object) -> str:
+        if type(value) is not str:
+            raise BadFrame(f"expected a string, got {value!r:.60}")
+        if limit is not None and len(value) > limit:
+            raise BadFrame(f"string of {len(value)} characters (at most {limit})")
+        return value
+    return check
+
+
+def u64_array(limit: int) -> Check:
+    """A check of an array of at most ``limit`` u64."""
+    def check(value: object) -> tuple[int, ...]:
+        if not isinstance(value, tuple | list) or len(value) > limit:
+            raise BadFrame(f"expected an array of at most {limit} integers, got {value!r:.60}")
+        return tuple(u64(v) for v in value)
+    return check
+
+
+def params(value: object) -> dict[str, Any]:
+    """A map of parameter names (str) to values (those the receiver checks)."""
+    if not isinstance(value, dict) or not all(type(k) is str for k in value):
+        raise BadFrame(f"expected a map of parameter names, got {value!r:.60}")
+    return value
+
+
+def nested(value: object) -> object:
+    """A field deeper than a value (model steps, kernel arguments, collective counts): passed
+    on as decoded, and checked field by field by the module that executes it (the table's
+    comment names it)."""
+    return value
+
+
+def op_source(value: object) -> str:
+    """An ``OP_LOAD``'s kernel source: a non-empty ``str`` of at most ``OP_SOURCE_MAX`` UTF-8
+    bytes (never bytes: marshalled code or anything else is refused)."""
+    if type(value) is not str:
         raise BadFrame("OP_LOAD takes the kernel's Python source (str) and a name (str)")
-    if len(name) > OP_NAME_MAX:
-        raise BadFrame(f"OP_LOAD name of {len(name)} characters (at most {OP_NAME_MAX})")
-    if not source or len(source) > OP_SOURCE_MAX:
-        raise BadFrame(f"OP_LOAD source of {len(source)} characters (1 to {OP_SOURCE_MAX})")
+    if not value or len(value) > OP_SOURCE_MAX:
+        raise BadFrame(f"OP_LOAD source of {len(value)} characters (1 to {OP_SOURCE_MAX})")
     try:
-        image = source.encode("utf-8")
+        size = len(value.encode("utf-8"))
     except UnicodeError as err:
         raise BadFrame(f"OP_LOAD source is not encodable as UTF-8: {err}") from None
-    if len(image) > OP_SOURCE_MAX:
-        raise BadFrame(f"OP_LOAD source of {len(image)} bytes (at most {OP_SOURCE_MAX})")
-    return image
+    if size > OP_SOURCE_MAX:
+        raise BadFrame(f"OP_LOAD source of {size} bytes (at most {OP_SOURCE_MAX})")
+    return value
+
+
+class Field(NamedTuple):
+    """One argument of a frame: its name (as in the tables above) and its check, which
+    returns the value (as the handler gets it) or raises BadFrame."""
+
+    name: str
+    check: Check
+
+
+def _fields(*pairs: tuple[str, Check]) -> tuple[Field, ...]:
+    return tuple(Field(name, check) for name, check in pairs)
+
+
+SHM_NAME_MAX = 255
+"""Longest POSIX shared-memory name (NAME_MAX): pinned blocks and communicator segments."""
+FAULT_NAME_MAX = 64
+
+REQUEST_FIELDS: dict[int, tuple[Field, ...]] = {
+    Op.PING: (),
+    Op.MALLOC: _fields(("size", u64), ("policy", u64)),
+    Op.FREE: _fields(("ptr", u64)),
+    Op.MEM_INFO: _fields(("attr", u64)),
+    Op.COPY: _fields(("dst", u64), ("src", u64), ("count", u64)),
+    Op.MEMSET: _fields(("ptr", u64), ("value", u64), ("count", u64)),
+    Op.SNAPSHOT: (),
+    Op.STREAM_CREATE: _fields(("slot", u64), ("priority", u64), ("flags", u64)),
+    Op.STREAM_DESTROY: _fields(("slot", u64)),
+    Op.STREAM_MODE: _fields(("slot", u64), ("mode", u64)),
+    Op.STREAM_ABORT: _fields(("slot", u64)),
+    Op.PIN: _fields(("host address", u64), ("size", u64),
+                    ("segment name", text(SHM_NAME_MAX))),
+    Op.UNPIN: _fields(("host address", u64)),
+    Op.BINARY_LOAD: _fields(("source", text()), ("file name", text())),
+    Op.BINARY_UNLOAD: _fields(("bin id", u64)),
+    Op.CALLBACK_DONE: _fields(("slot", u64), ("task seq", u64)),
+    Op.INJECT: _fields(("fault name", text(FAULT_NAME_MAX)), ("parameters", params)),
+    Op.SET_TIMEOUT: _fields(("timeout us", u64)),
+    Op.OP_LOAD: _fields(("kernel source", op_source), ("name", text(OP_NAME_MAX))),
+    Op.OP_UNLOAD: _fields(("bin id", u64), ("ptr", u64)),
+    Op.MEM_POOLS: (),
+    Op.IPC_EXPORT: _fields(("ptr", u64)),
+    Op.IPC_SET_PID: _fields(("share key", u64), ("host pid", u64)),
+    Op.IPC_IMPORT: _fields(("share key", u64)),
+    Op.IPC_CLOSE: _fields(("ptr", u64)),
+    Op.MEM_MERGE: (),
+    # the steps: device/exec/model.py checks each one
+    Op.MODEL_LOAD: _fields(("model id", u64), ("n inputs", u64), ("n outputs", u64),
+                           ("steps", nested)),
+    Op.MODEL_UNLOAD: _fields(("model id", u64)),
+    Op.COMM_ATTACH: _fields(("segment name", text(SHM_NAME_MAX)), ("rank or comm id", u64)),
+    Op.VMM_MAP: _fields(("va", u64), ("reservation size", u64), ("offset", u64),
+                        ("physical ptr", u64), ("size", u64)),
+    Op.VMM_UNMAP: _fields(("va", u64), ("offset", u64)),
+}
+"""Each request op's arguments (after ``op, seq``), in order: the one statement of their
+types and ranges, which ``check_request`` applies."""
+
+TASK_FIELDS: dict[int, tuple[Field, ...]] = {
+    Op.COPY_ASYNC: _fields(("dst", u64), ("src", u64), ("count", count)),
+    Op.MEMSET_ASYNC: _fields(("ptr", u64), ("value", u64), ("count", count)),
+    Op.RECORD: _fields(("event slot", event_slot), ("generation", u64)),
+    Op.RESET_EVENT: _fields(("event slot", event_slot)),
+    Op.WAIT_EVENT: _fields(("event slot", event_slot), ("generation", u64),
+                           ("timeout ms", u64)),
+    # the kernel arguments: device/exec/kernels.py
+    Op.LAUNCH: _fields(("bin id", u64), ("kernel name", text()), ("blocks", blocks),
+                       ("args", nested)),
+    Op.CALLBACK: _fields(("callback id", u64), ("block", flag)),
+    # the address arrays: device/exec/model.py
+    Op.MODEL_EXECUTE: _fields(("model id", u64), ("inputs", nested), ("outputs", nested)),
+    # the names (kind, algo, dtype, op) and the counts: device/exec/collective.py
+    Op.COLLECTIVE: _fields(("comm id", u64), ("kind", nested), ("algo", nested),
+                           ("dtype", nested), ("op", nested), ("root", u64), ("count", u64),
+                           ("send", u64), ("recv", u64), ("timeout ms", u64),
+                           ("counts", nested)),
+    # the kind, picture records and parameters: device/exec/dvpp.py
+    Op.DVPP: _fields(("kind", nested), ("records", nested), ("parameters", nested)),
+}
+"""Each stream task op's arguments (after ``op, submit, stream slot, task seq``)."""
+
+
+def reply_seq(frame: Frame) -> int:
+    """The ``seq`` a request's answer carries: field 1 when it is a valid non-zero u64, else 0
+    (no answer: a frame whose seq cannot be read is only counted and logged)."""
+    seq = frame[1] if len(frame) > 1 else 0
+    return seq if type(seq) is int and 0 < seq < U64_LIMIT else 0
+
+
+def check_request(frame: Frame) -> tuple[int, tuple[Any, ...]]:
+    """``(op, args)`` of a request frame ``[op, seq, *args]`` whose every field follows
+    ``REQUEST_FIELDS``; BadFrame naming the first field that does not."""
+    op = frame[0]
+    if type(op) is not int:
+        raise BadFrame(f"op {op!r:.40} is not an integer")
+    fields = REQUEST_FIELDS.get(op)
+    if fields is None:
+        raise BadFrame(f"op {op} is not a request of protocol {PROTOCOL_VERSION}")
+    if len(frame) != 2 + len(fields):
+        raise BadFrame(f"op {Op(op).name} takes {len(fields)} arguments, got {len(frame) - 2}")
+    u64(frame[1])
+    return op, _checked(Op(op), fields, frame[2:])
+
+
+def check_task(frame: Frame) -> tuple[int, int, int, int, tuple[Any, ...]]:
+    """``(op, submit, stream slot, task seq, args)`` of a stream task frame whose every field
+    follows ``TASK_FIELDS`` (its nested fields still to be checked by their executor);
+    BadFrame naming the first field that does not."""
+    op = frame[0]
+    fields = TASK_FIELDS.get(op) if type(op) is int else None
+    if fields is None:
+        raise BadFrame(f"op {op!r:.40} is not a stream task")
+    if len(frame) != 4 + len(fields):
+        raise BadFrame(f"task op {Op(op).name} takes {len(fields)} arguments, "
+                       f"got {len(frame) - 4}")
+    submit, slot, seq = (u64(v) for v in frame[1:4])
+    return op, submit, slot, seq, _checked(Op(op), fields, frame[4:])
+
+
+def _checked(op: Op, fields: tuple[Field, ...], values: tuple[Any, ...]) -> tuple[Any, ...]:
+    out = []
+    for field, value in zip(fields, values, strict=True):
+        try:
+            out.append(field.check(value))
+        except BadFrame as err:
+            raise BadFrame(f"{op.name} {field.name}: {err}") from None
+    return tuple(out)
 
 
 class Report(enum.IntEnum):
