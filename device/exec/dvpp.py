@@ -15,7 +15,7 @@ A ``DVPP`` task frame carries a kind, the pinned-host addresses of its picture r
 ``prepare`` (loop thread, when the task reaches its stream's head) reads the records, checks
 them and resolves every address (107000 for memory that is not the client's; 507018 for a
 picture that breaks a rule: the geometry is read in stream order, so a picture an earlier
-task wrote is seen as written). ``_run`` (the DVPP engine thread) decodes, encodes or
+task wrote is seen as written). ``run`` (the DVPP engine thread) decodes, encodes or
 transforms and writes the results and the output records (width, height, strides, size of a
 decode; ret code 0). A task that fails, for a corrupt file or a picture that breaks a rule,
 fails with ``ACL_ERROR_RT_AICPU_EXCEPTION`` (507018: on this SoC the acldvpp image calls run
@@ -35,9 +35,9 @@ but only progressive is detected (an arithmetic-coded file decodes); JPEGD write
 only (no YUV422SP/444SP/440 outputs, no PIXEL_FORMAT_UNKNOWN); VPC takes YUV400,
 YUV420SP and RGB888/BGR888 only; EXIF rotation is not applied.
 
-Threading model: ``prepare`` runs in the worker's loop thread; ``_run`` on the DVPP engine
-thread touches only its task's resolved addresses (device memory and pinned records of the
-task's client, held live by the allocator's checks at prepare time, as copies are).
+Threading model: ``prepare`` runs in the worker's loop thread; the job (``run``) on the DVPP
+engine thread touches only its task's resolved addresses (device memory and pinned records
+of the task's client, held live by the allocator's checks at prepare time, as copies are).
 """
 
 from __future__ import annotations
@@ -113,10 +113,11 @@ def prepare(worker: Worker, client: Client, task: Task) -> tuple[str, Callable[[
     def run(task: Task) -> int:
         try:
             job()
-        except DvppFailure as err:
+        except Exception as err:  # DvppFailure, or a codec library refusing the pixels
             for pic in pics:
                 pic.fail()
-            worker.log("ERROR", f"{kind}: {err}", module="DVPP")
+            what = "" if isinstance(err, DvppFailure) else f"{type(err).__name__}: "
+            worker.log("ERROR", f"{kind}: {what}{err}", module="DVPP")
             return FAILED
         if kind != "vdec":  # VDEC's outputs are filled when their frame comes out
             for pic in pics:

@@ -11,9 +11,10 @@ channel's queue until a frame comes out for it: each decoded frame fills the old
 output (NV12 or NV21 at that picture's strides; the card writes its width and height, ret
 code 0), a skipped frame's is dropped, and the status record counts the outputs delivered;
 the host calls the program's callbacks for that many (``host/media/vdec.py``). End of
-stream drains the decoder. A frame FFmpeg cannot decode, or an output buffer too small for
-the frame, is delivered with a nonzero ret code; the task itself succeeds (the channel goes
-on, as the hardware's does).
+stream drains the decoder. A frame FFmpeg refuses, or an output buffer too small for the
+frame, is delivered with a nonzero ret code; the task itself succeeds (the channel goes on,
+as the hardware's does). Partial: damage FFmpeg conceals gives no error, and frames then
+fill the oldest waiting outputs whichever input they came from.
 
 Partial: output scaling (``out_pic_width``/``height`` other than the stream's size) is not
 done (the frame is written at its own size if the picture holds it); 10-bit output, the

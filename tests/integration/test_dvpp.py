@@ -143,3 +143,7 @@ def test_vdec_h264_clip_calls_back_on_its_thread_frame_by_frame(run_prog):
     assert r["frames"] == 30 and r["callbacks"] == 30
     assert r["order"] == list(range(30)) and r["widths"] == [320] and r["thread"]
     assert r["exact"] == [True] * 30, r["mismatch"]
+    # a second channel: a skipped frame calls back with output 0; a frame of garbage and a
+    # frame after it still call back, in order, once each
+    assert [s[0] for s in r["second"]] == ["skipped", "frame1", "frame2"]
+    assert r["second"][0][1] is False

@@ -454,7 +454,7 @@ def vdec():
     def on_frame(input_desc, output_desc, user_data):
         ptr = M.dvpp_get_pic_desc_data(output_desc)
         frame = None
-        if M.dvpp_get_pic_desc_ret_code(output_desc) == 0:
+        if output_desc and M.dvpp_get_pic_desc_ret_code(output_desc) == 0:
             frame = np.frombuffer(d2h(ptr, yuv420sp_size(w, h)), np.uint8)
         with lock:
             got.append((user_data, frame, M.dvpp_get_pic_desc_width(output_desc),
@@ -489,7 +489,6 @@ def vdec():
     small = M.dvpp_create_stream_desc()
     R["bad_output"] = M.vdec_send_frame(ch, small, pic_desc(0, 0, NV12, 64, 64, 64, 64), cfg, 0)
     ok(M.vdec_destroy_channel(ch), "vdec_destroy_channel")
-    running[0] = False
     with lock:
         R["callbacks"] = len(got)
         R["order"] = [g[0] for g in got]
@@ -503,6 +502,30 @@ def vdec():
                          for k, g in enumerate(got) if g[1] is not None and
                          not (g[1] == want[k].reshape(-1)).all()]
     R["frames"] = len(want)
+    # a second channel on the same thread: a skipped frame, a garbage frame, the clip's
+    # first frame, then the end of stream
+    with lock:
+        got.clear()
+    ch2 = M.vdec_create_channel_desc()
+    for name, value in (("thread_id", tid), ("callback", on_frame), ("entype", 2)):
+        ok(getattr(M, f"vdec_set_channel_desc_{name}")(ch2, value), name)
+    ok(M.vdec_create_channel(ch2), "vdec_create_channel 2")
+    garbage = bytes(range(256)) * 8
+    for i, (data, skip) in enumerate(((packets[0], True), (garbage, False),
+                                      (packets[1], False))):
+        sdesc = M.dvpp_create_stream_desc()
+        ok(M.dvpp_set_stream_desc_data(sdesc, to_dvpp(data)))
+        ok(M.dvpp_set_stream_desc_size(sdesc, len(data)))
+        ok(M.dvpp_set_stream_desc_eos(sdesc, int(i == 2)))
+        if skip:
+            ok(M.vdec_send_skipped_frame(ch2, sdesc, cfg, "skipped"), "send_skipped_frame")
+        else:
+            out, _ptr = yuv_out(w, h)
+            ok(M.vdec_send_frame(ch2, sdesc, out, cfg, f"frame{i}"), f"send_frame {i}")
+    ok(M.vdec_destroy_channel(ch2), "vdec_destroy_channel 2")
+    with lock:
+        R["second"] = [[g[0], g[1] is not None] for g in got]
+    running[0] = False
     acl.util.stop_thread(tid)
 
 
