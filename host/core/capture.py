@@ -294,11 +294,7 @@ def capture_end(stream_handle: object) -> int:
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED,
                                f"the capture was begun on stream {rec.origin and rec.origin.sid}")
     with lock:
-        _active[rec.mode] -= 1
-        _thread_modes.get(rec.thread, []).remove(rec.mode)
-        if not _thread_modes.get(rec.thread, True):
-            del _thread_modes[rec.thread]
-        rec._release_streams()
+        _leave(rec)
         failure = _end_failure(rec)
         rec.status = _NONE if not failure else _INVALIDATED
     if failure:
@@ -310,6 +306,31 @@ def capture_end(stream_handle: object) -> int:
         destroy_recording(rec)
         raise
     return rec.handle
+
+
+def _leave(rec: Recording) -> None:
+    """The capture's mode no longer counts; its streams run eagerly again (under ``lock``)."""
+    _active[rec.mode] -= 1
+    modes = _thread_modes.get(rec.thread, [])
+    modes.remove(rec.mode)
+    if not modes:
+        _thread_modes.pop(rec.thread, None)
+    rec._release_streams()
+
+
+def _device_closed(link: Link) -> None:
+    """The captures under way on a device this process releases (``aclrtResetDevice``) are
+    dropped with it, so their modes stop forbidding anything."""
+    for rec in [h for h in list(runtime.get().handles.values())
+                if isinstance(h, Recording) and h.link is link]:
+        if rec.captured and rec.status != _NONE:
+            with lock:
+                _leave(rec)
+                rec.status = _INVALIDATED
+        destroy_recording(rec)
+
+
+runtime.on_close_device(_device_closed)
 
 
 def _end_failure(rec: Recording) -> tuple[int, str] | None:

@@ -86,7 +86,9 @@ def malloc(size: int, policy: int = 0, traced: bool = True) -> int:
     """Mirrors ``aclrtMalloc`` on the current device; one round trip to the worker (blocks
     for ~10 us), none when a free of the same size and policy is still waiting
     (``freebatch.py``). Returns the device pointer. 100000 for size 0, 207001 when out of
-    memory. ``traced=False``: the caller (the caching allocator) traces the block itself."""
+    memory. ``traced=False``: the caller (the caching allocator) traces the block itself.
+    The ``ACL_MEM_TYPE_HIGH_BAND_WIDTH`` / ``LOW_BAND_WIDTH`` modifiers are accepted for
+    compatibility only: a card's HBM is one arena, every block of it alike."""
     if type(size) is not int or size <= 0:
         size = _check_size(size, "size")
     if type(policy) is not int or policy < 0:

@@ -53,6 +53,7 @@ from npuemu.shared.protocol import Op
 
 _TIMED = EventFlag.ACL_EVENT_TIME_LINE
 _RECORD = int(Op.RECORD)  # plain ints: enum members pack and combine slower
+_MODEL_EXECUTE = int(Op.MODEL_EXECUTE)
 _PERSISTENT = int(StreamFlag.ACL_STREAM_PERSISTENT)
 _FAST_SYNC = int(StreamFlag.ACL_STREAM_FAST_SYNC)
 FAST_SYNC_SPIN_S = 2e-3
@@ -124,6 +125,10 @@ class _Unbound:
     host log (DEBUG) and dropped. Nothing is refused."""
 
     def task(self, stream: Stream, op: int, args: tuple[Any, ...]) -> int:
+        if op == _MODEL_EXECUTE:
+            raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
+                                   f"stream {stream.sid} keeps its tasks for a model: it "
+                                   "cannot execute one")
         if plog.debug:
             plog.log(logring.DEBUG, f"task (op {op}) of stream {stream.sid} kept, not run: "
                                     f"its flags {stream.flags:#x} keep tasks for a model")

@@ -99,6 +99,7 @@ def test_an_outside_dependency_or_a_callback_invalidates_the_capture(run_prog):
     assert r["stream_ok"] == 0
     assert r["unjoined"] == STREAM_UNJOINED and r["s2_free"] == 0
     assert r["callback"] == FEATURE_NOT_SUPPORT and r["end_callback"] == CAPTURE_INVALIDATED
+    assert r["memcpy_after_reset"] == 0  # a reset dropped the capture under way
 
 
 def test_a_failing_step_fails_the_replay_and_abort_cancels_one(run_prog):

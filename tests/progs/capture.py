@@ -275,6 +275,11 @@ def invalidated():
     ok(acl.mdl.ri_capture_begin(s, GLOBAL), "begin 3")
     R["callback"] = acl.rt.launch_host_func(s, lambda _: None, None)
     R["end_callback"] = acl.mdl.ri_capture_end(s)[1]
+    ok(acl.mdl.ri_capture_begin(s, GLOBAL), "begin 4")
+    ok(acl.rt.reset_device(0), "reset during a capture")  # drops the capture and its mode
+    ok(acl.rt.set_device(0), "set_device again")
+    x2, page = malloc(N * 4), bytearray(N * 4)
+    R["memcpy_after_reset"] = acl.rt.memcpy(x2, N * 4, acl.util.bytes_to_ptr(page), N * 4, H2D)
 
 
 # ---------------------------------------------------------------------- failures

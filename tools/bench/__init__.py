@@ -67,12 +67,27 @@ Figures (limit in brackets):
   npuemu.shared.ring"`` started in parallel]. ``npuemu`` is the console script next to
   ``sys.executable`` (a pyenv shim adds ~45 ms). A failed start is retried under a fresh
   name and reported under NOTES. Target ≤ 1.5 s.
+* card (1 device): the card's own counters, its loop CPU per task (``LOOP_WORK_CPU_NS`` over
+  ``TASKS``) for a tiny op, an empty kernel and an event record queued in a burst and for
+  the tiny op launched and synchronized one at a time [a ring pop + msgpack decode of one
+  frame in the bench process]; target ≤ 3 µs for the tiny op. Host CPU per synchronize
+  (thread CPU over wall time) for a 2 ms kernel (target ≤ 30 %) and a tiny op. See
+  ``card.py``.
+* card-sharing (its own one-card node): share ratio of 2 and 4 processes launching equal
+  loads [equal shares; target ≤ 1.3] and their aggregate rate [one process alone; target
+  ≥ 0.9x].
 * stream create+destroy (1 device): median of one ``acl.rt.create_stream()`` +
   ``acl.rt.destroy_stream`` pair [two sync round trips (PING), the requests the pair
   needs at least]; and the same pair with ``create_stream_with_config(0,
   ACL_STREAM_PERSISTENT)`` [the default pair, same run]: descriptions of CANN's runtime quote
   about 80 % less for a persistent stream, whose resources a cache keeps for the next one; target
   ≤ 0.2x.
+* capture (1 device): "replay of 1,000 tiny kernels, per task" is one
+  ``acl.mdl.ri_execute_async`` of a captured chain of 1,000 one-block kernels plus
+  ``synchronize_stream``, divided by 1,000 [the same chain launched eagerly plus
+  ``synchronize_stream``, per task]; target ≤ 0.2x. "capture of 1,000 tasks" is
+  ``ri_capture_begin``, the 1,000 launches and ``ri_capture_end`` (the card registers the
+  list before it answers) [the 1,000 eager launches alone]; target ≤ 2x (see ``capture.py``).
 * P2P (4 devices, peer access enabled between every two cards; the same sampling as the
   copies, 64 MiB samples 4x longer): "P2P 64 MiB" is ``acl.rt.memcpy`` kind 3 from card 1
   memory to card 0 memory with current device 0 (card 0's worker copies arena to arena)
