@@ -162,6 +162,18 @@ VDEC_CODECS = {StreamFormat.H265_MAIN_LEVEL: "hevc", StreamFormat.H264_BASELINE_
 VDEC_MIN, VDEC_MAX = 128, 4096
 """Output picture sizes VDEC writes (128x128 to 4096x4096)."""
 
+VENC_STATUS_BYTES = 4096
+"""A VENC channel's status block (pinned host memory, written by the card): word 0 counts
+the encoded frames; then one (offset in the output buffer, size) pair per frame, a ring of
+``VENC_ENTRIES`` (size 0: the frame was not encoded)."""
+VENC_ENTRIES = (VENC_STATUS_BYTES // 8 - 8) // 2
+VENC_DEFAULT_BUFFER = 8 << 20
+"""Output buffer a VENC channel gets when the program sets none (our choice)."""
+VENC_CODECS = {StreamFormat.H265_MAIN_LEVEL: "libx265", StreamFormat.H264_BASELINE_LEVEL:
+               "libx264", StreamFormat.H264_MAIN_LEVEL: "libx264",
+               StreamFormat.H264_HIGH_LEVEL: "libx264"}
+"""The encoder of each ``acldvppStreamFormat`` (x264 / x265 through FFmpeg)."""
+
 NV12 = PixelFormat.PIXEL_FORMAT_YUV_SEMIPLANAR_420
 NV21 = PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_420
 YUV400 = PixelFormat.PIXEL_FORMAT_YUV_400

@@ -11,6 +11,7 @@ A ``DVPP`` task frame carries a kind, the pinned-host addresses of its picture r
 | jpege | input                | data, capacity, level, size word (pinned host address, u32) |
 | vpc   | inputs..., outputs... | op, interpolation, inputs, then per op: see ``_vpc``        |
 | vdec  | status, output       | see ``vdec.py``                                             |
+| venc  | input (or none)      | see ``venc.py``                                             |
 
 ``prepare`` (loop thread, when the task reaches its stream's head) reads the records, checks
 them and resolves every address (107000 for memory that is not the client's; 507018 for a
@@ -53,7 +54,7 @@ import numpy as np
 from PIL import Image
 
 from npuemu.device import engines
-from npuemu.device.exec import pictures, vdec
+from npuemu.device.exec import pictures, vdec, venc
 from npuemu.device.exec.pictures import DvppFailure, Picture
 from npuemu.shared import errors
 from npuemu.shared import media as m
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     from npuemu.device.worker import Client, Worker
 
 FAILED = errors.ACL_ERROR_RT_AICPU_EXCEPTION
-KINDS = ("jpegd", "pngd", "jpege", "vpc", "vdec")
+KINDS = ("jpegd", "pngd", "jpege", "vpc", "vdec", "venc")
 MAX_RECORDS = 256
 """Most picture records of one task (a batch crop's inputs and outputs)."""
 _P = m.PIC_DESC
@@ -78,8 +79,8 @@ def _kind(value: object) -> None:
 
 
 def _records(value: object) -> None:
-    if not isinstance(value, list | tuple) or not 0 < len(value) <= MAX_RECORDS:
-        raise BadFrame(f"DVPP records must be an array of 1 to {MAX_RECORDS} addresses")
+    if not isinstance(value, list | tuple) or len(value) > MAX_RECORDS:
+        raise BadFrame(f"DVPP records must be an array of at most {MAX_RECORDS} addresses")
     for v in value:
         u64(v)
 
@@ -119,7 +120,7 @@ def prepare(worker: Worker, client: Client, task: Task) -> tuple[str, Callable[[
             what = "" if isinstance(err, DvppFailure) else f"{type(err).__name__}: "
             worker.log("ERROR", f"{kind}: {what}{err}", module="DVPP")
             return FAILED
-        if kind != "vdec":  # VDEC's outputs are filled when their frame comes out
+        if kind not in ("vdec", "venc"):  # their outputs are the channel's to report
             for pic in pics:
                 pic.record[_P.RET_CODE] = 0
         return 0
@@ -488,7 +489,8 @@ def _border(planes: Planes, rest: list[int], dst: Picture) -> Planes:
 
 
 _PREPARE: dict[str, Callable[..., Callable[[], None]]] = {
-    "jpegd": _jpegd, "pngd": _pngd, "jpege": _jpege, "vpc": _vpc, "vdec": vdec.prepare}
+    "jpegd": _jpegd, "pngd": _pngd, "jpege": _jpege, "vpc": _vpc, "vdec": vdec.prepare,
+    "venc": venc.prepare}
 _RECORDS = {"jpegd": (1, 1), "pngd": (1, 1), "jpege": (1, 1), "vpc": (2, MAX_RECORDS),
-            "vdec": (1, 2)}
+            "vdec": (1, 2), "venc": (0, 1)}
 """Fewest and most picture records of each kind."""

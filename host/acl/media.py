@@ -6,8 +6,8 @@ formats and other enumerations are ``npuemu.shared.media`` (also exported here u
 names). A ``dvpp_create_*`` call that fails returns 0 (the C call's NULL), with the reason in
 ``acl.get_recent_err_msg``.
 
-Video decode (``vdec_*``, ``dvpp_*_stream_desc*``) is ``host/media/vdec.py``. Partial: video
-encode (``venc_*``), ``dvpp_vpc_pyr_down_async``,
+Video decode (``vdec_*``, ``dvpp_*_stream_desc*``) is ``host/media/vdec.py``, video encode
+(``venc_*``) ``host/media/venc.py``. Partial: ``dvpp_vpc_pyr_down_async``,
 ``dvpp_vpc_equalize_hist_async``, ``dvpp_vpc_calc_hist_async`` and the batch crop-and-paste /
 make-border variants are not provided (an ``AttributeError``, as for a pyACL without them).
 """
@@ -23,6 +23,7 @@ from npuemu.host.media import memory as _mem
 from npuemu.host.media import ops as _ops
 from npuemu.host.media import probe as _probe
 from npuemu.host.media import vdec as _vdec
+from npuemu.host.media import venc as _venc
 from npuemu.shared import errors
 from npuemu.shared import media as _m
 from npuemu.shared.media import BorderType, ChannelMode, JpegFormat, PixelFormat, StreamFormat
@@ -276,3 +277,31 @@ for _field in ("data", "size", "format", "timestamp", "ret_code", "eos"):
     globals()[_name] = _side_setter(_vdec.set_stream_field, _field, _name)
     globals()[f"dvpp_get_stream_desc_{_field}"] = (
         lambda h, _f=_field: _d.getter(h, _vdec.StreamDesc, _f))
+
+
+# video encode ------------------------------------------------------------------------------
+_VENC_FIELDS = {"thread_id": "thread_id", "callback": "callback", "entype": "en_type",
+                "pic_format": "pic_format", "pic_width": "pic_width",
+                "pic_height": "pic_height", "key_frame_interval": "key_frame_interval",
+                "buf_addr": "buf_addr", "buf_size": "buf_size", "rc_mode": "rc_mode",
+                "src_rate": "src_rate", "max_bit_rate": "max_bit_rate"}
+venc_create_channel_desc = _creator(_venc.VencChannelDesc, "venc_create_channel_desc")
+venc_destroy_channel_desc = _destroyer(_venc.VencChannelDesc, "venc channel descriptor",
+                                       "venc_destroy_channel_desc")
+for _pyname, _field in _VENC_FIELDS.items():
+    _name = f"venc_set_channel_desc_{_pyname}"
+    globals()[_name] = _side_setter(_venc.set_channel_field, _field, _name)
+    globals()[f"venc_get_channel_desc_{_pyname}"] = (
+        lambda h, _f=_field: _d.getter(h, _venc.VencChannelDesc, _f,
+                                       None if _f == "callback" else 0))
+venc_create_channel = ret_only(_venc.create_channel)
+venc_destroy_channel = ret_only(_venc.destroy_channel)
+venc_send_frame = ret_only(_venc.send_frame)
+venc_create_frame_config = _creator(_venc.VencFrameConfig, "venc_create_frame_config")
+venc_destroy_frame_config = _destroyer(_venc.VencFrameConfig, "venc frame config",
+                                       "venc_destroy_frame_config")
+for _field in ("force_i_frame", "eos"):
+    _name = f"venc_set_frame_config_{_field}"
+    globals()[_name] = _side_setter(_venc.set_frame_field, _field, _name)
+    globals()[f"venc_get_frame_config_{_field}"] = (
+        lambda h, _f=_field: _d.getter(h, _venc.VencFrameConfig, _f))

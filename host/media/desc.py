@@ -66,7 +66,8 @@ def lookup(handle: object, kind: type[_T], what: str) -> _T:
     return obj
 
 
-def _register(obj: Any, handle: int | None = None) -> int:
+def register(obj: Any, handle: int | None = None) -> int:
+    """Publish ``obj`` under a new handle (or ``handle``); returns the handle."""
     handle = next(_handles) if handle is None else handle
     with _lock:
         _objects[handle] = obj
@@ -114,7 +115,7 @@ def create_pic_desc() -> int:
     words = _RECORD.from_address(addr)
     for i in range(_P.words):
         words[i] = 0
-    return _register(PicDesc(addr, words), addr)
+    return register(PicDesc(addr, words), addr)
 
 
 def destroy_pic_desc(handle: object) -> None:
@@ -171,7 +172,7 @@ def create_batch_pic_desc(batch_size: object) -> int:
         raise _param(f"batch size {n} not in [1, 256]")
     handles = [create_pic_desc() for _ in range(n)]
     pics = [lookup(h, PicDesc, "picture descriptor") for h in handles]
-    return _register(BatchPicDesc(pics, handles))
+    return register(BatchPicDesc(pics, handles))
 
 
 def get_pic_desc(batch: object, index: object) -> int:
@@ -205,7 +206,7 @@ _channel_ids = itertools.count(0)
 
 
 def create_channel_desc() -> int:
-    return _register(ChannelDesc())
+    return register(ChannelDesc())
 
 
 def destroy_channel_desc(handle: object) -> None:
@@ -265,7 +266,7 @@ class RoiConfig:
 
 
 def create_roi_config(left: object, right: object, top: object, bottom: object) -> int:
-    return _register(RoiConfig(_u32(left, "left"), _u32(right, "right"), _u32(top, "top"),
+    return register(RoiConfig(_u32(left, "left"), _u32(right, "right"), _u32(top, "top"),
                                _u32(bottom, "bottom")))
 
 
@@ -341,7 +342,7 @@ def set_border_side(handle: object, name: str, value: object) -> None:
 
 def create(kind: type) -> int:
     """A new configuration of ``kind`` with its defaults."""
-    return _register(kind())
+    return register(kind())
 
 
 def destroy(handle: object, kind: type, what: str) -> None:

@@ -147,3 +147,14 @@ def test_vdec_h264_clip_calls_back_on_its_thread_frame_by_frame(run_prog):
     # frame after it still call back, in order, once each
     assert [s[0] for s in r["second"]] == ["skipped", "frame1", "frame2"]
     assert r["second"][0][1] is False
+
+
+def test_venc_encodes_frame_by_frame_and_the_stream_decodes(run_prog):
+    """10 NV12 pictures through ``venc_send_frame``: 10 callbacks on the subscribed thread, in
+    order, the last with eos; FFmpeg decodes the packets back to 10 frames, luma above 35 dB
+    (x264's default quality)."""
+    r = scenario(run_prog, "venc")
+    assert r["wrong_size"] == 100000
+    assert r["order"] == list(range(10)) and r["thread"]
+    assert r["eos"] == [0] * 9 + [1]
+    assert r["decoded"] == 10 and r["min_psnr"] > 35

@@ -529,6 +529,64 @@ def vdec():
     acl.util.stop_thread(tid)
 
 
+@scenario
+def venc():
+    import threading
+
+    import av
+    w, h, n = 320, 240, 10
+    got, lock, running = [], threading.Lock(), [True]
+
+    def on_packet(input_desc, output_desc, user_data):
+        size = M.dvpp_get_stream_desc_size(output_desc)
+        data = d2h(M.dvpp_get_stream_desc_data(output_desc), size) if size else b""
+        with lock:
+            got.append((user_data, data, M.dvpp_get_stream_desc_eos(output_desc),
+                        threading.get_ident()))
+
+    ctx, ret = acl.rt.get_context()
+    ok(ret, "get_context")
+
+    def serve(_args):
+        ok(acl.rt.set_context(ctx), "set_context")
+        while running[0]:
+            acl.rt.process_report(100)
+
+    tid, ret = acl.util.start_thread(serve, [])
+    ok(ret, "start_thread")
+    ch = M.venc_create_channel_desc()
+    for name, value in (("thread_id", tid), ("callback", on_packet), ("entype", 2),
+                        ("pic_format", NV12), ("pic_width", w), ("pic_height", h),
+                        ("key_frame_interval", 5)):
+        ok(getattr(M, f"venc_set_channel_desc_{name}")(ch, value), name)
+    ok(M.venc_create_channel(ch), "venc_create_channel")
+    cfg = M.venc_create_frame_config()
+    sources = []
+    for i in range(n):
+        desc, y, _uv, _rgb = nv12_source(w, h, seed=10 + i)
+        sources.append(y)
+        ok(M.venc_set_frame_config_eos(cfg, int(i == n - 1)))
+        ok(M.venc_send_frame(ch, desc, 0, cfg, i), f"venc_send_frame {i}")
+    wrong, _y, _uv, _rgb = nv12_source(256, 128)
+    R["wrong_size"] = M.venc_send_frame(ch, wrong, 0, cfg, 99)
+    ok(M.venc_destroy_channel(ch), "venc_destroy_channel")
+    running[0] = False
+    acl.util.stop_thread(tid)
+    with lock:
+        R["order"] = [g[0] for g in got]
+        R["thread"] = all(g[3] == tid for g in got)
+        R["eos"] = [g[2] for g in got]
+        packets = [g[1] for g in got]
+    dec = av.CodecContext.create("h264", "r")                # one access unit per callback
+    frames = [f for p in packets for f in dec.decode(av.Packet(p))] + list(dec.decode(None))
+    R["decoded"] = len(frames)
+    psnr = []
+    for f, y in zip(frames, sources, strict=False):
+        luma = f.to_ndarray(format="nv12")[:h].astype(float)
+        psnr.append(10 * np.log10(255 ** 2 / max(((luma - y) ** 2).mean(), 1e-9)))
+    R["min_psnr"] = min(psnr) if psnr else 0
+
+
 if __name__ == "__main__":
     ok(acl.init(), "init")
     ok(acl.rt.set_device(0), "set_device")
