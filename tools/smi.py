@@ -352,6 +352,7 @@ def render_list(view: NodeView) -> str:
 
 
 def render_health(view: NodeView, card: Card) -> str:
+    error: tuple[int | str, str]
     if card.state == "HUNG":
         code = errors.ACL_ERROR_RT_LOST_HEARTBEAT
         error = (code, f"{errors.name_of(code)}: no heartbeat from the device (worker pid "
@@ -386,8 +387,14 @@ def render_ecc(view: NodeView, card: Card) -> str:
 
 
 def render_memory(view: NodeView, card: Card) -> str:
-    return kv([("NPU ID", card.id), ("DDR Capacity(MB)", mb(card.ddr_total)),
-               ("DDR Clock Speed(MHz)", 3200), ("HBM Capacity(MB)", mb(card.hbm_total)),
+    """``-t memory``; on a SoC whose main memory is DDR (Ascend310P3, Ascend310B1) that
+    memory is the DDR capacity and the HBM capacity is 0, as such a card reports them."""
+    profile = soc_profile(view.soc)
+    ddr, hbm = card.ddr_total, card.hbm_total
+    if profile is not None and profile.main_memory == "DDR":
+        ddr, hbm = hbm, 0
+    return kv([("NPU ID", card.id), ("DDR Capacity(MB)", mb(ddr)),
+               ("DDR Clock Speed(MHz)", 3200), ("HBM Capacity(MB)", mb(hbm)),
                ("HBM Clock Speed(MHz)", 1600), ("HBM Temperature(C)",
                                   temp_c(npu_util(card)) + HBM_OVER_C if card.running else "NA"),
                ("HBM Manufacturer ID", "0x5"), *_pool_rows(card)])

@@ -70,3 +70,8 @@ def test_smi_on_a_ddr_soc_and_a_card_of_the_profiles_size(npuemu_cli, node_name,
     total = soc_profile("Ascend310P3").hbm_bytes >> 20  # 24000000000 B up to 2 MiB pages
     assert memory == ("3072", str(total)), lines[first + 1]
     assert hbm == ("0", "0")
+    res = npuemu_cli("smi", "info", "-t", "memory", "-i", "0", "--name", node_name)
+    facts = {k.strip(): v.strip() for k, v in (ln.split(" : ", 1) for ln in
+                                              res.stdout.splitlines() if " : " in ln)}
+    assert (facts["DDR Capacity(MB)"], facts["HBM Capacity(MB)"]) == (str(total), "0"), \
+        res.stdout
