@@ -24,7 +24,9 @@ with it under the link lock at a record: a reader holds one consistent dict; two
 queueing waits on one stream at once may lose one of the two entries, which only makes
 the memory pools reuse less (``mempool.py``), never unsafely. Completion state is read
 from the link's columns without a lock. ``Stream.destroyed`` / ``Event.destroyed`` go from
-False to True once, under ``Runtime.lock`` where the handle is dropped.
+False to True once, under ``Runtime.lock`` where the handle is dropped. ``Stream.recorder``
+and ``Event.capture`` are set by ``capture.py`` under its ``lock`` and read here without it
+(a reader sees the old or the new object, each consistent).
 """
 
 from __future__ import annotations

@@ -62,6 +62,9 @@ def test_a_capture_across_two_streams_replays_in_the_order_of_its_events(run_pro
     assert r["query_captured_event"] == EVENT_CAPTURED
     assert r["end_on_joined"] == CAPTURE_UNMATCHED
     assert r["after"] == [NONE, NONE] and r["streams"] == 2
+    assert r["json"] == [["KERNEL", "EVENT_RECORD", "EVENT_WAIT", "KERNEL"],
+                         ["EVENT_WAIT", "KERNEL", "MEMCPY", "KERNEL", "EVENT_RECORD"]]
+    assert r["json_bad_flag"] == RT_PARAM_INVALID
     assert r["sync"] == 0
     assert r["y"] == [3.0, 5.0, 7.0]   # 2x + 3, after the origin's x = 2x
     assert r["x"] == [3.0, 7.0, 11.0]  # 2x + (2x + 3): after the joined stream's work

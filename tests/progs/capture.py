@@ -8,6 +8,8 @@ shares (PERSISTENT, HOST_TO_BUF_TO_DEVICE).
 assertions are the test's.
 """
 
+import json
+import os
 import threading
 import time
 
@@ -167,6 +169,12 @@ def two_streams():
     ri = end(s1)
     R["after"] = [ints(acl.mdl.ri_capture_get_info(s))[0] for s in (s1, s2)]
     R["streams"] = len(acl.mdl.ri_get_streams(ri)[0])
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"ri-{os.getpid()}.json")
+    ok(acl.mdl.ri_debug_json_print(ri, path, 1), "ri_debug_json_print")
+    with open(path) as f:
+        R["json"] = [[t["type"] for t in st["tasks"]] for st in json.load(f)["streams"]]
+    os.unlink(path)
+    R["json_bad_flag"] = acl.mdl.ri_debug_json_print(ri, path, 5)
     put(x, np.arange(N))
     R["sync"] = replay(ri, s1)
     R["x"] = get(x)[:3]
