@@ -181,15 +181,17 @@ def _swap(px: np.ndarray, p: Params) -> np.ndarray:
 
 def _csc(px: np.ndarray, p: Params) -> np.ndarray:
     first = px.shape[2] - 3
-    v = px[:, :, first:].astype(np.int32)
-    m = np.array(p.matrix, np.int32).reshape(3, 3)
-    if p.fmt == YUV420SP_U8:
-        res = np.right_shift((v - np.array(p.in_bias, np.int32)) @ m.T, 8)
-    else:
-        res = np.right_shift(v @ m.T, 8) + np.array(p.out_bias, np.int32)
-    out = px.astype(np.int32)
-    out[:, :, first:] = res
-    return np.clip(out, 0, 255)
+    yuv = p.fmt == YUV420SP_U8
+    planes = [px[:, :, first + k].astype(np.int32) - (p.in_bias[k] if yuv else 0)
+              for k in range(3)]
+    out = px.astype(np.float32)
+    for row in range(3):
+        m0, m1, m2 = p.matrix[3 * row:3 * row + 3]
+        acc = (planes[0] * m0 + planes[1] * m1 + planes[2] * m2) >> 8
+        if not yuv:
+            acc += p.out_bias[row]
+        out[:, :, first + row] = np.clip(acc, 0, 255)
+    return out
 
 
 def bilinear(img: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
