@@ -42,6 +42,17 @@ aipp_op{
 """
 
 
+def built(tmp_path, cfg_text: str, model: onnx.ModelProto | None = None,
+          **kw) -> omfile.OmModel:
+    """The OM file atc makes of ``model`` (the small CNN) with ``cfg_text`` as AIPP file."""
+    path = tmp_path / "m.onnx"
+    onnx.save(model or small_cnn(), path)
+    cfg = tmp_path / "a.cfg"
+    cfg.write_text(cfg_text)
+    return omfile.read_file(atc.convert(path, tmp_path / "m", "Ascend910B1",
+                                        insert_op_conf=str(cfg), **kw)["om"])
+
+
 def code_and_text(text: str) -> tuple[int, str]:
     with pytest.raises(ModelError) as info:
         for cfg in aipp.parse(text):
@@ -121,12 +132,7 @@ def test_unreadable_cfg_file_and_cfg_errors_through_convert(tmp_path) -> None:
 
 
 def test_om_of_a_static_aipp_model_and_its_descriptor(tmp_path) -> None:
-    model = tmp_path / "m.onnx"
-    onnx.save(small_cnn(), model)
-    cfg = tmp_path / "a.cfg"
-    cfg.write_text(SAMPLE_CFG)
-    om = omfile.read_file(atc.convert(model, tmp_path / "m", "Ascend910B1",
-                                      insert_op_conf=str(cfg))["om"])
+    om = built(tmp_path, SAMPLE_CFG)
     (entry,) = om.model_def["aipp"]
     assert entry["input"] == "x" and entry["mode"] == "static"
     assert om.op_refs[om.programs[0]["tasks"][0][0]][0] == "Aipp"  # the first task
@@ -138,12 +144,7 @@ def test_om_of_a_static_aipp_model_and_its_descriptor(tmp_path) -> None:
 
 
 def test_dynamic_aipp_adds_the_parameter_input(tmp_path) -> None:
-    model = tmp_path / "m.onnx"
-    onnx.save(small_cnn(), model)
-    cfg = tmp_path / "a.cfg"
-    cfg.write_text("aipp_op { aipp_mode: dynamic max_src_image_size: 300 }")
-    om = omfile.read_file(atc.convert(model, tmp_path / "m", "Ascend910B1",
-                                      insert_op_conf=str(cfg))["om"])
+    om = built(tmp_path, "aipp_op { aipp_mode: dynamic max_src_image_size: 300 }")
     desc = modeldesc.describe(om)
     assert [(t.name, t.dtype, t.size(0)) for t in desc.inputs] == [
         ("x", 4, 300), (aipp.DYNAMIC_AIPP_NAME, 4, 64 + 96)]
@@ -238,12 +239,9 @@ def test_nhwc_input_gets_channels_last_aipp(tmp_path) -> None:
         [helper.make_node("Transpose", ["x"], ["y"], perm=[0, 3, 1, 2], name="t")], "nhwc",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])])
-    model = tmp_path / "m.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
-    cfg = tmp_path / "a.cfg"
-    cfg.write_text("aipp_op { aipp_mode: static input_format: RGB888_U8 mean_chn_0: 1 }")
-    om = omfile.read_file(atc.convert(model, tmp_path / "m", "Ascend910B1",
-                                      input_format="NHWC", insert_op_conf=str(cfg))["om"])
+    om = built(tmp_path, "aipp_op { aipp_mode: static input_format: RGB888_U8 mean_chn_0: 1 }",
+               helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+               input_format="NHWC")
     (entry,) = om.model_def["aipp"]
     assert entry["model_dims"] == [1, 3, 8, 8]
     attrs = om.op_refs[om.programs[0]["tasks"][0][0]][1]
@@ -262,12 +260,7 @@ def test_nhwc_input_gets_channels_last_aipp(tmp_path) -> None:
     {"input": "x", "mode": "dynamic", "model_dims": [1, 3, 8, 8]},
 ])
 def test_om_with_a_malformed_aipp_entry_is_refused(tmp_path, entry) -> None:
-    model = tmp_path / "m.onnx"
-    onnx.save(small_cnn(), model)
-    cfg = tmp_path / "a.cfg"
-    cfg.write_text(SAMPLE_CFG)
-    om = omfile.read_file(atc.convert(model, tmp_path / "m", "Ascend910B1",
-                                      insert_op_conf=str(cfg))["om"])
+    om = built(tmp_path, SAMPLE_CFG)
     om.model_def["aipp"] = [entry]
     with pytest.raises(ModelError) as info:
         omfile.read(omfile.encode(om))
