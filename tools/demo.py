@@ -124,7 +124,9 @@ def _tour(check: _Checks) -> None:
             _line("dev.malloc(2 x HBM)", f"{type(err).__name__} {err.code} {err.name} "
                   f"{check(err.code == 207001)}")
 
-        name = host_runtime.get().node.name
+        node = host_runtime.get().node
+        assert node is not None  # the device above attached it
+        name = node.name
         print(f"\nnpuemu status --name {name}  (while the buffers above are live)")
         print("  " + status.render(status.read_node(name)).replace("\n", "\n  "))
         arr.free()

@@ -34,6 +34,7 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -66,7 +67,8 @@ class Row:
 def sizes(lo: int, hi: int, step: int | None, factor: float | None) -> list[int]:
     """The data sizes hccl_test walks: by factor when given (>1), else by step."""
     if factor is not None and factor > 1:
-        out, size = [], lo
+        out: list[int] = []
+        size: float = lo
         while size <= hi:
             out.append(int(size))
             size *= factor
@@ -81,7 +83,7 @@ class Bench:
     """The ranks, streams and buffers of one run (one process, every rank)."""
 
     def __init__(self, devices: list[int], op: str, dtype: int, reduce_op: str, root: int,
-                 algo: str | None = None, world: object = None) -> None:
+                 algo: str | None = None, world: Any = None) -> None:
         from npuemu.host import hccl
         from npuemu.host.core import device
         from npuemu.host.core import stream as streams
@@ -102,7 +104,8 @@ class Bench:
             info = hccl.get_root_info() if world.Get_rank() == 0 else None
             self.comms = [hccl.comm_init_root_info(self.p, world.bcast(info, root=0),
                                                    world.Get_rank())]
-        self.streams, self.buffers = [], []
+        self.streams: list[Any] = []
+        self.buffers: list[Any] = []
         for i in range(len(devices)):
             self._set(i)
             self.streams.append(streams.create_stream())

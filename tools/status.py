@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any
 
 import psutil
 
@@ -73,10 +74,12 @@ def read_node(name: str) -> dict:
         seg.close()
     ndev = reg[REGISTRY.DEVICES]
     alive = _process_alive(reg[REGISTRY.SUP_PID], reg[REGISTRY.SUP_CTIME])
-    node = {"name": name, "state": NodeState(reg[REGISTRY.STATE]).name if alive else "DEAD",
-            "soc": layout.unpack_str(reg[REGISTRY.SOC : REGISTRY.SOC + 4]),
-            "devices": [], "supervisor_pid": reg[REGISTRY.SUP_PID],
-            "owner_pid": reg[REGISTRY.OWNER_PID], "protocol": reg[REGISTRY.VERSION]}
+    state = NodeState(reg[REGISTRY.STATE]).name if alive else "DEAD"
+    soc = layout.unpack_str(reg[REGISTRY.SOC : REGISTRY.SOC + 4])
+    node: dict[str, Any] = {
+        "name": name, "state": state, "soc": soc, "devices": [],
+        "supervisor_pid": reg[REGISTRY.SUP_PID], "owner_pid": reg[REGISTRY.OWNER_PID],
+        "protocol": reg[REGISTRY.VERSION]}
     for dev in range(ndev):
         entry = reg[REG_DEVICES + dev * DEVICE_ENTRY.words :][: DEVICE_ENTRY.words]
         node["devices"].append(_read_device(name, dev, entry, reg, alive))
@@ -97,7 +100,7 @@ def _process_alive(pid: int, ctime_us: int) -> bool:
 
 def _read_device(name: str, dev: int, entry: list[int], reg: list[int], alive: bool) -> dict:
     state = DeviceState(entry[DEVICE_ENTRY.STATE])
-    info = {"id": dev, "pid": entry[DEVICE_ENTRY.PID] or None, "state": state.name,
+    info: dict[str, Any] = {"id": dev, "pid": entry[DEVICE_ENTRY.PID] or None, "state": state.name,
             "health": None, "starts": entry[DEVICE_ENTRY.STARTS],
             "last_exit": layout.decode_exit(entry[DEVICE_ENTRY.EXIT_STATUS]),
             "hbm_total": reg[REGISTRY.HBM_BYTES], "ddr_total": reg[REGISTRY.DDR_BYTES],

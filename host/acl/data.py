@@ -30,7 +30,7 @@ def _uint(value: object, what: str) -> int:
     raises), OverflowError out of range (as its parser does for C ints)."""
     if isinstance(value, bool):
         return int(value)
-    number = operator.index(value)
+    number = operator.index(value)  # type: ignore[arg-type]  # its TypeError is the answer
     if not 0 <= number < _SIZE_LIMIT:
         raise OverflowError(f"{what} {number} is out of range for an unsigned 64-bit value")
     return number

@@ -73,7 +73,7 @@ def get_tensor_desc_dim_range(desc: int, index: int, dim_range_num: int) -> tupl
     return with_result(None)(lambda: D.dim_range(D.need_desc(desc), index, dim_range_num))()
 
 
-def set_tensor_desc_name(desc: int, name: str) -> None:
+def set_tensor_desc_name(desc: int, name: str | None) -> None:
     """``aclSetTensorDescName`` (void)."""
     d = D.desc_of(desc)
     if d is not None and isinstance(name, str):

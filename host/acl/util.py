@@ -190,7 +190,7 @@ def ptr_to_numpy(ptr: int, shape: tuple[int, ...], npy_type: int) -> np.ndarray:
     nbytes = count * dtype.itemsize
     _check_host_range("ptr_to_numpy", ptr, nbytes)
     raw = (ctypes.c_char * nbytes).from_address(ptr)
-    return np.frombuffer(raw, dtype=dtype, count=count).reshape(dims)
+    return np.frombuffer(memoryview(raw), dtype=dtype, count=count).reshape(dims)
 
 
 def _check_host_range(what: str, ptr: int, size: int) -> None:

@@ -18,6 +18,7 @@ installed: the C program keeps its own signal behaviour, and when it exits, with
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
 from typing import Any
@@ -60,12 +61,13 @@ def attach(soname: str, ffi: Any, lib: Any, python: str) -> None:
     code, internal = errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, _ERROR
     if soname == "libhccl.so":
         code, internal = HCCL_NOT_SUPPORT, HCCL_INTERNAL
-        from npuemu.host.capi import hccl as module
+        face = "hccl"
     elif soname == "libacl_dvpp.so":  # its own FFI: libascendcl's stays exports.ffi
-        from npuemu.host.capi import dvpp as module
+        face = "dvpp"
     else:
         exports.ffi = ffi
-        from npuemu.host.capi import ascendcl as module
+        face = "ascendcl"
+    module = importlib.import_module(f"npuemu.host.capi.{face}")  # the library's calls only
     if hasattr(module, "bind"):
         module.bind(ffi)
     for name in dir(lib):

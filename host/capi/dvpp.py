@@ -10,6 +10,7 @@ here blocks but the calls the face says block (none of these waits for the card)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from npuemu.host.acl import media
@@ -86,7 +87,7 @@ for _name, _kind, _fn in (
         ("acldvppCreateJpegeConfig", "acldvppJpegeConfig", media.dvpp_create_jpege_config)):
     _creator(_name, _kind, _fn)
 
-_HANDLE_CALLS = {
+_HANDLE_CALLS: dict[str, Callable[..., Any]] = {
     "acldvppDestroyChannelDesc": media.dvpp_destroy_channel_desc,
     "acldvppGetChannelDescChannelId": media.dvpp_get_channel_desc_channel_id,
     "acldvppSetChannelDescMode": media.dvpp_set_channel_desc_mode,
@@ -101,6 +102,7 @@ _HANDLE_CALLS = {
     "acldvppSetJpegeConfigLevel": media.dvpp_set_jpege_config_level,
     "acldvppGetJpegeConfigLevel": media.dvpp_get_jpege_config_level,
 }
+_fields: Any = media  # its per-field calls are made in loops: type checkers do not see them
 for _name, _fn in _HANDLE_CALLS.items():
     _handle_call(_name, _fn)
 for _c, _py in (("Size", "size"), ("Format", "format"), ("Width", "width"),
@@ -108,12 +110,12 @@ for _c, _py in (("Size", "size"), ("Format", "format"), ("Width", "width"),
                 ("HeightStride", "height_stride"), ("RetCode", "ret_code")):
     _handle_call(f"acldvppSetPicDesc{_c}", getattr(media, f"dvpp_set_pic_desc_{_py}"))
     _handle_call(f"acldvppGetPicDesc{_c}", getattr(media, f"dvpp_get_pic_desc_{_py}"))
-_handle_call("acldvppSetPicDescData", media.dvpp_set_pic_desc_data, "p")
+_handle_call("acldvppSetPicDescData", _fields.dvpp_set_pic_desc_data, "p")
 
 
 @export
 def acldvppGetPicDescData(desc: Any) -> Any:
-    return _ffi.cast("void *", media.dvpp_get_pic_desc_data(_addr(desc)))
+    return _ffi.cast("void *", _fields.dvpp_get_pic_desc_data(_addr(desc)))
 
 
 # probes: the outputs are written only on success -----------------------------------------------

@@ -41,7 +41,8 @@ def _malloc(func: str, fn: Any, p: Any, size: int, policy: int) -> int:
 # turn its AclError into the code as the wrapper does, unless the profiler's API timer has
 # replaced ``acl.rt.malloc``/``free`` (then they go through it, to be timed).
 _FACE_MALLOC, _FACE_FREE = rt.malloc, rt.free
-_CORE_MALLOC, _CORE_FREE = rt.malloc.__wrapped__, rt.free.__wrapped__
+_CORE_MALLOC = rt.malloc.__wrapped__  # type: ignore[attr-defined]  # functools.wraps sets it
+_CORE_FREE = rt.free.__wrapped__  # type: ignore[attr-defined]
 
 
 @export

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import npuemu.host.acl as acl
 from npuemu.host.acl import op
+from npuemu.host.acl import tensor as acl_tensor
 from npuemu.host.capi import exports as X
 from npuemu.host.capi.exports import export
 
@@ -113,7 +113,8 @@ def aclopSetAttrListListInt(attr: Any, name: Any, num_lists: int, nums: Any,
 
 # compile and execute --------------------------------------------------------------------------
 def _op_type(func: str, p: Any) -> str | int:
-    return X.invalid(func, "opType is NULL") if p == X.ffi.NULL else X.text(p)
+    name = X.text(p)  # None for NULL
+    return X.invalid(func, "opType is NULL") if name is None else name
 
 
 @export
@@ -122,8 +123,10 @@ def aclopCompile(op_type: Any, n_in: int, in_desc: Any, n_out: int, out_desc: An
     """Mirrors ``aclopCompile`` for the current device (blocks while compiling)."""
     name = _op_type("aclopCompile", op_type)
     lists = _lists("aclopCompile", (in_desc, n_in), (out_desc, n_out))
-    if isinstance(name, int) or isinstance(lists, int):
-        return name if isinstance(name, int) else lists
+    if isinstance(name, int):
+        return name
+    if isinstance(lists, int):
+        return lists
     return op.compile(name, *lists, X.addr(attr), engine, flag, X.text(op_path))
 
 
@@ -131,8 +134,10 @@ def _execute(func: str, op_type: Any, n_in: int, in_desc: Any, ins: Any, n_out: 
              out_desc: Any, outs: Any, attr: Any, s: Any) -> int:
     name = _op_type(func, op_type)
     lists = _lists(func, (in_desc, n_in), (ins, n_in), (out_desc, n_out), (outs, n_out))
-    if isinstance(name, int) or isinstance(lists, int):
-        return name if isinstance(name, int) else lists
+    if isinstance(name, int):
+        return name
+    if isinstance(lists, int):
+        return lists
     return op.execute_v2(name, *lists, X.addr(attr), X.addr(s))
 
 
@@ -152,8 +157,10 @@ def _compile_and_execute(func: str, op_type: Any, n_in: int, in_desc: Any, ins: 
                          flag: int, op_path: Any, s: Any) -> int:
     name = _op_type(func, op_type)
     lists = _lists(func, (in_desc, n_in), (ins, n_in), (out_desc, n_out), (outs, n_out))
-    if isinstance(name, int) or isinstance(lists, int):
-        return name if isinstance(name, int) else lists
+    if isinstance(name, int):
+        return name
+    if isinstance(lists, int):
+        return lists
     return op.compile_and_execute_v2(name, *lists, X.addr(attr), engine, flag,
                                      X.text(op_path), X.addr(s))
 
@@ -173,8 +180,10 @@ def aclopCreateHandle(op_type: Any, n_in: int, in_desc: Any, n_out: int, out_des
                       attr: Any, out: Any) -> int:
     name = _op_type("aclopCreateHandle", op_type)
     lists = _lists("aclopCreateHandle", (in_desc, n_in), (out_desc, n_out))
-    if isinstance(name, int) or isinstance(lists, int):
-        return name if isinstance(name, int) else lists
+    if isinstance(name, int):
+        return name
+    if isinstance(lists, int):
+        return lists
     if out == X.ffi.NULL:
         return X.invalid("aclopCreateHandle", "handle is NULL")
     handle, ret = op.create_handle(name, *lists, X.addr(attr))
@@ -218,8 +227,10 @@ def aclopInferShape(op_type: Any, n_in: int, in_desc: Any, ins: Any, n_out: int,
                     out_desc: Any, attr: Any) -> int:
     name = _op_type("aclopInferShape", op_type)
     lists = _lists("aclopInferShape", (in_desc, n_in), (ins, n_in), (out_desc, n_out))
-    if isinstance(name, int) or isinstance(lists, int):
-        return name if isinstance(name, int) else lists
+    if isinstance(name, int):
+        return name
+    if isinstance(lists, int):
+        return lists
     return op.infer_shape(name, lists[0], lists[1], n_out, lists[2], X.addr(attr))
 
 
@@ -228,8 +239,10 @@ def aclopUpdateParams(op_type: Any, n_in: int, in_desc: Any, n_out: int, out_des
                       attr: Any) -> int:
     name = _op_type("aclopUpdateParams", op_type)
     lists = _lists("aclopUpdateParams", (in_desc, n_in), (out_desc, n_out))
-    if isinstance(name, int) or isinstance(lists, int):
-        return name if isinstance(name, int) else lists
+    if isinstance(name, int):
+        return name
+    if isinstance(lists, int):
+        return lists
     return op.update_params(name, *lists, X.addr(attr))
 
 
@@ -251,9 +264,10 @@ def aclopLoad(model: Any, size: int) -> int:
 
 @export
 def aclSetCompileopt(opt: int, value: Any) -> int:
-    if value == X.ffi.NULL:
+    text = X.text(value)  # None for NULL
+    if text is None:
         return X.invalid("aclSetCompileopt", "value is NULL")
-    return acl.set_compile_opt(opt, X.text(value))
+    return acl_tensor.set_compile_opt(opt, text)
 
 
 @export

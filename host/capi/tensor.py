@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import npuemu.host.acl as acl
+from npuemu.host.acl import tensor as acl_tensor
 from npuemu.host.capi import exports as X
 from npuemu.host.capi.exports import export
 
@@ -29,27 +29,27 @@ def aclCreateTensorDesc(dtype: int, num_dims: int, dims: Any, fmt: int) -> Any:
     if shape is None:
         X.invalid("aclCreateTensorDesc", "dims is NULL")
         return X.ffi.NULL
-    return X.ffi.cast("aclTensorDesc *", acl.create_tensor_desc(dtype, shape, fmt))
+    return X.ffi.cast("aclTensorDesc *", acl_tensor.create_tensor_desc(dtype, shape, fmt))
 
 
 @export
 def aclDestroyTensorDesc(desc: Any) -> None:
-    acl.destroy_tensor_desc(X.addr(desc))
+    acl_tensor.destroy_tensor_desc(X.addr(desc))
 
 
-X.forward("aclGetTensorDescType", acl.get_tensor_desc_type)
-X.forward("aclGetTensorDescFormat", acl.get_tensor_desc_format)
-X.forward("aclGetTensorDescSize", acl.get_tensor_desc_size)
-X.forward("aclGetTensorDescElementCount", acl.get_tensor_desc_element_count)
-X.forward("aclGetTensorDescNumDims", acl.get_tensor_desc_num_dims)
-X.forward("aclGetTensorDescDim", acl.get_tensor_desc_dim)
+X.forward("aclGetTensorDescType", acl_tensor.get_tensor_desc_type)
+X.forward("aclGetTensorDescFormat", acl_tensor.get_tensor_desc_format)
+X.forward("aclGetTensorDescSize", acl_tensor.get_tensor_desc_size)
+X.forward("aclGetTensorDescElementCount", acl_tensor.get_tensor_desc_element_count)
+X.forward("aclGetTensorDescNumDims", acl_tensor.get_tensor_desc_num_dims)
+X.forward("aclGetTensorDescDim", acl_tensor.get_tensor_desc_dim)
 
 
 @export
 def aclGetTensorDescDimV2(desc: Any, index: int, out: Any) -> int:
     if out == X.ffi.NULL:
         return X.invalid("aclGetTensorDescDimV2", "dimSize is NULL")
-    dim, ret = acl.get_tensor_desc_dim_v2(X.addr(desc), index)
+    dim, ret = acl_tensor.get_tensor_desc_dim_v2(X.addr(desc), index)
     if ret == 0:
         out[0] = dim
     return ret
@@ -59,7 +59,7 @@ def aclGetTensorDescDimV2(desc: Any, index: int, out: Any) -> int:
 def aclGetTensorDescDimRange(desc: Any, index: int, num: int, out: Any) -> int:
     if out == X.ffi.NULL:
         return X.invalid("aclGetTensorDescDimRange", "dimRange is NULL")
-    found, ret = acl.get_tensor_desc_dim_range(X.addr(desc), index, num)
+    found, ret = acl_tensor.get_tensor_desc_dim_range(X.addr(desc), index, num)
     if ret == 0:
         for i, value in enumerate(list(found)[:num]):
             out[i] = value
@@ -68,17 +68,17 @@ def aclGetTensorDescDimRange(desc: Any, index: int, num: int, out: Any) -> int:
 
 @export
 def aclSetTensorDescName(desc: Any, name: Any) -> None:
-    acl.set_tensor_desc_name(X.addr(desc), X.text(name))
+    acl_tensor.set_tensor_desc_name(X.addr(desc), X.text(name))
 
 
 @export
 def aclGetTensorDescName(desc: Any) -> Any:
-    return X.kept_string("aclGetTensorDescName", acl.get_tensor_desc_name(X.addr(desc)))
+    return X.kept_string("aclGetTensorDescName", acl_tensor.get_tensor_desc_name(X.addr(desc)))
 
 
 @export
 def aclTransTensorDescFormat(desc: Any, fmt: int, out: Any) -> int:
-    _, ret = acl.trans_tensor_desc_format(X.addr(desc), fmt)
+    _, ret = acl_tensor.trans_tensor_desc_format(X.addr(desc), fmt)
     return ret
 
 
@@ -96,16 +96,16 @@ def _shape_setter(func: str, face: Any) -> Any:
     return set_shape
 
 
-for _name, _face in (("aclSetTensorFormat", acl.set_tensor_format),
-                     ("aclSetTensorStorageFormat", acl.set_tensor_storage_format),
-                     ("aclSetTensorOriginFormat", acl.set_tensor_origin_format),
-                     ("aclSetTensorPlaceMent", acl.set_tensor_place_ment)):
+for _name, _face in (("aclSetTensorFormat", acl_tensor.set_tensor_format),
+                     ("aclSetTensorStorageFormat", acl_tensor.set_tensor_storage_format),
+                     ("aclSetTensorOriginFormat", acl_tensor.set_tensor_origin_format),
+                     ("aclSetTensorPlaceMent", acl_tensor.set_tensor_place_ment)):
     _fn = _format_setter(_face)
     _fn.__name__ = _name
     export(_fn)
-for _name, _face in (("aclSetTensorShape", acl.set_tensor_shape),
-                     ("aclSetTensorStorageShape", acl.set_tensor_storage_shape),
-                     ("aclSetTensorOriginShape", acl.set_tensor_origin_shape)):
+for _name, _face in (("aclSetTensorShape", acl_tensor.set_tensor_shape),
+                     ("aclSetTensorStorageShape", acl_tensor.set_tensor_storage_shape),
+                     ("aclSetTensorOriginShape", acl_tensor.set_tensor_origin_shape)):
     _fn = _shape_setter(_name, _face)
     _fn.__name__ = _name
     export(_fn)
@@ -119,25 +119,25 @@ def _ranges(p: Any, n: int) -> list[list[int]]:
 def aclSetTensorShapeRange(desc: Any, count: int, ranges: Any) -> int:
     if count and ranges == X.ffi.NULL:
         return X.invalid("aclSetTensorShapeRange", "dimsRange is NULL")
-    return acl.set_tensor_shape_range(X.addr(desc), _ranges(ranges, count))
+    return acl_tensor.set_tensor_shape_range(X.addr(desc), _ranges(ranges, count))
 
 
 @export
 def aclSetTensorValueRange(desc: Any, count: int, ranges: Any) -> int:
     if count and ranges == X.ffi.NULL:
         return X.invalid("aclSetTensorValueRange", "valueRange is NULL")
-    return acl.set_tensor_value_range(X.addr(desc), _ranges(ranges, count))
+    return acl_tensor.set_tensor_value_range(X.addr(desc), _ranges(ranges, count))
 
 
 @export
 def aclSetTensorDynamicInput(desc: Any, name: Any) -> int:
     if name == X.ffi.NULL:
         return X.invalid("aclSetTensorDynamicInput", "dynamicInputName is NULL")
-    return acl.set_tensor_dynamic_input(X.addr(desc), X.text(name))
+    return acl_tensor.set_tensor_dynamic_input(X.addr(desc), X.text(name))
 
 
 @export
 def aclSetTensorConst(desc: Any, data: Any, length: int) -> int:
-    return acl.set_tensor_const(X.addr(desc), X.addr(data), length)
+    return acl_tensor.set_tensor_const(X.addr(desc), X.addr(data), length)
 
 

@@ -274,7 +274,8 @@ def insert(graph: Graph, configs: list[Config], fp16_nodes: set[str],
     ``aclmdlGetAIPPType``/``aclmdlGetFirstAippInfo``). ``layout``: the inputs' (NHWC with
     ``--input_format=NHWC``: AIPP writes channels last). ``batches``: each input's
     batch in the largest gear, which sizes its dynamic record (the same in every gear)."""
-    entries, new_nodes = [], []
+    entries: list[dict] = []
+    new_nodes: list[Node] = []
     originals = list(graph.inputs)
     for k, cfg in enumerate(sorted(configs, key=lambda c: c.rank)):
         if cfg.rank >= len(originals):

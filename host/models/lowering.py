@@ -41,7 +41,7 @@ from npuemu.shared.errors import AclError
 _SAME = {name: name for name in (
     "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Abs", "Neg", "Relu", "Gelu",
     "Sigmoid", "Tanh", "Erf", "Where", "GlobalAveragePool")}
-_VARIADIC = {"Sum": "Add", "Max": "Maximum", "Min": "Minimum", "Mean": None}
+_VARIADIC: dict[str, str | None] = {"Sum": "Add", "Max": "Maximum", "Min": "Minimum", "Mean": None}
 _ALIASES = ("Identity", "Dropout")
 _RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
 
@@ -168,6 +168,7 @@ class _Lowerer:
 
     def _op_variadic(self, n: onnx.NodeProto, a: dict) -> None:
         op = _VARIADIC[n.op_type]
+        assert op is not None  # lower() routes here only the ops with a binary form
         ins = list(n.input)
         if len(ins) == 1:
             self.alias[n.output[0]] = self.name(ins[0])
@@ -398,8 +399,8 @@ class _Lowerer:
         out = n.output[0]
         y = self.t(out)
         b = n.input[1]
-        if alpha != 1.0 and self.const(b) is not None:
-            bval = self.const(b)
+        bval = self.const(b)
+        if alpha != 1.0 and bval is not None:
             b, alpha = self.new_weight(out, (bval * alpha).astype(bval.dtype)), 1.0
         ins = [n.input[0], b]
         c = n.input[2] if len(n.input) > 2 and n.input[2] else ""

@@ -90,10 +90,11 @@ def check(model_def: object, tensors: object, programs: object, op_refs: object,
                        ("MEMORY_PLAN", plan)):
         plain_tree(part, what)
     gears = _model_def(model_def)
-    hw = model_def.get("dynamic_hw") or []  # type: ignore[union-attr]
+    assert isinstance(model_def, dict)  # _model_def refused anything else
+    hw = model_def.get("dynamic_hw") or []
     need(isinstance(hw, list) and all(isinstance(g, list) and len(g) == 2 and all(
         is_int(d, 1, MAX_DIM) for d in g) for g in hw), f"dynamic image sizes {hw!r}")
-    _aipp(model_def.get("aipp") or [])  # type: ignore[union-attr]
+    _aipp(model_def.get("aipp") or [])
     blocks = _plan(plan)
     _programs(programs, gears or [0] * max(1, len(hw)))
     _tensors(tensors, len(programs), blocks, weight_size)  # type: ignore[arg-type]

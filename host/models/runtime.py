@@ -45,6 +45,7 @@ a model id to lock; we do it for them). No thread is started here.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 from dataclasses import dataclass, field
@@ -334,7 +335,7 @@ def _desc(row: list, k: int) -> D.TensorDesc:
 def get(model_id: object) -> Model:
     """The loaded model ``model_id`` of this process; 145003 otherwise (the real loader's
     code for an unknown id)."""
-    found = _models.get(model_id) if type(model_id) is int else None  # type: ignore[arg-type]
+    found = _models.get(model_id) if type(model_id) is int else None
     if found is None:
         raise ModelError(ACL_ERROR_GE_EXEC_MODEL_ID_INVALID, f"no loaded model {model_id!r}")
     return found
@@ -377,7 +378,7 @@ def _drained(model: Model) -> bool:
         if stream.destroyed:  # its queue was dropped (or waited for) when destroyed
             continue
         try:
-            if not stream.link.wait_until(lambda s=stream, q=seq: s.done(q), UNLOAD_WAIT_S):
+            if not stream.link.wait_until(functools.partial(stream.done, seq), UNLOAD_WAIT_S):
                 return False
         except AclError:  # the card is lost: no kernel runs there any more
             continue

@@ -54,7 +54,8 @@ def assign_streams(graph: Graph, max_streams: int = 1) -> Schedule:
             streams.append([])
         streams[s].append(i)
         stream_of.append(s)
-    events, seen = [], set()
+    events: list[tuple[int, int, int]] = []
+    seen: set[tuple[int, int]] = set()
     for i, preds in enumerate(deps):
         for p in preds:
             if stream_of[p] != stream_of[i] and (p, stream_of[i]) not in seen:

@@ -20,8 +20,9 @@ from __future__ import annotations
 import itertools
 import operator
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import SupportsIndex
+from typing import Any, SupportsIndex, cast
 
 from npuemu.host.core import hostread
 from npuemu.host.ops import types as T
@@ -160,7 +161,7 @@ def create_tensor_desc(dtype: int, dims: object, fmt: int) -> TensorDesc | None:
 
 
 def desc_of(handle: object) -> TensorDesc | None:
-    return DESCS.get(handle) if type(handle) is int else None  # type: ignore[arg-type]
+    return DESCS.get(handle) if type(handle) is int else None
 
 
 def need_desc(handle: object, what: str = "tensor desc") -> TensorDesc:
@@ -173,7 +174,7 @@ def need_desc(handle: object, what: str = "tensor desc") -> TensorDesc:
 def destroy_tensor_desc(handle: object) -> None:
     """``aclDestroyTensorDesc`` (void; an unknown handle is ignored)."""
     with _lock:
-        if DESCS.pop(handle, None) is not None:  # type: ignore[arg-type]
+        if DESCS.pop(handle, None) is not None:  # type: ignore[call-overload]
             _bump()
 
 
@@ -237,23 +238,24 @@ class OpAttr:
 
 def _attr_value(kind: str, value: object) -> object:
     scalar = {"bool": bool, "int": int, "float": float, "data_type": int}
+    items = cast("Iterable[Any]", value)  # for the list kinds: a non-iterable is a TypeError
     try:
         if kind in scalar:
             if value is None or (kind != "bool" and isinstance(value, str)):
                 raise TypeError(kind)
-            return scalar[kind](value)  # type: ignore[operator]
+            return scalar[kind](value)
         if kind == "string":
             if not isinstance(value, str):
                 raise TypeError("string")
             return value
         if kind == "list_list_int":
-            return tuple(tuple(int(v) for v in row) for row in value)  # type: ignore[union-attr]
+            return tuple(tuple(int(v) for v in row) for row in items)
         if kind == "list_string":
-            if not all(isinstance(v, str) for v in value):  # type: ignore[union-attr]
+            if not all(isinstance(v, str) for v in items):
                 raise TypeError("list_string")
-            return tuple(value)  # type: ignore[arg-type]
+            return tuple(items)
         base = scalar[kind[5:]]
-        return tuple(base(v) for v in value)  # type: ignore[union-attr]
+        return tuple(base(v) for v in items)
     except (TypeError, ValueError, KeyError) as err:
         raise T.fail(T.ACL_ERROR_INVALID_PARAM,
                      f"{value!r} is not a valid {kind} attribute value") from err
@@ -270,7 +272,7 @@ def attr_of(handle: object) -> OpAttr | None:
     """The attribute object, or None for 0/None (no attributes); 100000 for a dead handle."""
     if not handle:
         return None
-    attr = ATTRS.get(handle) if type(handle) is int else None  # type: ignore[arg-type]
+    attr = ATTRS.get(handle) if type(handle) is int else None
     if attr is None:
         raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"attr {handle!r} is not a live aclopAttr")
     return attr
@@ -279,7 +281,7 @@ def attr_of(handle: object) -> OpAttr | None:
 def destroy_attr(handle: object) -> None:
     """``aclopDestroyAttr`` (void)."""
     with _lock:
-        if ATTRS.pop(handle, None) is not None:  # type: ignore[arg-type]
+        if ATTRS.pop(handle, None) is not None:  # type: ignore[call-overload]
             _bump()
 
 
@@ -302,13 +304,13 @@ def create_data_buffer(ptr: int, size: int) -> DataBuffer:
 
 
 def buffer_of(handle: object) -> DataBuffer | None:
-    return BUFFERS.get(handle) if type(handle) is int else None  # type: ignore[arg-type]
+    return BUFFERS.get(handle) if type(handle) is int else None
 
 
 def destroy_data_buffer(handle: object) -> None:
     """``aclDestroyDataBuffer``: 100000 for an unknown handle; the memory is not freed."""
     with _lock:
-        if BUFFERS.pop(handle, None) is None:  # type: ignore[arg-type]
+        if BUFFERS.pop(handle, None) is None:  # type: ignore[call-overload]
             raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"{handle!r} is not a data buffer")
         _bump()
 

@@ -158,7 +158,7 @@ def _fill_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> lis
     if dims is not None:
         shape = tuple(int(d) for d in dims.reshape(-1))
     elif attrs.get("dims") is not None:
-        shape = tuple(int(d) for d in attrs["dims"])  # type: ignore[union-attr]
+        shape = tuple(int(d) for d in attrs["dims"])
     elif hint:
         shape = hint[0].shape
     else:

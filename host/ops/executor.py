@@ -30,9 +30,9 @@ a dead handle: 100000; a host-placement descriptor in compile or create_handle 2
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from npuemu.host.core import runtime
 from npuemu.host.core.stream import resolve, submit, synchronize_stream
@@ -239,8 +239,9 @@ def find(req: Request, link: Any) -> Entry:
 def pointers(entry: Entry, in_bufs: Sequence[object], out_bufs: Sequence[object]) -> list:
     """The launch arguments: checked buffer addresses (inputs, outputs), then the entry's
     shapes and tiling if it carries its own (100000 for a dead or too small buffer)."""
-    get = D.BUFFERS.get
-    ptrs = []
+    # handles are ints; any other object simply finds no buffer
+    get: Callable[[object], D.DataBuffer | None] = D.BUFFERS.get  # type: ignore[assignment]
+    ptrs: list[int] = []
     append = ptrs.append
     for i, need in entry.in_checks:
         buf = get(in_bufs[i])
@@ -270,7 +271,7 @@ def _submit(entry: Entry, stream: Any, args: list) -> None:
     submit(stream, _LAUNCH, loaded.bin_id, loaded.binary.name, entry.tiling.block_dim, args)
 
 
-def _bad_buffer(kind: str, i: int, buf: D.DataBuffer | None, need: int) -> None:
+def _bad_buffer(kind: str, i: int, buf: D.DataBuffer | None, need: int) -> NoReturn:
     if buf is None:
         raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"{kind} {i}: not a live data buffer")
     raise T.fail(T.ACL_ERROR_INVALID_PARAM,
@@ -368,7 +369,7 @@ def create_handle(op_type: object, in_descs: Sequence[object], out_descs: Sequen
 
 
 def handle_of(h: object) -> OpHandle:
-    found = HANDLES.get(h) if type(h) is int else None  # type: ignore[arg-type]
+    found = HANDLES.get(h) if type(h) is int else None
     if found is None:
         raise T.fail(T.ACL_ERROR_INVALID_PARAM, f"{h!r} is not a live op handle")
     return found
@@ -393,4 +394,4 @@ def exec_with_handle(h: object, in_bufs: Sequence[object], out_bufs: Sequence[ob
 
 
 def destroy_handle(h: object) -> None:
-    HANDLES.pop(h, None)  # type: ignore[arg-type]
+    HANDLES.pop(h, None)  # type: ignore[call-overload]

@@ -43,7 +43,7 @@ import os
 import stat
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from npuemu.host.ops import compiler
 from npuemu.host.ops import desc as D
@@ -312,7 +312,7 @@ def _scalar(kind: str, value: object, what: str) -> Any:
     if kind == "data_type":
         return _enum(value, T.DATA_TYPES, what)
     if kind == "float" and type(value) in (int, float):
-        return float(value)
+        return float(cast(float, value))
     if kind == "string" and isinstance(value, str) and len(value) <= MAX_TEXT:
         return value
     raise ModelFileError(PARSE, f"{what}: {value!r:.40} is not a {kind}")

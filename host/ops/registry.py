@@ -124,7 +124,7 @@ def register(op: OpDef) -> OpDef:
 
 def lookup(op_type: object) -> OpDef:
     """The definition of ``op_type``; ACL_ERROR_OP_TYPE_NOT_MATCH (100020) if unknown."""
-    found = REGISTRY.get(op_type) if isinstance(op_type, str) else None  # type: ignore[arg-type]
+    found = REGISTRY.get(op_type) if isinstance(op_type, str) else None
     if found is None:
         raise T.fail(T.ACL_ERROR_OP_TYPE_NOT_MATCH, f"unknown op type {op_type!r}")
     return found

@@ -264,7 +264,8 @@ def _thread(pid: int, tid: int, name: str, sort_index: int) -> list[dict]:
 # CSVs -----------------------------------------------------------------------------------------
 def _waits_between(tasks: list[Task]) -> dict[int, float]:
     """id(task) -> µs between the end of the previous task of its stream and its start."""
-    out, last_end = {}, {}
+    out: dict[int, float] = {}
+    last_end: dict[tuple[int, int], float] = {}
     for t in sorted(tasks, key=lambda t: (t.dev, t.stream, t.seq)):
         key = (t.dev, t.stream)
         prev = last_end.get(key)

@@ -120,7 +120,7 @@ class Session:
         self.tx_on = bool(data_types & ACL_PROF_MSPROFTX)
         self._write_json(os.path.join(self.dir, "host", "data", "info.json"), {
             "pid": os.getpid(), "data_types": data_types, "mode": mode,
-            "devices": None if devices is None else sorted(self.devices),
+            "devices": None if devices is None else sorted(self.devices or ()),
             "start_ns": time.monotonic_ns(),
             "wall_offset_ns": time.time_ns() - time.monotonic_ns()})
 

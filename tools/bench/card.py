@@ -112,7 +112,11 @@ def fig_card(ctx: Context) -> list[Record]:
               "event record": lambda: acl.rt.record_event(event, stream)}
     per_task = {name: _card_cpu_per_task(link, fn, sync, n) for name, fn in queued.items()}
     intake = _bare_intake_us(n)
-    ping_pong = _card_cpu_per_task(link, lambda: (tiny_op(), sync()), lambda: None, n // 5)
+    def tiny_op_then_sync() -> None:
+        tiny_op()
+        sync()
+
+    ping_pong = _card_cpu_per_task(link, tiny_op_then_sync, lambda: None, n // 5)
     records = [Record("card CPU per tiny task", per_task["tiny op"], "µs",
                       "bare intake (ring pop + decode)", intake,
                       Target("≤ 3 µs", "value", "<=", 3.0))]

@@ -40,6 +40,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 from npuemu.tools.bench.records import Record, Target
 from npuemu.tools.bench.registry import Context, figure
@@ -165,7 +166,7 @@ def _mpi_records(ctx: Context, size: int, label: str) -> list[Record]:
                    "MPI Allreduce 8 B", r["mpi_8b_us"])]
 
 
-def _interleaved(world: object, bench: object, size: int, rounds: int) -> dict[str, float]:
+def _interleaved(world: Any, bench: Any, size: int, rounds: int) -> dict[str, float]:
     """Median µs of one hccl all_reduce (event-timed on the stream, as hccl_test), of MPI's
     ``Allreduce`` on the same device buffers (through ``memory.host_view``, called directly)
     and on host buffers (numpy), measured in alternation after a barrier each, on buffers

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 from npuemu.tools.bench.records import Record, Target
 from npuemu.tools.bench.registry import Context, figure
@@ -41,7 +43,7 @@ def fig_copy_bandwidth(ctx: Context) -> list[Record]:
             dev_b, ret = acl.rt.malloc(n, 0)
             check_ret(ret, f"malloc({n})")
             try:
-                ops = {
+                ops: dict[str, Callable[[], Any]] = {
                     "np.copyto": functools.partial(np.copyto, dst, src),
                     "H2D": functools.partial(memcpy, dev_a, n, sp, n, h2d),
                     "D2H": functools.partial(memcpy, dp, n, dev_a, n, d2h),
@@ -82,11 +84,14 @@ def fig_malloc_free(ctx: Context) -> list[Record]:
         p, _ = malloc(256, 0)
         free(p)
 
-    heap = Allocator(4 * GiB, classify=lambda tag: tag[1])  # the worker classifies by tag
+    # the worker classifies by tag
+    heap: Allocator[tuple[int, int, int]] = Allocator(4 * GiB, classify=lambda tag: tag[1])
 
     def allocator_pair() -> None:
         step = plan(256, 0)
-        heap.free(heap.alloc(step.span, step.align, (0, step.page_class, step.p2p)))
+        ptr = heap.alloc(step.span, step.align, (0, step.page_class, step.p2p))
+        assert ptr is not None  # 4 GiB hold a 256-byte block
+        heap.free(ptr)
 
     reps, sample_s = (3, 0.15) if ctx.quick else (5, 0.4)
     rates = sample_rates({"rt": runtime_pair, "alloc": allocator_pair}, 1.0, reps, sample_s)

@@ -92,11 +92,13 @@ def fig_memory_depth(ctx: Context) -> list[Record]:
         p, _ = pmalloc(256, pool, stream)
         pfree(p, stream)
 
-    heap = Allocator(4 * GiB, classify=lambda tag: tag[1])
+    heap: Allocator[tuple[int, int, int]] = Allocator(4 * GiB, classify=lambda tag: tag[1])
 
     def allocator_pair() -> None:
         step = plan(256, 0)
-        heap.free(heap.alloc(step.span, step.align, (0, step.page_class, step.p2p)))
+        ptr = heap.alloc(step.span, step.align, (0, step.page_class, step.p2p))
+        assert ptr is not None  # 4 GiB hold a 256-byte block
+        heap.free(ptr)
 
     for fn in (cached_pair, uncached_pair, round_trip_pair, pool_pair):  # warm and check
         fn()

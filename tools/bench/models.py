@@ -28,11 +28,13 @@ is skipped with a note: its limits are onnxruntime timings.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import statistics
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 
@@ -166,7 +168,7 @@ def _time(fn, n: int) -> list[float]:
 def _child(spec_path: str, out: str) -> int:
     from npuemu.tools.cli import install_acl
     install_acl()
-    import acl  # the emulator's pyACL face
+    acl: Any = importlib.import_module("acl")  # the emulator's pyACL face (untyped)
 
     with open(spec_path) as f:
         spec = json.load(f)

@@ -40,11 +40,12 @@ def fig_idle_cpu(ctx: Context) -> list[Record]:
     from npuemu.device.worker import RECENT_S
     from npuemu.host import acl
     from npuemu.host.core import runtime
+    from npuemu.host.driver.node import Node
 
     for dev in range(8):
         check_ret(acl.rt.set_device(dev), f"set_device({dev})")
     node = runtime.get().node
-    assert node is not None and node.proc is not None
+    assert isinstance(node, Node) and node.proc is not None
     sup = psutil.Process(node.proc.pid)
     procs = [sup, *sup.children(recursive=True)]
     if len(procs) != 9:
@@ -73,7 +74,7 @@ def _wait_all(procs: list[subprocess.Popen], timeout: float) -> None:
     try:
         for p in procs:
             if p.wait(max(0.1, deadline - time.monotonic())) != 0:
-                raise RuntimeError(f"{p.args} exited {p.returncode}")
+                raise RuntimeError(f"{p.args!r} exited {p.returncode}")
     finally:
         for p in procs:
             if p.poll() is None:

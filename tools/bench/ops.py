@@ -106,7 +106,7 @@ def _child(quick: bool, out: str) -> int:
         for _ in range(k):
             acl.rt.launch_kernel(func, 1, [], s)
 
-    rates = {"op": [], "kernel": []}
+    rates: dict[str, list[float]] = {"op": [], "kernel": []}
     for _ in range(3):
         for name, fn in (("op", hits), ("kernel", launches)):
             t0 = time.perf_counter()
@@ -227,7 +227,7 @@ def _family(acl, D, executor, s, op, shapes, attrs, linear) -> dict:
     ins, outs, _specs = descs(shapes)
     t0 = time.perf_counter_ns()
     entry = executor.compile_request(executor.request(op, ins, outs, attr), link)
-    row = {"compile": (time.perf_counter_ns() - t0) / 1e3}
+    row: dict[str, float | None] = {"compile": (time.perf_counter_ns() - t0) / 1e3}
     bufs = []
     for d in (*ins, *outs):
         p, _ = acl.rt.malloc(max(d.size(), 1), 0)

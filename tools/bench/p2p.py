@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 
 from npuemu.tools.bench.records import Record, Target
 from npuemu.tools.bench.registry import Context, figure
@@ -90,7 +91,7 @@ def fig_p2p_bandwidth(ctx: Context) -> list[Record]:
         rates = sample_rates({"one": one_way, "limit": limit}, n / 1e9, reps, long_s)
         both = sample_rates({"both": both_ways, "limit": two_copyto}, 2 * n / 1e9, reps, long_s)
 
-        cells = {}
+        cells: dict[str, Callable[[], object]] = {}
         for i in range(P2P_CARDS):
             for j in range(P2P_CARDS):
                 def cell(i: int = i, j: int = j) -> None:  # row i: card i's engine pushes

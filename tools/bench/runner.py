@@ -105,13 +105,15 @@ def _report_forced(fig: Figure, forced: list[str]) -> None:
 def _child_figure(key: str, quick: bool, out: str, track_path: str) -> int:
     """``--figure KEY``: run one figure on a fresh embedded node, write its records."""
     from npuemu.host.core import runtime
+    from npuemu.host.driver.node import Node
 
     fig = next(f for f in FIGURES if f.key == key)
     ctx = Context(quick, Tracker(track_path))
     rt = runtime.get()
     try:
         node = rt.ensure_node()
-        ctx.track.node(node.name, node.proc.pid if node.proc else 0)
+        proc = node.proc if isinstance(node, Node) else None  # a supervisor's process
+        ctx.track.node(node.name, proc.pid if proc else 0)
         records = fig.func(ctx)
     finally:
         ctx.close()
