@@ -1,6 +1,7 @@
 """AIPP from C: a static AIPP model (aclmdlGetAippType, aclmdlGetFirstAippInfo, execute on
 the raw image) and a dynamic AIPP model (an aclmdlAIPP set applied with aclmdlSetInputAIPP)
-built by the SDK's atc, their outputs against a numpy crop and normalisation."""
+built by the SDK's atc, their outputs against a numpy crop and normalisation; the gears of a
+``--dynamic_image_size`` model."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.cabi.test_cabi_models import _atc
-from tests.integration.test_models_aipp import identity, normalise, rgb_cfg
+from tests.integration.test_models_aipp import conv_gap, identity, normalise, rgb_cfg
 
 pytestmark = pytest.mark.integration
 
@@ -20,14 +21,17 @@ def test_aipp_program(compile_c, run_c, sdk_root, tmp_path):
                   f"--insert_op_conf={tmp_path / 's.cfg'}")
     dynamic = _atc(sdk_root, identity(3, 8, 8), tmp_path, "d",
                    f"--insert_op_conf={tmp_path / 'd.cfg'}")
+    hw = _atc(sdk_root, conv_gap(), tmp_path, "hw", "--input_shape=x:1,3,-1,-1",
+              "--dynamic_image_size=16,12;8,8")
     raw = np.random.default_rng(8).integers(0, 256, (10, 12, 3), dtype=np.uint8)
     (tmp_path / "raw.bin").write_bytes(raw.tobytes())
     res = run_c(compile_c("aipp.c"), str(static), str(dynamic), str(tmp_path / "raw.bin"),
-                str(tmp_path / "s.bin"), str(tmp_path / "d.bin"), timeout=180)
+                str(tmp_path / "s.bin"), str(tmp_path / "d.bin"), str(hw), timeout=180)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "aipp program done" in res.stdout
     assert "static type 1 attached ffffffff format 1" in res.stdout
     assert "info 3 12x10 crop 1 at 2,1 mean 124 var 0.0171 dims 4" in res.stdout
+    assert "hw gears 2: 8x8 16x12" in res.stdout
     assert "data size 160" in res.stdout and "aipp data input 1 of 160 bytes" in res.stdout
     crop = raw[1:9, 2:10]
     want = normalise(crop, [124, 117, 104], [0.5, 0, 0], [0.0171, 0.0175, 0.0174])

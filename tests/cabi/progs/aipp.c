@@ -1,8 +1,9 @@
-/* AIPP from C: argv = static.om dynamic.om raw.bin out_static.bin out_dynamic.bin.
+/* AIPP from C: argv = static.om dynamic.om raw.bin out_static.bin out_dynamic.bin hw.om.
  * The static AIPP model: aclmdlGetAippType / aclmdlGetFirstAippInfo, one execute on the raw
  * RGB image. The dynamic AIPP model: its parameter input found by ACL_DYNAMIC_AIPP_NAME, an
  * aclmdlAIPP set (crop 8x8 at (2, 1), mean) applied with aclmdlSetInputAIPP, one execute;
- * bad setter values and a batch index past the set give 100000. */
+ * bad setter values and a batch index past the set give 100000. The dynamic image size model:
+ * aclmdlGetDynamicHW lists its gears, aclmdlSetDynamicHWSize takes one and refuses 5x5. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +65,9 @@ static void run(uint32_t id, aclmdlDesc *desc, const void *raw, size_t raw_size,
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
-        printf("usage: aipp static.om dynamic.om raw.bin out_static.bin out_dynamic.bin\n");
+    if (argc != 7) {
+        printf("usage: aipp static.om dynamic.om raw.bin out_static.bin out_dynamic.bin "
+               "hw.om\n");
         return 2;
     }
     size_t raw_size;
@@ -117,6 +119,26 @@ int main(int argc, char **argv)
     CHECK(aclmdlDestroyAIPP(set));
     EXPECT_CODE(100000, aclmdlDestroyAIPP(set));
     free(info);
+
+    uint32_t hw_id;
+    CHECK(aclmdlLoadFromFile(argv[6], &hw_id));
+    aclmdlDesc *hdesc = aclmdlCreateDesc();
+    CHECK(aclmdlGetDesc(hdesc, hw_id));
+    aclmdlHW gears;
+    CHECK(aclmdlGetDynamicHW(hdesc, 0, &gears));
+    printf("hw gears %zu:", gears.hwCount);
+    for (size_t k = 0; k < gears.hwCount; k++) {
+        printf(" %llux%llu", (unsigned long long)gears.hw[k][0],
+               (unsigned long long)gears.hw[k][1]);
+    }
+    printf("\n");
+    size_t gear = 0;
+    CHECK(aclmdlGetInputIndexByName(hdesc, ACL_DYNAMIC_TENSOR_NAME, &gear));
+    aclmdlDataset *hin = aclmdlCreateDataset();
+    CHECK(aclmdlSetDynamicHWSize(hw_id, hin, gear, 16, 12));
+    EXPECT_CODE(145000, aclmdlSetDynamicHWSize(hw_id, hin, gear, 5, 5));
+    CHECK(aclmdlDestroyDataset(hin));
+    CHECK(aclmdlUnload(hw_id));
     CHECK(aclmdlUnload(id));
     CHECK(aclmdlUnload(dyn));
     CHECK(aclrtResetDevice(0));
