@@ -50,7 +50,7 @@ FIXED = [None, True, False, -1, 0, -(2**63), 2**63 - 1, 2**63, 2**64 - 1, 2**31,
 VALUES = st.one_of(st.sampled_from(FIXED), st.integers(-(2**63), 2**64 - 1),
                    st.floats(), st.text(max_size=6), st.binary(max_size=6),
                    st.lists(st.integers(-3, 2**33), max_size=3))
-PROG = os.path.join(os.path.dirname(os.path.dirname(__file__)), "progs", "om_hostile_load.py")
+PROG = "om_hostile_load.py"
 BAD_CONTENT, BAD_PATH = 145000, 145002
 
 
@@ -260,7 +260,7 @@ SAMPLE = 160
 
 
 @pytest.mark.integration
-def test_malformed_files_load_with_a_code_on_a_real_card(run_py, tmp_path) -> None:
+def test_malformed_files_load_with_a_code_on_a_real_card(run_prog, tmp_path) -> None:
     """A fixed sample of the mutations above (and the raw cases), loaded from the file and
     from memory on a real card: each is a code (the reader's 145000 for those it refuses;
     loads of the others may fail with the op compiler's codes), and the card still loads a
@@ -277,10 +277,8 @@ def test_malformed_files_load_with_a_code_on_a_real_card(run_py, tmp_path) -> No
         (tmp_path / f"raw_{name}.om").write_bytes(data)
     good = tmp_path / "good.om.keep"
     good.write_bytes(_fixed_om())
-    launcher = (f"import runpy, sys\nsys.argv = [{PROG!r}, {str(tmp_path)!r}, {str(good)!r}]\n"
-                f"runpy.run_path({PROG!r}, run_name='__main__')\n")
-    res = run_py(launcher, env={"NPUEMU_DEVICES": "1", "NPUEMU_HBM": "1G",
-                                "NPUEMU_DDR": "256M"}, timeout=400)
+    res = run_prog(PROG, str(tmp_path), str(good), env={"NPUEMU_DEVICES": "1", "NPUEMU_HBM": "1G",
+                                                   "NPUEMU_DDR": "256M"}, timeout=400)
     assert res.returncode == 0, f"child died ({res.returncode}):\n{res.stdout}\n{res.stderr}"
     line = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     r = json.loads(line[len("RESULT "):])
