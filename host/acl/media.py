@@ -28,6 +28,14 @@ from npuemu.shared import errors
 from npuemu.shared import media as _m
 from npuemu.shared.media import BorderType, ChannelMode, JpegFormat, PixelFormat, StreamFormat
 
+_IMPORTED = frozenset(globals())
+
+
+def __dir__() -> list[str]:
+    """``dir(acl.media)`` lists the media calls and constants, not this module's imports."""
+    return sorted(n for n in globals() if n not in _IMPORTED and not n.startswith("_"))
+
+
 _P = _m.PIC_DESC
 
 for _enum in (PixelFormat, StreamFormat, ChannelMode, BorderType, JpegFormat):

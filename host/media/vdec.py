@@ -21,7 +21,7 @@ device memory of this process, an output that is not YUV420SP of 128x128 to 4096
 a width stride a multiple of 16 and an even height stride (checked at the call); 107000
 from ``subscribe_report`` for a thread id that names no live thread.
 
-Partial: ``venc_*`` (encoding) is not provided; see also ``device/exec/vdec.py``.
+Partial: see ``device/exec/vdec.py`` (video encode is ``venc.py``).
 
 Threading model: ``_lock`` guards every channel's ``pending`` queue and ``delivered`` count;
 the program's callback runs on its own thread with the lock released.
