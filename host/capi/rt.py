@@ -56,6 +56,11 @@ def aclrtGetDeviceCount(p: Any) -> int:
 
 
 @export
+def aclrtGetDeviceInfo(dev: int, attr: int, p: Any) -> int:
+    return _out("aclrtGetDeviceInfo", p, rt.get_device_info(dev, attr))
+
+
+@export
 def aclrtGetRunMode(p: Any) -> int:
     return _out("aclrtGetRunMode", p, rt.get_run_mode())
 

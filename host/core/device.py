@@ -22,7 +22,7 @@ from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Context, OpenDevice
 from npuemu.shared import config, errors
 from npuemu.shared.config import SocProfile
-from npuemu.shared.enums import DeviceStatus
+from npuemu.shared.enums import DevAttr, DeviceStatus
 from npuemu.shared.protocol import Op
 
 
@@ -195,3 +195,30 @@ def soc_profile() -> SocProfile:
         raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
                                f"the node's SoC {name!r} has no profile in this host")
     return profile
+
+
+def device_info(dev: int, attr: int) -> int:
+    """Mirrors ``aclrtGetDeviceInfo``: one ``aclrtDevAttr`` of card ``dev`` from its SoC's
+    profile (core counts, L2 size) and the node (the card's HBM size, its physical id; not
+    virtual). Other attributes (the SIMT grid limits, super-pod ids, board facts) are not
+    emulated: 207000; an unknown attribute 107000, a bad device 107001. Blocks to attach to
+    the node the first time (and to the card for its memory size)."""
+    rt = runtime.get()
+    logical = rt.check_device_id(dev)
+    profile = soc_profile()
+    values = {DevAttr.ACL_DEV_ATTR_AICPU_CORE_NUM: profile.aicpu_num,
+              DevAttr.ACL_DEV_ATTR_AICORE_CORE_NUM: profile.ai_core_num,
+              DevAttr.ACL_DEV_ATTR_CUBE_CORE_NUM: profile.cube_core_num,
+              DevAttr.ACL_DEV_ATTR_VECTOR_CORE_NUM: profile.vector_core_num,
+              DevAttr.ACL_DEV_ATTR_L2_CACHE_SIZE: profile.l2_bytes,
+              DevAttr.ACL_DEV_ATTR_IS_VIRTUAL: 0}
+    if attr in values:
+        return values[DevAttr(attr)]
+    if attr == DevAttr.ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE:  # attaches to the card (blocks)
+        return int(rt.open_device(logical).link.memory_usage().hbm_total)
+    if attr == DevAttr.ACL_DEV_ATTR_PHY_CHIP_ID:
+        return rt.visible()[logical]
+    if attr in DevAttr._value2member_map_:
+        raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                               f"device attribute {DevAttr(attr).name} is not emulated")
+    raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"unknown device attribute {attr!r}")

@@ -1,9 +1,9 @@
 """The SoC profiles the samples target besides Ascend910B1-B4 (Ascend310P3 and Ascend310B1 for
 inference, the A3's Ascend910_9391, also named by its family Ascend910_93), each through a
 node start (``npuemu start`` with ``NPUEMU_SOC``), ``aclrtGetSocName``, ``npuemu smi``, the
-node's HCCS topology, an op tiled for the SoC's cores (``tests/progs/soc_tiling.py``) and a
-model converted by ATC with ``--soc_version`` and run by ``acl.mdl``
-(``tests/progs/models_mdl.py``)."""
+node's HCCS topology, ``aclrtGetDeviceInfo``, an op tiled for the SoC's cores
+(``tests/progs/soc_tiling.py``) and a model converted by ATC with ``--soc_version`` and run
+by ``acl.mdl`` (``tests/progs/models_mdl.py``)."""
 
 from __future__ import annotations
 
@@ -59,6 +59,13 @@ def test_profile_through_node_smi_op_and_model(npuemu_cli, node_name, run_prog, 
     assert r["soc"] == r["soc_before_set_device"] == full
     assert r["cores"] == {"aicore": aicore, "aivector": aivector}
     assert r["compiled"] == {"k_Add": aivector, "k_MatMul": aicore} == r["ran"]
+
+    info = run_program(run_prog, "fidelity.py", "device_info", env=env, timeout=120)["info"]
+    profile = soc_profile(soc)
+    assert info == {"aicpu": [profile.aicpu_num, 0], "aicore": [aicore, 0],
+                    "cube": [profile.cube_core_num, 0], "vector": [aivector, 0],
+                    "memory": [1 << 30, 0], "l2": [profile.l2_bytes, 0], "chip": [0, 0],
+                    "virtual": [0, 0], "grid_x": [0, 207000], "unknown": [0, 107000]}
 
     model = small_cnn()
     onnx.save(model, tmp_path / "cnn.onnx")

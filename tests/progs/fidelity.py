@@ -80,6 +80,16 @@ def idle_memory():
 
 
 @scenario
+def device_info():
+    """``aclrtGetDeviceInfo`` of card 0 for the attributes it answers, one it does not
+    emulate (a SIMT grid limit) and an unknown one; a device the node lacks."""
+    attrs = {"aicpu": 1, "aicore": 101, "cube": 102, "vector": 201, "memory": 301, "l2": 302,
+             "chip": 402, "virtual": 501, "grid_x": 205, "unknown": 9999}
+    R["info"] = {name: list(acl.rt.get_device_info(0, attr)) for name, attr in attrs.items()}
+    R["bad_device"] = list(acl.rt.get_device_info(99, 1))
+
+
+@scenario
 def failing_call():
     """One failing call (an unknown device), whose host log line goes to stdout when the
     environment asks for it."""
