@@ -131,7 +131,7 @@ def op_capture():
     ok(acl.op.compile_and_execute_v2("Add", [desc, desc], bufs[:2], [desc], bufs[2:], attr,
                                      0, 0, None, s), "compile Add")
     ok(acl.rt.synchronize_stream(s), "eager Add")
-    ok(acl.mdl.ri_capture_begin(s, RELAXED), "begin")
+    ok(acl.mdl.ri_capture_begin(s, GLOBAL), "begin")
     ok(acl.op.execute_v2("Add", [desc, desc], bufs[:2], [desc], bufs[2:], attr, s), "Add")
     ok(acl.op.execute_v2("Add", [desc, desc], [bufs[2], bufs[1]], [desc], bufs[:1], attr, s),
        "Add 2")
