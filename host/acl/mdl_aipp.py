@@ -21,6 +21,7 @@ thread-safe either). No thread is started here.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +33,7 @@ from npuemu.host.core import memory
 from npuemu.host.models import aipp as model_aipp
 from npuemu.host.models import runtime as models
 from npuemu.host.models.codes import ACL_ERROR_GE_PARAM_INVALID, ModelError
+from npuemu.host.models.graph import ACL_DTYPES
 from npuemu.host.ops import desc as D
 from npuemu.shared import aipp as A
 from npuemu.shared import errors
@@ -360,7 +362,12 @@ def _info(entry: dict) -> dict[str, Any]:
         info[f"meanChn{k}"] = a["mean_chn"][k]
         info[f"minChn{k}"] = a["min_chn"][k]
         info[f"varReciChn{k}"] = a["var_reci_chn"][k]
-    info.update(srcFormat=0, srcDatatype=0, srcDimNum=4, shapeCount=1,
-                outDims=[{"srcDims": list(entry["model_dims"]),
-                          "aippOutdims": list(entry["model_dims"])}])
+    dims = list(entry["model_dims"])
+    dtype = entry.get("model_dtype", "float32")
+    src = model_aipp.raw_dims(a["input_format"], dims[0], *a["src_image_size"])
+    info.update(srcFormat=1 if entry.get("channels_last") else 0,
+                srcDatatype=ACL_DTYPES.get(dtype, 0), srcDimNum=4, shapeCount=1,
+                outDims=[{"srcDims": list(src), "srcSize": math.prod(src),
+                          "aippOutdims": dims,
+                          "aippOutSize": math.prod(dims) * np.dtype(dtype).itemsize}])
     return info

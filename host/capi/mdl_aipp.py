@@ -87,6 +87,8 @@ def aclmdlGetFirstAippInfo(model_id: int, index: int, out: Any) -> int:
     for k, dims in enumerate(info["outDims"][:128]):
         _io_dims(out.outDims[k].srcDims, dims["srcDims"])
         _io_dims(out.outDims[k].aippOutdims, dims["aippOutdims"])
+        out.outDims[k].srcSize = dims["srcSize"]
+        out.outDims[k].aippOutSize = dims["aippOutSize"]
     out.aippExtend = X.ffi.NULL
     return 0
 

@@ -316,7 +316,8 @@ def _aipp_node(graph: Graph, cfg: Config, name: str, numbers: tuple[int, int, in
     attrs: dict[str, Any] = {"out_shape": list(model_in.shape), "out_dtype": model_in.dtype,
                              "out_layout": "NHWC" if channels_last else "NCHW"}
     entry: dict[str, Any] = {"input": name, "mode": "dynamic" if cfg.dynamic else "static",
-                             "model_dims": list(nchw)}
+                             "model_dims": list(nchw), "model_dtype": model_in.dtype,
+                             "channels_last": channels_last}
     ins = [name]
     if cfg.dynamic:
         raw_shape: tuple[int, ...] = (int(cfg.op.max_src_image_size),)

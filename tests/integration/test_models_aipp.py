@@ -174,9 +174,11 @@ def test_static_rgb888_crop_and_normalisation_exact(run_prog, tmp_path) -> None:
     assert r["input"] == {"format": 1, "dtype": 4, "size": 10 * 12 * 3, "dims": [1, 10, 12, 3],
                           "dims_v2": [1, 10, 12, 3], "name": "x",
                           "aipp_type": [1, 0xFFFFFFFF, 0]}
-    assert r["info_ret"] == 0 and r["info"] == {"inputFormat": 3, "srcImageSizeW": 12,
-                                                "srcImageSizeH": 10, "cropSwitch": 1,
-                                                "meanChn0": 124}
+    assert r["info_ret"] == 0 and r["info"] == {
+        "inputFormat": 3, "srcImageSizeW": 12, "srcImageSizeH": 10, "cropSwitch": 1,
+        "meanChn0": 124, "srcDatatype": 0, "outDims": [{
+            "srcDims": [1, 10, 12, 3], "srcSize": 360, "aippOutdims": [1, 3, 8, 8],
+            "aippOutSize": 3 * 8 * 8 * 4}]}
     assert r["bad_index"] == 100000 and r["info_bad_index"] == 100000
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), rgb_ref(raw), rtol=1e-3, atol=0)
 

@@ -79,7 +79,8 @@ def static(om, raw_path, out_path):
     R["input"] = m.describe_input(0)
     info, R["info_ret"] = acl.mdl.get_first_aipp_info(m.model_id, 0)
     R["info"] = {k: info[k] for k in ("inputFormat", "srcImageSizeW", "srcImageSizeH",
-                                      "cropSwitch", "meanChn0")} if info else {}
+                                      "cropSwitch", "meanChn0", "srcDatatype",
+                                      "outDims")} if info else {}
     raw = np.load(raw_path)
     m.feed(0, raw.tobytes())
     ok(m.execute(), "execute")
