@@ -10,22 +10,24 @@ CANN's parser refuses it.
 Checks: CANN ATC's (its ``E10043`` reasons: aipp_mode set, the CSC / normalisation lists not
 repeated, max_src_image_size > 0 for dynamic AIPP, input_format set and sizes not negative
 for static AIPP; ``E10034``: an input with AIPP cannot also be in ``--input_fp16_nodes``),
-then the documented ranges (source size 1..4096, YUV420SP sizes and crop offsets even, the
-crop inside the source, mean 0..255, min 0..255, var_reci within float16), then the result
+then the ranges CANN's documentation and configuration template give (source size 1..4096,
+YUV420SP sizes and crop offsets even, the crop inside the source, mean 0..255, min 0..255,
+var_reci within float16, matrix int16, biases 0..255), then the result
 of crop, scaling and padding equal to the model input's H and W, its C the format's. Each
 failure is ``ACL_ERROR_GE_PARAM_INVALID`` (145000) with the ATC message.
 
 Defaults as ATC fills them: a source size of 0 is the model's W / H; a crop size of 0 is
 what the model input needs (after padding); CSC matrices not given are CANN's default
 BT.601 matrices (YUV -> RGB, or RGB -> YUV for RGB inputs) and biases (16, 128, 128);
-var_reci 1.0.
+var_reci 1.0. The padding value is ``padding_value`` (the field CANN's documentation shows)
+or ``cpadding_value`` (the older schema's).
 
 The model then takes the raw image: static AIPP: uint8 ``N x (H*3/2) x W x 1`` for
 YUV420SP, ``N x H x W x 3`` for RGB888, ``x 4`` for XRGB8888, ``x 1`` for YUV400 (what
 ``aclmdlGetInputDimsV2`` reports; ``aclmdlGetInputDims`` shows ``N, H, W, C`` NHWC);
 dynamic AIPP: ``max_src_image_size`` bytes, plus an input ``ascend_dynamic_aipp_data``
-(``64 + 96 * N`` bytes) for the parameters (a second dynamic AIPP input's is
-``ascend_dynamic_aipp_data_1``, and so on: our choice of names).
+(``64 + 96 * N`` bytes, N the largest batch gear's) for the parameters (a second dynamic
+AIPP input's is ``ascend_dynamic_aipp_data_1``, and so on: our choice of names).
 
 ``model_dims`` of the entries are NCHW whatever ``--input_format`` (NHWC: the Aipp task writes
 channels last). Stateless; no threads.
