@@ -67,6 +67,10 @@ def prepare(worker: Worker, client: Client, pics: list[Picture],
     codec = m.VENC_CODECS.get(fmt)  # type: ignore[call-overload]
     if codec is None:
         raise DvppFailure(f"stream format {fmt} is not an acldvppStreamFormat")
+    if not (m.VDEC_MIN <= width <= m.VDEC_MAX and m.VDEC_MIN <= height <= m.VDEC_MAX) \
+            or width % 2 or height % 2 or gop > 65536 or kbps > 1 << 20:
+        raise DvppFailure(f"venc channel of {width}x{height}, key frame interval {gop}, "
+                          f"{kbps} kbit/s: even sizes of {m.VDEC_MIN} to {m.VDEC_MAX}")
     status = _WORDS.from_address(worker.resolve(client, status_addr, m.VENC_STATUS_BYTES))
     out = worker.resolve(client, buf, buf_size) if buf_size else 0
     pic = pics[0] if pics else None

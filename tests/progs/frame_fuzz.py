@@ -140,6 +140,8 @@ def strategies(card: Card) -> dict:
                         st.sampled_from(["float32", "int8", "bfloat16", "x"]),
                         st.sampled_from(["sum", "max", "x"]), small, sizes, ptrs, ptrs,
                         st.sampled_from([0, 10, 1000, 2**32]), counts),
+        Op.DVPP: (st.sampled_from(["jpegd", "pngd", "jpege", "vpc", "vdec", "venc", "x"]),
+                  addrs, st.lists(st.one_of(small, sizes, ptrs), max_size=16)),
     }
 
 
