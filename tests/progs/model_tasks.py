@@ -1,6 +1,6 @@
 """Child program of ``tests/integration/test_models_tasklist.py``: model task lists sent as
 raw ``MODEL_LOAD`` / ``MODEL_UNLOAD`` / ``MODEL_EXECUTE`` frames over the host's link and
-streams, with the kernels of ``model_task_kernels.py``; and ``.om`` models loaded, executed
+streams, with the kernels of ``bump_kernels.py``; and ``.om`` models loaded, executed
 and unloaded through ``acl.mdl`` (``aclmdlLoadFromFile``, ``aclmdlExecuteAsync``,
 ``aclmdlUnload``).
 
@@ -40,7 +40,7 @@ from npuemu.host.models import runtime as _models
 from npuemu.shared.layout import DEVICE_CTL
 from npuemu.shared.protocol import Op
 
-KERNELS = "model_task_kernels.py"
+KERNELS = "bump_kernels.py"
 CODES: list = []
 """``[code, task id]`` of each exception callback, in order."""
 

@@ -1,6 +1,7 @@
-"""Kernels of the model task-list scenarios (``tests/progs/model_tasks.py`` loads this text
-with ``binary_load_from_data``): a counter bump that fails once a flag is set, a flag raiser
-on the AI Vector engine, and a spin whose blocks nap until the flag is set."""
+"""Kernels that ``model_tasks.py`` and ``tiny_kernels.py`` load from this text
+(``binary_load_from_data``), each on a pair of int64 ``[counter, flag]`` at ``ptr`` (``nap``:
+a float64 of seconds): a counter bump that fails once the flag is set, a flag raiser on the
+AI Vector engine, a spin whose blocks nap until the flag is set, and a nap on the AI CPU."""
 
 import time
 
@@ -27,3 +28,10 @@ def spin(ctx, ptr):
     a[0] = 1
     if not a[1]:
         time.sleep(0.01)
+
+
+@kernel("aicpu")
+def nap(ctx, ptr):
+    seconds = float(ctx.tensor(ptr, "float64", 1)[0])
+    if seconds:
+        time.sleep(seconds)
