@@ -212,13 +212,9 @@ def vmm_fresh():
 
 
 # --------------------------------------------------------------------------- models
-KERNELS = '''
-from npuemu.shared.kernel import kernel
-
-@kernel("aicore")
-def touch(ctx, ptr):
-    ctx.tensor(ptr, "uint8", 1)[0] = 1
-'''
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "touch_kernel.py")) as _f:
+    KERNELS = _f.read()
+"""The text of ``touch_kernel.py`` (its one kernel, ``touch``)."""
 
 
 def models():

@@ -35,13 +35,9 @@ from npuemu.shared import address, errors, layout, protocol, shm  # noqa: E402
 from npuemu.shared.protocol import Op  # noqa: E402
 
 R: dict = {}
-KERNELS = '''
-from npuemu.shared.kernel import kernel
-
-@kernel("aicore")
-def touch(ctx, ptr):
-    ctx.tensor(ptr, "uint8", 1)[0] = 1
-'''
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "touch_kernel.py")) as _f:
+    KERNELS = _f.read()
+"""The text of ``touch_kernel.py`` (its one kernel, ``touch``)."""
 MUTATIONS = ("shaped", "wrong_type", "huge", "truncated", "extra", "counts")
 HUGE = (2**64 - 1, 2**63, 2**63 - 1, -1, -2**63, 2**32, 10**19)
 EMPTY_STEP = [0, 0, "", 0, [], [], [], []]
