@@ -1,10 +1,11 @@
 """What the card's parts see of the worker, its clients and its tasks: small Protocols.
 
 The worker (``worker.py``) imports its parts at run time: the scheduler, the request table
-(``dispatch.py``), the fault table (``faults.py``) and what the engines run (``exec/``:
-kernels, op binaries, models, collectives). The parts name the worker only through these
-protocols, so none of them imports ``worker.py`` or ``scheduler.py`` back, not even for
-types, and each says exactly what it uses:
+(``dispatch.py``), the fault table (``faults.py``) and what the engines run (``exec/``).
+The fault table and the kernels, op binaries, models, captured graphs and collectives of
+``exec/`` name the worker only through these protocols, so none of them imports
+``worker.py`` or ``scheduler.py`` back, not even for types, and each says exactly what it
+uses (a new part of ``exec/`` had best do the same):
 
 | protocol        | stands for            | used by                                     |
 |-----------------|-----------------------|---------------------------------------------|
@@ -22,8 +23,7 @@ holds the real fields. mypy checks at every call from the worker and the schedul
 the real classes fit (structural typing: nothing here is inherited at run time).
 
 The scheduler and the request table are the worker's own halves (the loop's task queues and
-its op table): they take the concrete ``Worker`` and ``Client``, and are the only modules
-that name ``worker.py`` (for types only).
+its op table): they take the concrete ``Worker`` and ``Client`` (imported for types only).
 
 Threading model: declarations only (no state). Which thread may call what is said by each
 real class.
