@@ -10,13 +10,15 @@ shape that does not match, a fill byte out of range) raise ``ValueError``/``Type
     >>> with Device(0) as dev:                       # aclrtSetDevice ... aclrtResetDevice
     ...     x = DeviceArray.from_numpy(np.arange(6.0).reshape(2, 3))   # malloc + H2D
     ...     y = x.to_numpy()                                            # D2H
+
 The face is split by concept; this package only re-exports its public names:
 
 - ``devices``: ``Device``, ``MemInfo``, ``device_count``, ``current_device``,
   ``retained_devices`` (attachment, lifetime and the per-thread context: its docstring);
 - ``buffers``: ``DeviceBuffer`` (``aclrtMalloc`` bytes; blocking and forked children);
 - ``arrays``: ``DeviceArray`` (typed n-d arrays over one buffer);
-- ``streams``: ``Stream``, ``Event``; ``kernels``: ``Kernel``, ``load_kernels``;
+- ``streams``: ``Stream``, ``Event``; ``graph``: ``Graph`` (stream capture);
+  ``kernels``: ``Kernel``, ``load_kernels``;
 - ``errors``: the ``AclError`` classes; ``memory``: torch-named memory statistics;
 - ``prof``: ``profile``; ``models``: ``Model``; ``ops``: ``run_op`` and friends;
   ``hccl``: the collectives.
