@@ -22,15 +22,15 @@ import socket
 import struct
 import subprocess
 import sys
-import textwrap
 import time
 
 import msgpack
 import psutil
 import pytest
-from childprog import CHILD_HELPERS, run_scenario
+from childprog import result_of, run_program
 
 from npuemu.shared import control, shm
+from tests.conftest import PROGS
 
 pytestmark = pytest.mark.integration
 
@@ -54,24 +54,15 @@ def _other_uid() -> int:
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a second uid needs root")
 
 
-def as_other_user(code: str, timeout: float = 60) -> dict:
-    """Run ``code`` in a child that drops to another user's uid and gid (after its imports:
-    the interpreter may live where that user cannot read); returns the child's ``R``."""
-    uid = _other_uid()
+def as_other_user(scenario: str, *args: str, timeout: float = 60) -> dict:
+    """Run the scenario ``scenario`` of ``tests/progs/other_user.py`` in a child that drops
+    to another user's uid and gid after its imports; returns the child's ``R``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NPUEMU_", "ASCEND_"))}
-    env.update(HOME="/tmp", PYTHONDONTWRITEBYTECODE="1")
-    prelude = ("import json, os, socket, struct, sys\n"
-               "import contextlib, io\n"
-               "from npuemu.shared import control, shm\n"
-               "from npuemu.tools import status\n"
-               f"os.setgroups([]); os.setgid({uid}); os.setuid({uid})\n"
-               "assert os.geteuid() != 0\nR = {}\n")
-    res = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)
-                          + '\nprint("RESULT " + json.dumps(R))\n'],
-                         env=env, cwd="/", capture_output=True, text=True, timeout=timeout)
-    assert res.returncode == 0, f"child failed:\n{res.stdout}\n{res.stderr}"
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
-    return json.loads(lines[-1][len("RESULT "):])
+    env.update(HOME="/tmp", PYTHONDONTWRITEBYTECODE="1", OTHER_UID=str(_other_uid()))
+    res = subprocess.run([sys.executable, os.path.join(PROGS, "other_user.py"), scenario,
+                          *args], env=env, cwd="/", capture_output=True, text=True,
+                         timeout=timeout)
+    return result_of(res)
 
 
 def wait_until(predicate, timeout: float, what: str):
@@ -111,62 +102,16 @@ def closed_by_peer(sock: socket.socket, timeout: float = 20) -> bool:
     return True
 
 
-HOST = CHILD_HELPERS + """
-def node_name():
-    from npuemu.host.core import runtime
-    return runtime.get().node.name
-"""
-
-
-def prog(body: str) -> str:
-    return HOST + textwrap.dedent(body)
+PROG = "security_hosts.py"
+"""The host programs (``tests/progs/security_hosts.py``), one scenario each."""
 
 
 # ----------------------------------------------------------------------------- second user
 @needs_root
-def test_another_user_is_refused_by_socket_segments_and_semaphores(shared_node, run_py,
+def test_another_user_is_refused_by_socket_segments_and_semaphores(shared_node, run_prog,
                                                                    status):
     name = shared_node(devices=1, hbm="64M", ddr="64M")
-    r = as_other_user(f"""
-        NAME = {name!r}
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(20)
-        s.connect(control.address(NAME))          # the raw socket: no client-side check
-        R["refusal"] = list(control.recv(s))
-        R["then_closed"] = s.recv(10) == b""
-        s2 = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s2.settimeout(20)
-        s2.connect(control.address(NAME))
-        try:
-            control.send(s2, ["stop", True])
-        except OSError:
-            pass
-        s2.close()
-        try:
-            control.connect(NAME, timeout=20)
-        except PermissionError as err:
-            R["client_check"] = str(err)
-        refused = []
-        for part in ("reg", "d0.ctl", "d0.hbm", "d0.ddr", "d0.log"):
-            try:
-                shm.Segment(shm.name(NAME, *part.split(".")))
-            except PermissionError:
-                refused.append(part)
-        try:
-            shm.semaphore(shm.name(NAME, "d0", "bell"))
-        except PermissionError:
-            refused.append("bell")
-        R["refused"] = refused
-        try:
-            os.open(f"/dev/shm/npuemu.{{NAME}}.d0.hbm", os.O_RDONLY)
-        except PermissionError:
-            R["raw_open"] = "refused"
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            R["status_all"] = status.main(None, True)
-            R["status_one"] = status.main(NAME, False)
-        R["status_out"] = out.getvalue()
-    """)
+    r = as_other_user("probe", name)
     assert r["refusal"][0] == NO_PERMISSION and "may not use it" in r["refusal"][1], r
     assert r["then_closed"] and "served by uid 0" in r["client_check"], r
     assert r["refused"] == ["reg", "d0.ctl", "d0.hbm", "d0.ddr", "d0.log", "bell"], r
@@ -174,55 +119,15 @@ def test_another_user_is_refused_by_socket_segments_and_semaphores(shared_node, 
     assert r["status_all"] == 0 and r["status_one"] == 1, r  # not listed; not readable
     assert r["status_out"].startswith("[]\n") and "No permission" in r["status_out"], r
     assert status(name)["state"] == "READY"  # the foreign `stop` did nothing
-    out = run_scenario(run_py, HOST, """
-        ok(acl.rt.set_device(0))
-        p = malloc(4096); h2d(p, b"y" * 4096); R["back"] = d2h(p, 4) == b"yyyy"
-    """, env={"NPUEMU_NODE": name}, timeout=60)
+    out = run_program(run_prog, PROG, "copy_back", "back", "y", env={"NPUEMU_NODE": name},
+                      timeout=60)
     assert out == {"back": True}
 
 
 @needs_root
-def test_a_pinned_block_planted_by_another_user_is_refused(run_py):
+def test_a_pinned_block_planted_by_another_user_is_refused(run_prog):
     uid = _other_uid()
-    r = run_scenario(run_py, HOST, f"""
-        from npuemu.host.core import runtime
-        from npuemu.shared import shm
-        from npuemu.shared.protocol import Op
-        ok(acl.rt.set_device(0))
-        host, ret = acl.rt.malloc_host(4096); ok(ret, "malloc_host")
-        seg = runtime.get().pinned.find(host)
-        R["own_name"] = seg.name
-        planted = shm.name(node_name(), f"p{{os.getpid()}}", "planted")
-        child = os.fork()
-        if child == 0:  # another user plants a world-writable segment of a guessed name
-            os.setgroups([]); os.setgid({uid}); os.setuid({uid})
-            fd = os.open("/dev/shm/" + planted[1:], os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o666)
-            os.ftruncate(fd, 4096); os.fchmod(fd, 0o666)
-            os._exit(0)
-        os.waitpid(child, 0)
-        R["planted_uid"] = os.stat("/dev/shm/" + planted[1:]).st_uid
-        link = runtime.get().current_link()
-        try:
-            link.call(Op.PIN, host + 8192, 4096, planted)
-        except Exception as err:
-            R["foreign"] = getattr(err, "code", repr(err))
-        mine = shm.Segment(shm.name(node_name(), f"p{{os.getpid()}}", "loose"), 4096,
-                           create=True)
-        os.fchmod(mine.fd, 0o666)
-        try:
-            link.call(Op.PIN, host + 16384, 4096, mine.name)
-        except Exception as err:
-            R["loose_mode"] = getattr(err, "code", repr(err))
-        mine.unlink(); mine.close(); shm.unlink_segment(planted)
-        # the program's own pinned block still works for async copies
-        dev = malloc(4096)
-        ctypes.memset(host, 0x5A, 4096)
-        s = stream()
-        ok(acl.rt.memcpy_async(dev, 4096, host, 4096, 1, s), "H2D async")
-        ok(acl.rt.synchronize_stream(s))
-        R["copied"] = d2h(dev, 4) == b"ZZZZ"
-        R["alive"] = acl.rt.query_device_status(0)[0]
-    """, env=SMALL, timeout=90)
+    r = run_program(run_prog, PROG, "planted", uid, env=SMALL, timeout=90)
     assert re.fullmatch(r"/npuemu\..+\.p\d+\.[0-9a-f]{16}", r["own_name"]), r
     assert r["foreign"] == NO_PERMISSION and r["loose_mode"] == NO_PERMISSION, r
     assert r["copied"] is True, r
@@ -239,20 +144,11 @@ MALFORMED = [
 ]
 
 
-def test_malformed_control_messages_close_only_their_connection(module_node, spawn_py,
+def test_malformed_control_messages_close_only_their_connection(module_node, spawn_prog,
                                                                  tmp_path, status):
     name = module_node(devices=2, hbm="64M", ddr="64M")
-    host = spawn_py(prog("""
-        ok(acl.rt.set_device(0))
-        p = malloc(4096); h2d(p, b"k" * 4096)
-        open(os.environ["READY"], "w").close()
-        while not os.path.exists(os.environ["GO"]):
-            time.sleep(0.02)
-        R["kept"] = d2h(p, 4096) == b"k" * 4096
-        p2 = malloc(4096); ok(acl.rt.free(p2), "free")
-        print("RESULT " + json.dumps(R))
-    """), env={"NPUEMU_NODE": name, "READY": str(tmp_path / "ready"),
-               "GO": str(tmp_path / "go")})
+    env = {"NPUEMU_NODE": name, "READY": str(tmp_path / "ready"), "GO": str(tmp_path / "go")}
+    host = spawn_prog(PROG, "keeps_its_block", env=env)
     wait_file(tmp_path / "ready", host)
     rng = random.Random(20261201)
     messages = list(MALFORMED)
@@ -275,22 +171,9 @@ def test_malformed_control_messages_close_only_their_connection(module_node, spa
     print(f"malformed control messages tried: {len(messages)}")
 
 
-def test_a_hello_claiming_another_pid_changes_nothing(spawn_py, tmp_path):
-    host = spawn_py(prog("""
-        ok(acl.rt.set_device(0))
-        pinned, ret = acl.rt.malloc_host(1 << 16); ok(ret, "malloc_host")
-        with open(os.environ["READY"], "w") as f:
-            f.write(node_name())
-        while not os.path.exists(os.environ["GO"]):
-            time.sleep(0.02)
-        dev = malloc(1 << 16)
-        ctypes.memset(pinned, 0x33, 1 << 16)
-        s = stream()
-        ok(acl.rt.memcpy_async(dev, 1 << 16, pinned, 1 << 16, 1, s), "H2D async")
-        ok(acl.rt.synchronize_stream(s), "sync")
-        R["ok"] = d2h(dev, 2) == b"33"
-        print("RESULT " + json.dumps(R))
-    """), env={**SMALL, "READY": str(tmp_path / "ready"), "GO": str(tmp_path / "go")})
+def test_a_hello_claiming_another_pid_changes_nothing(spawn_prog, tmp_path):
+    host = spawn_prog(PROG, "pinned_copy",
+                      env={**SMALL, "READY": str(tmp_path / "ready"), "GO": str(tmp_path / "go")})
     wait_file(tmp_path / "ready", host)
     node = (tmp_path / "ready").read_text()
     pinned_before = [e for e in shm.leftovers(node) if f".p{host.pid}." in e]
@@ -376,25 +259,12 @@ def test_a_stopped_worker_is_shown_hung_then_ready_again(shared_node, status, np
 
 
 # ----------------------------------------------------------------------- stop and leftovers
-def test_stop_refuses_while_attached_and_force_ends_the_sessions(shared_node, spawn_py,
+def test_stop_refuses_while_attached_and_force_ends_the_sessions(shared_node, spawn_prog,
                                                                  npuemu_cli, status,
                                                                  tmp_path):
     name = shared_node(devices=1, hbm="64M", ddr="64M")
-    host = spawn_py(prog("""
-        ok(acl.rt.set_device(0))
-        p = malloc(4096)
-        s = stream()
-        open(os.environ["READY"], "w").close()
-        while not os.path.exists(os.environ["GO"]):
-            time.sleep(0.02)
-        R["free"] = acl.rt.free(p)
-        R["malloc"] = acl.rt.malloc(4096, 0)[1]
-        R["msg"] = acl.get_recent_err_msg()
-        R["sync"] = acl.rt.synchronize_stream(s)
-        R["reset"] = acl.rt.reset_device(0)
-        print("RESULT " + json.dumps(R))
-    """), env={"NPUEMU_NODE": name, "READY": str(tmp_path / "ready"),
-               "GO": str(tmp_path / "go")})
+    env = {"NPUEMU_NODE": name, "READY": str(tmp_path / "ready"), "GO": str(tmp_path / "go")}
+    host = spawn_prog(PROG, "stopped_under", env=env)
     wait_file(tmp_path / "ready", host)
     res = npuemu_cli("stop", "--name", name)
     assert res.returncode == 1 and str(host.pid) in res.stderr, res.stderr
@@ -437,18 +307,10 @@ def test_dead_node_status_clean_and_logs(npuemu_cli, node_name, tmp_path, status
 
 
 @pytest.mark.alone  # stages a dead node that any start elsewhere would clean
-def test_embedded_leftovers_are_cleaned_by_the_next_start_not_while_held(spawn_py, run_py,
+def test_embedded_leftovers_are_cleaned_by_the_next_start_not_while_held(spawn_prog, run_prog,
                                                                           npuemu_cli,
                                                                           tmp_path):
-    host = spawn_py(prog("""
-        from npuemu.host.core import runtime
-        ok(acl.rt.set_device(0))
-        pinned, ret = acl.rt.malloc_host(4096); ok(ret, "malloc_host")
-        with open(os.environ["READY"] + ".tmp", "w") as f:
-            f.write(f"{node_name()} {runtime.get().node.proc.pid}")
-        os.rename(os.environ["READY"] + ".tmp", os.environ["READY"])
-        time.sleep(120)
-    """), env={**SMALL, "READY": str(tmp_path / "ready")})
+    host = spawn_prog(PROG, "embedded_held", env={**SMALL, "READY": str(tmp_path / "ready")})
     wait_file(tmp_path / "ready", host)
     node, sup = (tmp_path / "ready").read_text().split()
     psutil.Process(int(sup)).kill()
@@ -462,25 +324,12 @@ def test_embedded_leftovers_are_cleaned_by_the_next_start_not_while_held(spawn_p
     assert sorted(shm.leftovers(node)) == sorted(held)  # the live host maps them: kept
     host.kill()
     host.wait(10)
-    run_scenario(run_py, HOST, "ok(acl.rt.set_device(0)); ok(acl.rt.reset_device(0))",
-                 env=SMALL, timeout=60)  # the next embedded start removes them
+    # the next embedded start removes them
+    run_program(run_prog, PROG, "set_and_reset", env=SMALL, timeout=60)
     assert shm.leftovers(node) == []
 
 
 # ------------------------------------------------------------------------------ kill -9 cycles
-BUSY_HOST = """
-ok(acl.rt.set_device(0))
-pinned, ret = acl.rt.malloc_host(1 << 20); ok(ret, "malloc_host")
-dev = malloc(1 << 20)
-s = stream()
-open(os.environ["READY"], "w").close()
-while True:
-    ok(acl.rt.memcpy_async(dev, 1 << 20, pinned, 1 << 20, 1, s), "H2D async")
-    ok(acl.rt.memcpy_async(pinned, 1 << 20, dev, 1 << 20, 2, s), "D2H async")
-    acl.rt.synchronize_stream(s)
-"""
-
-
 HOST_KILLS = 10
 """Hosts the host kill cycles kill. Measured with the worker's former at-once unmapping of a
 departed client's pinned blocks: 6 of 7 runs of 5 kills and 4 of 4 runs of 10 lost the card."""
@@ -515,31 +364,26 @@ def test_kill9_cycles_of_hosts_leave_no_names(shared_node, spawn_prog, status, t
 
 
 @pytest.mark.slow
-def test_kill9_cycles_of_workers_leave_no_names(shared_node, run_py, status):
+def test_kill9_cycles_of_workers_leave_no_names(shared_node, run_prog, status):
     name = shared_node(devices=1, hbm="64M", ddr="64M")
     for _ in range(KILL_CYCLES):  # workers killed; the next attach starts a fresh one
         psutil.Process(status(name)["devices"][0]["pid"]).kill()
         wait_until(lambda: _registry_state(name, 0) == "LOST" and [  # (read as `status` does)
             e for e in shm.leftovers(name) if ".d0." in e] == [f"npuemu.{name}.d0.log"], 30,
             "card LOST and its names but the log removed")
-        out = run_scenario(run_py, HOST, """
-            ok(acl.rt.set_device(0)); p = malloc(4096); h2d(p, b"w" * 4096)
-            R["ok"] = d2h(p, 4) == b"wwww"
-        """, env={"NPUEMU_NODE": name}, timeout=60)
+        out = run_program(run_prog, PROG, "copy_back", "ok", "w", env={"NPUEMU_NODE": name},
+                          timeout=60)
         assert out == {"ok": True}
     assert status(name)["devices"][0]["starts"] == KILL_CYCLES + 1
     print(f"kill -9 cycles: {KILL_CYCLES} workers; no names left")
 
 
 @pytest.mark.slow
-def test_kill9_cycles_of_supervisors_leave_no_names(spawn_py, tmp_path):
+def test_kill9_cycles_of_supervisors_leave_no_names(spawn_prog, tmp_path):
     rng = random.Random(8)
     for i in range(KILL_CYCLES):  # supervisors of embedded nodes killed under a busy host
         ready = tmp_path / f"emb{i}"
-        host = spawn_py(prog(BUSY_HOST.replace(
-            'open(os.environ["READY"], "w").close()',
-            'open(os.environ["READY"], "w").write(node_name())')),
-            env={**SMALL, "READY": str(ready)})
+        host = spawn_prog(PROG, "busy", env={**SMALL, "READY": str(ready)})
         wait_file(ready, host)
         node = wait_until(lambda r=ready: r.read_text(), 10, "node name written")
         sup = [p for p in psutil.Process(host.pid).children() if "supervisor" in
