@@ -15,7 +15,7 @@ import signal
 import time
 
 import pytest
-from childprog import CHILD_HELPERS, run_scenario
+from childprog import run_program
 
 pytestmark = pytest.mark.integration
 
@@ -27,41 +27,12 @@ ABNORMAL, NORMAL = 1, 0
 BOUND_S = 20.0
 """The bug was a wait of more than 20 s; a generous bound that load cannot reach."""
 
-PRELUDE = CHILD_HELPERS + """
-import signal
-from npuemu.host.core import runtime
-"""
-
-HUNG = """
-ok(acl.rt.set_device(1))
-ok(acl.rt.set_device(0))  # current: the stream and the memory are on card 0
-s = stream()
-p = malloc(4096)
-pid = runtime.get().devices[0].link.worker_pid
-R["before"] = acl.rt.query_device_status(0)[0]
-os.kill(pid, signal.SIGSTOP)
-try:
-    ok(acl.rt.memset_async(p, 4096, 1, 4096, s))  # queued: never runs while stopped
-    t = time.monotonic()
-    R["sync"] = acl.rt.synchronize_stream_with_timeout(s, 3000)
-    R["sync_s"] = time.monotonic() - t
-    t = time.monotonic()
-    R["malloc"] = acl.rt.malloc(64, 0)[1]
-    R["malloc_s"] = time.monotonic() - t
-    R["status"] = acl.rt.query_device_status(0)[0]
-    R["other_card"] = acl.rt.query_device_status(1)[0]
-    R["sync_after"] = acl.rt.synchronize_stream(s)
-finally:
-    os.kill(pid, signal.SIGCONT)
-ok(acl.rt.reset_device_force(0))
-ok(acl.rt.set_device(0))
-R["again"] = acl.rt.malloc(64, 0)[1]
-R["status_again"] = acl.rt.query_device_status(0)[0]
-"""
+PROG = "hung_and_signals.py"
+"""The child program (``tests/progs/hung_and_signals.py``), one scenario a test."""
 
 
-def test_a_stopped_worker_is_detected_and_every_wait_is_bounded(run_py):
-    r = run_scenario(run_py, PRELUDE, HUNG, ENV, timeout=120)
+def test_a_stopped_worker_is_detected_and_every_wait_is_bounded(run_prog):
+    r = run_program(run_prog, PROG, "hung", env=ENV, timeout=120)
     assert r["before"] == NORMAL
     assert r["sync"] == STREAM_SYNC_TIMEOUT, r  # its own 3 s timeout, not the card's
     assert r["sync_s"] < BOUND_S, r
@@ -72,31 +43,9 @@ def test_a_stopped_worker_is_detected_and_every_wait_is_bounded(run_py):
     assert r["again"] == 0 and r["status_again"] == NORMAL, r
 
 
-BLOCKED = CHILD_HELPERS + """
-KERNELS = '''
-import time
-from npuemu.shared.kernel import kernel
-
-@kernel("aicpu")
-def nap(ctx, seconds):
-    time.sleep(seconds)
-'''
-ok(acl.rt.set_device(0))
-s = stream()
-b, ret = acl.rt.binary_load_from_data(KERNELS)
-ok(ret)
-f, ret = acl.rt.binary_get_function(b, "nap")
-ok(ret)
-ok(acl.rt.launch_kernel(f, 1, [30.0], s))
-print("READY", flush=True)
-acl.rt.synchronize_stream(s)
-print("NOT REACHED", flush=True)
-"""
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_during_a_blocking_synchronize_ends_the_program(spawn_py, sig):
-    proc = spawn_py(BLOCKED, env=ENV)
+def test_a_signal_during_a_blocking_synchronize_ends_the_program(spawn_prog, sig):
+    proc = spawn_prog(PROG, "blocked", env=ENV)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.strip() == "READY", (line, proc.stderr.read() if proc.poll() is not None else "")
@@ -111,22 +60,8 @@ def test_a_signal_during_a_blocking_synchronize_ends_the_program(spawn_py, sig):
         assert proc.returncode != 0 and "KeyboardInterrupt" in err, err
 
 
-OVERFLOW = """
-ok(acl.rt.set_device(0))
-s = stream()
-e = event()
-ok(acl.rt.record_event(e, s))
-R["wait"] = [acl.rt.stream_wait_event_with_timeout(s, e, 2**64) for _ in range(1100)]
-R["create"] = sorted({acl.rt.create_stream_with_config(0, 2**64)[1] for _ in range(1100)})
-R["sync"] = acl.rt.synchronize_stream_with_timeout(s, 10000)
-s2, ret = acl.rt.create_stream()
-R["create_after"] = ret
-ok(acl.rt.destroy_stream(s2))
-"""
-
-
-def test_ints_the_wire_cannot_carry_are_107000_before_anything_is_counted(run_py):
-    r = run_scenario(run_py, PRELUDE, OVERFLOW, ENV, timeout=120)
+def test_ints_the_wire_cannot_carry_are_107000_before_anything_is_counted(run_prog):
+    r = run_program(run_prog, PROG, "overflow", env=ENV, timeout=120)
     assert set(r["wait"]) == {RT_PARAM_INVALID}
     assert r["create"] == [RT_PARAM_INVALID]
     assert r["sync"] == 0 and r["create_after"] == 0, r

@@ -10,81 +10,12 @@ import signal
 import time
 
 import pytest
-from childprog import FILE_RENDEZVOUS
 
 pytestmark = pytest.mark.integration
 
 MiB = 1 << 20
-COMMON = FILE_RENDEZVOUS + """
-import json, os, sys, time
-from npuemu.tools.cli import install_acl
-install_acl()
-import acl
-SYNC = os.environ["SYNC"]
-PROP = {"handleType": 0, "allocationType": 0, "memAttr": 13, "location": {"type": 1, "id": 0}}
-
-def ok(ret, what=""):
-    if ret != 0:
-        raise SystemExit(f"{what} failed: {ret} {acl.get_recent_err_msg()}")
-
-
-def mapped(handle, size):
-    va, ret = acl.rt.reserve_mem_address(size, 0, 0, 0)
-    ok(ret, "reserve")
-    ok(acl.rt.map_mem(va, size, 0, handle, 0), "map")
-    return va
-
-PATTERN = bytes(range(256)) * 8192  # 2 MiB
-"""
-
-EXPORTER = COMMON + """
-ok(acl.rt.set_device(0))
-h, ret = acl.rt.malloc_physical(2 << 20, PROP, 0)
-ok(ret, "malloc_physical")
-va = mapped(h, 2 << 20)
-ok(acl.rt.memcpy(va, len(PATTERN), acl.util.bytes_to_ptr(PATTERN), len(PATTERN), 1), "H2D")
-key, ret = acl.rt.mem_export_to_shareable_handle(h, 1, 0)
-ok(ret, "export")
-R = {"bad_pid_key": acl.rt.mem_set_pid_to_shareable_handle(key + 2, [1]),
-     "bad_type": acl.rt.mem_export_to_shareable_handle(h, 7, 0)[1]}
-put("key", {"key": key, "pid": os.getpid()})
-b = get("refused")                               # B tried before it was allowed
-ok(acl.rt.mem_set_pid_to_shareable_handle(key, [b["pid"]]), "set_pid")
-put("allowed", R)
-get("read")                                      # B has mapped and read it
-ok(acl.rt.unmap_mem(va), "unmap")
-ok(acl.rt.free_physical(h), "free_physical")    # freed while B still maps it
-put("freed", {})
-time.sleep(600)                                  # killed by the test (exporter death)
-"""
-
-IMPORTER = COMMON + """
-ok(acl.rt.set_device(0))
-a = get("key")
-R = {"refused": acl.rt.mem_import_from_shareable_handle(a["key"], 0)[1]}
-put("refused", {"pid": os.getpid()})
-R.update(get("allowed"))
-h, ret = acl.rt.mem_import_from_shareable_handle(a["key"], 0)
-ok(ret, "import")
-R["unknown_key"] = acl.rt.mem_import_from_shareable_handle(a["key"] ^ 0x10, 0)[1]
-va = mapped(h, 2 << 20)
-out = bytearray(len(PATTERN))
-ok(acl.rt.memcpy(acl.util.bytes_to_ptr(out), len(out), va, len(out), 2), "D2H")
-R["read_ok"] = bytes(out) == PATTERN
-put("read", {})
-get("freed")
-get("dead")                                      # the exporter is gone now
-out2 = bytearray(len(PATTERN))
-ok(acl.rt.memcpy(acl.util.bytes_to_ptr(out2), len(out2), va, len(out2), 2), "D2H after")
-R["still_ok"] = bytes(out2) == PATTERN
-ok(acl.rt.memset(va, 16, 0x42, 16), "memset")   # writable by the importer
-ok(acl.rt.unmap_mem(va))
-ok(acl.rt.free_physical(h), "close import")
-R["closed_twice"] = acl.rt.free_physical(h)
-free, total, ret = acl.rt.get_mem_info(1)
-R["all_free"] = free == total
-print("RESULT " + json.dumps(R), flush=True)
-"""
+PROG = "mem_ipc.py"
+"""The two sides (``tests/progs/mem_ipc.py``: ``export`` and ``import_``)."""
 
 
 def _wait_file(path, procs, timeout: float = 60) -> None:
@@ -98,11 +29,11 @@ def _wait_file(path, procs, timeout: float = 60) -> None:
         time.sleep(0.01)
 
 
-def test_ipc_permission_read_and_exporter_death(shared_node, spawn_py, tmp_path, status):
+def test_ipc_permission_read_and_exporter_death(shared_node, spawn_prog, tmp_path, status):
     name = shared_node(devices=1, hbm="64M", ddr="16M")
     env = {"NPUEMU_NODE": name, "SYNC": str(tmp_path)}
-    a = spawn_py(EXPORTER, env=env)
-    b = spawn_py(IMPORTER, env=env)
+    a = spawn_prog(PROG, "export", env=env)
+    b = spawn_prog(PROG, "import_", env=env)
     _wait_file(tmp_path / "freed", [a, b])
     os.kill(a.pid, signal.SIGKILL)
     a.communicate(timeout=30)
