@@ -136,6 +136,9 @@ def device_info(view: NodeView, card: Card) -> str:
             ("live allocations", w(_C.LIVE_ALLOCS)),
             ("attached processes", " ".join(str(h["pid"]) for h in card.hosts) or "-"),
             ("tasks completed", w(_C.TASKS)),
+            ("loop CPU work / idle (ms)",
+             f"{w(_C.LOOP_WORK_CPU_NS) / 1e6:.1f} / {w(_C.LOOP_IDLE_CPU_NS) / 1e6:.1f}"),
+            ("worker process CPU (ms)", f"{w(_C.PROCESS_CPU_NS) / 1e6:.1f}"),
             ("log level", _level_name(w(_C.LOG_LEVEL))),
             ("event log", "ENABLE" if w(_C.EVENT_ENABLE) else "DISABLE")]
     width = max(len(k) for k, _ in rows)

@@ -8,7 +8,14 @@ Where the bytes move (each byte moves once):
 | D2H  | this process, out of its mapping             | ``ctypes.memmove``               |
 | D2D  | the DMA engine (worker) of the current device| one request, ``memmove`` there;  |
 |      | (P2P: arena to arena, needs peer access)     | the worker maps the peer's arena |
+| D2D  | small (``SMALL_COPY_BYTES``) within the      | ``ctypes.memmove`` between this  |
+| small| current card: this process                   | process's mappings of the arena  |
 | H2H  | this process                                 | ``ctypes.memmove``               |
+
+A synchronous copy of at most ``SMALL_COPY_BYTES`` with plain int arguments takes one short
+path (``_small_copy``): the same checks, made once each, and no request to the card; a
+small D2D copy goes that way only while the card has never had a fault injected (an
+injected DMA fault or isolated page is the card's to report: such copies take the request).
 
 Device pointers are checked against this process's live allocations before any byte moves:
 unknown, freed, foreign (another process's) and out-of-range pointers give
@@ -235,14 +242,20 @@ def _device_address(ptr: int, count: int) -> tuple[Allocation, int]:
     """Validated allocation and the address of ``ptr`` in this process's arena mapping.
     (The mapping outlives the worker, so the caller checks liveness after the copy.)"""
     alloc = find(ptr, count)
-    if alloc.link.poisoned(ptr, count):
+    return alloc, _mapped(alloc, ptr, count)
+
+
+def _mapped(alloc: Allocation, ptr: int, count: int) -> int:
+    """The address in this process of ``[ptr, ptr+count)`` of ``alloc`` (checked by
+    ``find``): 507054 if it touches an isolated HBM page; far pages mapped first."""
+    link = alloc.link
+    if link.poisoned(ptr, count):
         raise errors.error_for(errors.ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR,
                                f"0x{ptr:x}+{count} touches an isolated HBM page")
     _dev, arena, offset = address.decode(ptr)
-    link = alloc.link
     if offset + count > link.arena_near[arena]:  # a block of far pages (shared/pages.py)
         link.far[arena].ensure_range(offset, count)
-    return alloc, link.arena_addr[arena] + offset
+    return link.arena_addr[arena] + offset
 
 
 def host_view(ptr: int, count: int) -> memoryview:
@@ -286,12 +299,20 @@ def free_host(ptr: int) -> None:
 
 
 # aclrtMemcpy / aclrtMemset ------------------------------------------------------------------
+SMALL_COPY_BYTES = 64 * 1024
+"""A synchronous copy of at most this many bytes takes the short path (module docstring)."""
+
+
 def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
     """Mirrors ``aclrtMemcpy`` (synchronous; no implicit stream sync). The direction comes
     from the addresses, as the real driver does: ``kind`` must be an aclrtMemcpyKind but is
     not checked against them (except ``INNER_DEVICE_TO_DEVICE`` between two cards, refused:
     our choice). ``count > dst_max`` gives 107000, as the rt layer's parameter
     check does (``RT_ERROR_INVALID_VALUE``)."""
+    if (type(count) is int and 0 < count <= SMALL_COPY_BYTES and type(dst_max) is int
+            and count <= dst_max and type(dst) is int and dst > 0 and type(src) is int
+            and src > 0 and type(kind) is int and _small_copy(dst, src, count, kind)):
+        return
     _kind(kind)
     dst, src, count, direction = _copy_args(dst, dst_max, src, count, _K.ACL_MEMCPY_DEFAULT,
                                             allow_zero=True)
@@ -319,6 +340,46 @@ def _copy_args(dst: object, dst_max: object, src: object, count: object, kind: i
         raise _param(f"count {count} exceeds dst_max {dst_max}")
     dst, src = _check_ptr(dst), _check_ptr(src)
     return dst, src, count, _direction(dst, src, kind)
+
+
+def _small_copy(dst: int, src: int, count: int, kind: int) -> bool:
+    """The short path of ``memcpy`` (its arguments already checked as plain ints, ``count``
+    in ``(0, SMALL_COPY_BYTES]``): True once copied; False (nothing done) for what takes the
+    general path: a kind that is not a plain H2D, D2H or D2D one, or a D2D copy that is
+    not within the current card or whose card had a fault injected."""
+    src_dev = _DEVICE_BASE <= src < _DEVICE_END
+    dst_dev = _DEVICE_BASE <= dst < _DEVICE_END
+    if ((src_dev, dst_dev) != _SHORT_KINDS.get(kind) or _VIRT_BASE <= src < _VIRT_END
+            or _VIRT_BASE <= dst < _VIRT_END):
+        return False
+    rt = runtime.get()
+    context = rt.current()
+    capture.check_mode("aclrtMemcpy")  # 107030 while a capture's mode forbids it
+    if not dst_dev:
+        rt.host_maps.check(dst, count, write=True)
+        alloc, src_addr = _device_address(src, count)
+        ctypes.memmove(dst, src_addr, count)
+    elif not src_dev:
+        rt.host_maps.check(src, count, write=False)
+        alloc, dst_addr = _device_address(dst, count)
+        ctypes.memmove(dst_addr, src, count)
+    else:
+        link = rt.devices[context.device].link
+        dst_alloc, src_alloc = find(dst, count), find(src, count)
+        if dst_alloc.link is not link or src_alloc.link is not link or link.faults_injected():
+            return False
+        alloc, dst_addr = dst_alloc, _mapped(dst_alloc, dst, count)
+        ctypes.memmove(dst_addr, _mapped(src_alloc, src, count), count)
+    alloc.link.check_alive()  # a device that died during the copy fails the copy
+    return True
+
+
+_SHORT_KINDS = {int(_K.ACL_MEMCPY_HOST_TO_DEVICE): (False, True),
+                int(_K.ACL_MEMCPY_DEVICE_TO_HOST): (True, False),
+                int(_K.ACL_MEMCPY_DEVICE_TO_DEVICE): (True, True)}
+"""Kinds of the short path -> (source on a device, destination on a device)."""
+_DEVICE_BASE, _DEVICE_END = address.DEVICE_VA_BASE, address.DEVICE_VA_END
+_VIRT_BASE, _VIRT_END = address.VIRT_BASE, address.VIRT_END
 
 
 def _h2h(dst: int, src: int, count: int) -> None:

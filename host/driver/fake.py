@@ -218,6 +218,9 @@ class FakeLink:
     def poisoned(self, ptr: int, count: int) -> int:
         return 0
 
+    def faults_injected(self) -> int:
+        return 0  # a fake link takes no faults (INJECT is refused)
+
     def close(self) -> None:
         if self.closing:
             return

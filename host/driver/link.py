@@ -458,6 +458,10 @@ class DeviceLink:
         ctl = self.ctl
         return layout.poisoned_overlap(ctl, ptr, count) if ctl[_C.POISONED] else 0
 
+    def faults_injected(self) -> int:
+        """How many faults were ever injected into the card (one word read)."""
+        return self.ctl[_C.FAULTS]
+
     # teardown ------------------------------------------------------------------------------
     def close(self) -> None:
         """Detach: the worker reclaims this client's memory and frees the slot."""

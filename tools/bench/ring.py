@@ -115,8 +115,9 @@ class RawRing(_RawPeer):
 
 
 def ring_pong(seg_name: str, bell_name: str, wake_name: str) -> int:
-    """Peer of RawRing: the device worker's loop (spin with sched_yield for its SPIN_S after
-    the last work, then flag + timed sleep on the doorbell), echoing every frame."""
+    """Peer of RawRing: the device worker's loop (spin with sched_yield for its longest spin,
+    SPIN_S, after the last work, then flag + timed sleep on the doorbell; the worker's own
+    spin adapts between SPIN_MIN_S and SPIN_S), echoing every frame."""
     from npuemu.device.worker import RECENT_S, SPIN_S
     from npuemu.shared.config import HEARTBEAT_S
 
