@@ -17,6 +17,7 @@ from typing import Any
 from npuemu.host.acl import data, mdl, media, op, prof, rt, tensor, util
 from npuemu.host.acl._wrap import fail as _fail
 from npuemu.host.acl._wrap import recent_message as _recent_message
+from npuemu.host.acl._wrap import with_result as _with_result
 from npuemu.host.acl.tensor import *  # noqa: F403  (tensor descriptors, op attributes)
 from npuemu.host.core import device, plog
 from npuemu.host.core.runtime import get as _runtime
@@ -99,6 +100,11 @@ def get_version(*_ignored: Any) -> tuple[int, int, int, int]:
     return ACL_MAJOR_VERSION, ACL_MINOR_VERSION, ACL_PATCH_VERSION, 0
 
 
+get_device_capability = _with_result(0)(device.device_capability)
+"""``aclGetDeviceCapability`` -> ``(value, ret)`` (a C API call pyACL does not bind; named as
+this module names the other ``acl*`` calls)."""
+
+
 def get_recent_err_msg(*_ignored: Any) -> str:
     """Mirrors ``aclGetRecentErrMsg``: the text of this thread's most recent failure."""
     return _recent_message()
@@ -132,6 +138,7 @@ data_type_size = data.type_size
 
 __all__ = ["app_log", "create_data_buffer", "data_type_size", "destroy_data_buffer",
            "finalize", "get_data_buffer_addr", "get_data_buffer_size",
-           "get_data_buffer_size_v2", "get_recent_err_msg", "get_soc_name", "get_version",
+           "get_data_buffer_size_v2", "get_device_capability", "get_recent_err_msg",
+           "get_soc_name", "get_version",
            "init", "mdl", "media", "on_finalize", "op", "prof", "rt", "update_data_buffer", "util",
            *tensor.__all__]

@@ -17,6 +17,16 @@ from npuemu.host.capi.exports import export
 
 
 @export
+def aclGetDeviceCapability(dev: int, info: int, value: Any) -> int:
+    if value == X.ffi.NULL:
+        return X.invalid("aclGetDeviceCapability", "value is NULL")
+    result, ret = acl.get_device_capability(dev, info)
+    if ret == 0:  # a failed call leaves *value as it was
+        value[0] = result
+    return ret
+
+
+@export
 def aclInit(config_path: Any) -> int:
     """Mirrors ``aclInit`` (NULL: no config file)."""
     return acl.init(X.text(config_path))

@@ -22,7 +22,7 @@ from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Context, OpenDevice
 from npuemu.shared import config, errors
 from npuemu.shared.config import SocProfile
-from npuemu.shared.enums import DevAttr, DeviceStatus
+from npuemu.shared.enums import DevAttr, DeviceInfo, DeviceStatus
 from npuemu.shared.protocol import Op
 
 
@@ -222,3 +222,18 @@ def device_info(dev: int, attr: int) -> int:
         raise errors.error_for(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
                                f"device attribute {DevAttr(attr).name} is not emulated")
     raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"unknown device attribute {attr!r}")
+
+
+def device_capability(dev: int, info: int) -> int:
+    """Mirrors ``aclGetDeviceCapability``: ``ACL_DEVICE_INFO_AI_CORE_NUM``,
+    ``ACL_DEVICE_INFO_VECTOR_CORE_NUM`` or ``ACL_DEVICE_INFO_L2_SIZE`` of card ``dev``'s SoC
+    profile; any other value 100000, a bad device 107001. Blocks only to attach to the node
+    the first time."""
+    runtime.get().check_device_id(dev)
+    profile = soc_profile()
+    values = {DeviceInfo.ACL_DEVICE_INFO_AI_CORE_NUM: profile.ai_core_num,
+              DeviceInfo.ACL_DEVICE_INFO_VECTOR_CORE_NUM: profile.vector_core_num,
+              DeviceInfo.ACL_DEVICE_INFO_L2_SIZE: profile.l2_bytes}
+    if info not in values:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, f"device info type {info!r}")
+    return values[DeviceInfo(info)]
