@@ -399,3 +399,20 @@ def test_dynamic_aipp_with_batch_gears(run_prog, tmp_path) -> None:
     assert r["data_size"] == [64 + 96 * 2, [160, 0]] and r["after"] == 0
     want = normalise(raw[2:10, 2:10], [5, 6, 7], [0] * 3, [1.0] * 3)[None]
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-3, atol=0)
+
+
+@pytest.mark.parametrize("fmt, channels, swap", [("XRGB8888_U8", 4, True),
+                                                 ("YUV400_U8", 1, False)])
+def test_static_xrgb_swap_and_yuv400(run_prog, tmp_path, fmt, channels, swap) -> None:
+    """XRGB8888 with rbuv_swap_switch: X dropped, R and B exchanged; YUV400: one channel."""
+    cfg = (f"aipp_op {{ aipp_mode: static input_format: {fmt} src_image_size_w: 8 "
+           f"src_image_size_h: 8 rbuv_swap_switch: {str(swap).lower()} mean_chn_0: 3 }}")
+    c = 3 if channels == 4 else 1
+    om = build(tmp_path, identity(c, 8, 8), "fmt", cfg)
+    raw = np.random.default_rng(11).integers(0, 256, (1, 8, 8, channels), dtype=np.uint8)
+    np.save(tmp_path / "raw.npy", raw)
+    r = scenario(run_prog, "static", om, tmp_path / "raw.npy", tmp_path / "y.npy")
+    assert r["input"]["size"] == 8 * 8 * channels and r["input"]["dims"] == [1, 8, 8, c]
+    pixels = raw[0][:, :, [3, 2, 1]] if channels == 4 else raw[0]  # X R G B -> B G R
+    want = normalise(pixels, [3, 0, 0], [0, 0, 0], [1.0, 1.0, 1.0])[None]
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
