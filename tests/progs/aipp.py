@@ -133,6 +133,9 @@ def dynamic(om, raw_path, out_path, spec_json, batch="0"):
     ok(m.execute(), "execute")
     np.save(out_path, m.output())
     R["errors"] = dynamic_errors(m, index, spec)
+    m.feed(index, bytes(m.ins[index][1]))      # a record the program overwrote with zeros
+    R["zeroed_record"] = m.execute()
+    ok(acl.mdl.set_input_aipp(m.model_id, m.in_ds, index, s), "set_input_aipp again")
     ok(acl.mdl.destroy_aipp(s))
     R["destroy_twice"] = acl.mdl.destroy_aipp(s)
     R["after"] = m.execute()  # the card still serves, the record last set still applies
