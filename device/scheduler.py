@@ -79,7 +79,6 @@ from npuemu.shared.config import WorkerSettings
 from npuemu.shared.enums import StreamFailureMode
 from npuemu.shared.kernel import (
     AICPU_DEFAULT_TIMEOUT_US,
-    MAX_BLOCKS,
     MAX_TIMEOUT_US,
     actual_timeout_us,
 )
@@ -635,29 +634,7 @@ _INLINE = {Op.RECORD: _record, Op.RESET_EVENT: _reset, Op.WAIT_EVENT: _wait,
            Op.CALLBACK: _callback, _REFUSED: _refused}
 
 
-def _event_slot(value: object) -> None:
-    if not 0 <= u64(value) < layout.MAX_EVENTS:
-        raise BadFrame(f"event slot {value} not in [0, {layout.MAX_EVENTS})")
-
-
-def _count(value: object) -> None:
-    if u64(value) >= 1 << 63:  # a count must also fit a signed size_t (ctypes)
-        raise BadFrame(f"count {value} too large")
-
-
-def _flag(value: object) -> None:
-    if value not in (0, 1) or type(value) is not int:
-        raise BadFrame(f"expected 0 or 1, got {value!r}")
-
-
-def _name(value: object) -> None:
-    if type(value) is not str:
-        raise BadFrame(f"expected a kernel name, got {value!r:.60}")
-
-
-def _blocks(value: object) -> None:
-    if not 1 <= u64(value) <= MAX_BLOCKS:
-        raise BadFrame(f"num_blocks {value} not in [1, {MAX_BLOCKS}]")
+_kernel_name = protocol.text()
 
 
 def _launch_args(client: Client, args: list[Any]) -> None:
@@ -668,8 +645,8 @@ def _launch_args(client: Client, args: list[Any]) -> None:
     compares equal to an accepted array). Raises BadFrame."""
     bin_id, name, num_blocks, kernel_args = args
     u64(bin_id)
-    _name(name)
-    _blocks(num_blocks)
+    _kernel_name(name)
+    protocol.blocks(num_blocks)
     fn = lookup_kernel(client, bin_id, name)
     last = fn.__dict__.get(_COST) if type(fn) is _FUNCTION else None
     if last is None or last[0] != kernel_args:
@@ -677,13 +654,17 @@ def _launch_args(client: Client, args: list[Any]) -> None:
     args.append(fn)
 
 
+_SIMPLE_TASKS = (Op.COPY_ASYNC, Op.MEMSET_ASYNC, Op.RECORD, Op.RESET_EVENT, Op.WAIT_EVENT,
+                 Op.CALLBACK)
 _TASK_ARGS: dict[int, tuple[Callable[[object], object], ...]] = {
-    Op.COPY_ASYNC: (u64, u64, _count), Op.MEMSET_ASYNC: (u64, u64, _count),
-    Op.RECORD: (_event_slot, u64), Op.RESET_EVENT: (_event_slot,),
-    Op.WAIT_EVENT: (_event_slot, u64, u64), Op.LAUNCH: (u64, _name, _blocks, _kernel_args),
-    Op.CALLBACK: (u64, _flag), Op.MODEL_EXECUTE: model_tasks.EXECUTE_CHECKS,
+    **{op: tuple(field.check for field in protocol.TASK_FIELDS[op]) for op in _SIMPLE_TASKS},
+    # the protocol's nested fields, checked by their executors
+    Op.LAUNCH: (u64, _kernel_name, protocol.blocks, _kernel_args),
+    Op.MODEL_EXECUTE: model_tasks.EXECUTE_CHECKS,
     Op.COLLECTIVE: collective.TASK_ARGS, Op.DVPP: dvpp.TASK_ARGS,
 }
+"""Each task op's field checks: the protocol's (``TASK_FIELDS``), and for its nested fields
+those of the executor (kernel arguments, model addresses, collective and DVPP fields)."""
 
 
 def _run_copy(task: Task) -> int:

@@ -181,7 +181,8 @@ def op_load_args(source: object, name: object) -> bytes:
     """The UTF-8 bytes of an ``OP_LOAD``'s kernel source; BadFrame unless ``source`` passes
     ``op_source`` and ``name`` is a ``str`` of at most ``OP_NAME_MAX`` characters (the
     ``OP_LOAD`` row of ``REQUEST_FIELDS``)."""
-    text, _name = _checked(Op.OP_LOAD, REQUEST_FIELDS[Op.OP_LOAD], (source, name))
+    text, _name = _checked(Op.OP_LOAD, REQUEST_FIELDS, _REQUEST_CHECKS[Op.OP_LOAD],
+                           (source, name))
     image: bytes = text.encode("utf-8")
     return image
 
@@ -360,13 +361,13 @@ def check_request(frame: Frame) -> tuple[int, tuple[Any, ...]]:
     op = frame[0]
     if type(op) is not int:
         raise BadFrame(f"op {op!r:.40} is not an integer")
-    fields = REQUEST_FIELDS.get(op)
-    if fields is None:
+    checks = _REQUEST_CHECKS.get(op)
+    if checks is None:
         raise BadFrame(f"op {op} is not a request of protocol {PROTOCOL_VERSION}")
-    if len(frame) != 2 + len(fields):
-        raise BadFrame(f"op {Op(op).name} takes {len(fields)} arguments, got {len(frame) - 2}")
+    if len(frame) != 2 + len(checks):
+        raise BadFrame(f"op {Op(op).name} takes {len(checks)} arguments, got {len(frame) - 2}")
     u64(frame[1])
-    return op, _checked(Op(op), fields, frame[2:])
+    return op, _checked(op, REQUEST_FIELDS, checks, frame[2:])
 
 
 def check_task(frame: Frame) -> tuple[int, int, int, int, tuple[Any, ...]]:
@@ -374,24 +375,33 @@ def check_task(frame: Frame) -> tuple[int, int, int, int, tuple[Any, ...]]:
     follows ``TASK_FIELDS`` (its nested fields still to be checked by their executor);
     BadFrame naming the first field that does not."""
     op = frame[0]
-    fields = TASK_FIELDS.get(op) if type(op) is int else None
-    if fields is None:
+    checks = _TASK_CHECKS.get(op) if type(op) is int else None
+    if checks is None:
         raise BadFrame(f"op {op!r:.40} is not a stream task")
-    if len(frame) != 4 + len(fields):
-        raise BadFrame(f"task op {Op(op).name} takes {len(fields)} arguments, "
+    if len(frame) != 4 + len(checks):
+        raise BadFrame(f"task op {Op(op).name} takes {len(checks)} arguments, "
                        f"got {len(frame) - 4}")
     submit, slot, seq = (u64(v) for v in frame[1:4])
-    return op, submit, slot, seq, _checked(Op(op), fields, frame[4:])
+    return op, submit, slot, seq, _checked(op, TASK_FIELDS, checks, frame[4:])
 
 
-def _checked(op: Op, fields: tuple[Field, ...], values: tuple[Any, ...]) -> tuple[Any, ...]:
-    out = []
-    for field, value in zip(fields, values, strict=True):
-        try:
-            out.append(field.check(value))
-        except BadFrame as err:
-            raise BadFrame(f"{op.name} {field.name}: {err}") from None
-    return tuple(out)
+_REQUEST_CHECKS = {op: tuple(f.check for f in fields) for op, fields in REQUEST_FIELDS.items()}
+_TASK_CHECKS = {op: tuple(f.check for f in fields) for op, fields in TASK_FIELDS.items()}
+"""The check functions of each row, in order (what the fast path runs)."""
+
+
+def _checked(op: int, table: dict[int, tuple[Field, ...]], checks: tuple[Check, ...],
+             values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The checked values; on a failure, BadFrame naming the op and the field."""
+    try:
+        return tuple([check(value) for check, value in zip(checks, values, strict=True)])
+    except BadFrame:
+        for field, value in zip(table[op], values, strict=True):
+            try:
+                field.check(value)
+            except BadFrame as err:
+                raise BadFrame(f"{Op(op).name} {field.name}: {err}") from None
+        raise
 
 
 class Report(enum.IntEnum):
