@@ -18,6 +18,10 @@ the count, ceil mode) is then multiplied by a compile-time weight ``kh*kw / coun
 Every lowered node is checked against the library: its op type exists, and the library's
 shape inference gives the shapes and dtypes ONNX inferred (else 145000 naming the node).
 
+The N-D and less common ops (Conv3D, ConvTranspose, 3-D and dilated pooling, Slice, Tile,
+reflect/edge Pad, unequal Split, Expand to a computed shape, LogSoftmax, InstanceNormalization,
+Softplus, Sign, Shrink) are lowered by :mod:`.lowering_ops`.
+
 Every node the table does not cover is collected, and one
 :class:`~.codes.UnsupportedOpsError` names them all with their node names; nothing is
 written.
@@ -25,6 +29,7 @@ written.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +37,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from npuemu.host.models import lowering_ops
 from npuemu.host.models.codes import ACL_ERROR_GE_PARAM_INVALID, ModelError, UnsupportedOpsError
 from npuemu.host.models.graph import ACL_DTYPES, Graph, Node, Tensor
 from npuemu.host.ops import compiler, registry, signature
@@ -133,7 +139,9 @@ class _Lowerer:
             return self._op_reshape
         if _VARIADIC.get(node.op_type):
             return self._op_variadic
-        return getattr(self, f"_op_{node.op_type}", None)
+        own = getattr(self, f"_op_{node.op_type}", None)
+        extra = lowering_ops.HANDLERS.get(node.op_type)
+        return own if own is not None or extra is None else functools.partial(extra, self)
 
     def finish(self) -> Graph:
         g = self.model.graph
@@ -191,6 +199,9 @@ class _Lowerer:
         if len(w.shape) == 3:
             self._via_2d(n, a, self._op_Conv, weights=True)
             return
+        if len(w.shape) == 5:
+            lowering_ops.conv3d(self, n, a)
+            return
         if len(w.shape) != 4:
             raise UnsupportedOpsError([(f"Conv{len(w.shape) - 2}D", n.name)])
         t, left, b, r = _pads(n, a, self, w.shape[2:])
@@ -203,10 +214,11 @@ class _Lowerer:
         """ONNX pooling as (Pad) + VALID library pooling (+ a count correction for Avg)."""
         ks = list(a["kernel_shape"])
         x = self.t(n.input[0])
+        if len(ks) == 3 or any(d != 1 for d in a.get("dilations", [1, 1])):
+            lowering_ops.pool_nd(self, n, a, op + "3D")
+            return
         if len(ks) != 2 or len(x.shape) != 4:
             raise UnsupportedOpsError([(f"{n.op_type}{len(ks)}D", n.name)])
-        if any(d != 1 for d in a.get("dilations", [1, 1])):
-            raise UnsupportedOpsError([(f"{n.op_type} with dilations", n.name)])
         strides = list(a.get("strides", [1, 1]))
         t, left, b, r = _pads(n, a, self, ks)
         out_hw = self.t(n.output[0]).shape[2:]
@@ -331,7 +343,8 @@ class _Lowerer:
     def _op_Expand(self, n: onnx.NodeProto, a: dict) -> None:
         """Broadcast by adding zeros of the output's shape (the shape input must be const)."""
         if self.const(n.input[1]) is None:
-            raise UnsupportedOpsError([("Expand to a computed shape", n.name)])
+            lowering_ops.expand(self, n, a)
+            return
         out = n.output[0]
         t = self.t(out)
         zeros = self.new_weight(out, np.zeros(t.shape, t.dtype))
@@ -368,6 +381,9 @@ class _Lowerer:
             self.emit(n, "BatchNorm", [x4, *n.input[1:5]], [y4],
                       epsilon=a.get("epsilon", 1e-5), data_format="NCHW")
             self.emit(n, "Reshape", [y4], [n.output[0]], shape=list(shape))
+            return
+        if len(shape) == 5:
+            lowering_ops.batch_norm_3d(self, n, a)
             return
         if len(shape) != 4:
             raise UnsupportedOpsError([(f"BatchNormalization on a {len(shape)}-D tensor",
@@ -413,6 +429,8 @@ class _Lowerer:
                     c = self.new_weight(out, scaled.reshape(-1))
                 else:
                     late_c, c = self.new_weight(out, scaled), ""
+            elif cval is None and beta == 1.0 and self.t(c).shape == y.shape:
+                late_c, c = c, ""  # a computed C of the output's shape: a late Add
             elif cval is None and (beta != 1.0 or self.t(c).shape not in ((y.shape[1],),)):
                 raise UnsupportedOpsError([("Gemm with a computed, broadcast C", n.name)])
             if c and alpha == 1.0:
@@ -485,7 +503,8 @@ class _Lowerer:
         axis = a.get("axis", 0)
         sizes = {self.t(o).shape[axis] for o in n.output}
         if len(sizes) != 1:
-            raise UnsupportedOpsError([("Split into unequal parts", n.name)])
+            lowering_ops.split_v(self, n, a)
+            return
         self.emit(n, "Split", [n.input[0]], list(n.output), split_dim=axis,
                   num_split=len(n.output))
 
@@ -517,8 +536,9 @@ class _Lowerer:
 
     def _op_Pad(self, n: onnx.NodeProto, a: dict) -> None:
         mode = a.get("mode", b"constant")
-        if mode not in (b"constant", "constant"):
-            raise UnsupportedOpsError([(f"Pad mode {mode.decode()}", n.name)])
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode not in ("constant", "reflect", "edge"):
+            raise UnsupportedOpsError([(f"Pad mode {mode}", n.name)])
         pads = a.get("pads")
         value = a.get("value", 0.0)
         if pads is None:
@@ -531,6 +551,9 @@ class _Lowerer:
         rank = len(pads) // 2
         if min(pads) < 0:
             raise UnsupportedOpsError([("Pad with negative pads", n.name)])
+        if mode != "constant":
+            lowering_ops.pad_v3(self, n, a, mode, pads)
+            return
         pairs = [[int(pads[i]), int(pads[i + rank])] for i in range(rank)]
         self.emit(n, "Pad", [n.input[0]], [n.output[0]], paddings=pairs,
                   constant_values=value)
