@@ -83,18 +83,12 @@ def test_rank_table_of_two_servers_over_mpi(tmp_path) -> None:
         assert r["f32"] and r["bf16"] and r["bcast"] and r["async"] == 0, r
 
 
-def test_rank_table_of_two_servers_needs_mpi(run_py, tmp_path) -> None:
+def test_rank_table_of_two_servers_needs_mpi(run_prog, tmp_path) -> None:
     """Without MPI (one process), a table of several servers is HCCL_E_NOT_SUPPORT."""
     path = tmp_path / "two_servers.json"
     path.write_text(json.dumps(TWO_SERVERS))
-    res = run_py(f'''
-    from npuemu.host import acl
-    from npuemu.host.acl import hccl as pyhccl
-    acl.init()
-    acl.rt.set_device(1)
-    print("RET", pyhccl.HcclCommInitClusterInfo({str(path)!r}, 0)[0])
-    print("RET", pyhccl.HcclCommInitClusterInfo({str(path)!r}, 5)[0])
-    ''', env={"NPUEMU_DEVICES": "2", "NPUEMU_HBM": "128M"}, timeout=60)
+    res = run_prog("hccl_two_servers.py", str(path),
+                   env={"NPUEMU_DEVICES": "2", "NPUEMU_HBM": "128M"}, timeout=60)
     assert res.returncode == 0, res.stderr[-2000:]
     rets = [int(ln.split()[1]) for ln in res.stdout.splitlines() if ln.startswith("RET ")]
     assert rets == [5, 1]  # HCCL_E_NOT_SUPPORT; a rank not in the table: HCCL_E_PARA

@@ -1,5 +1,5 @@
 """``npuemu memory snapshot`` / ``pools`` and ``npuemu smi -t memory`` against a shared node
-with a pyACL program holding memory in another process."""
+with a pyACL program holding memory in another process (``tests/progs/mem_holder.py``)."""
 
 from __future__ import annotations
 
@@ -11,24 +11,10 @@ import pytest
 pytestmark = pytest.mark.integration
 
 MiB = 1 << 20
-HOLDER = """
-import json, os, time
-from npuemu.tools.cli import install_acl
-install_acl()
-import acl
-assert acl.rt.set_device(0) == 0
-ptrs = [acl.rt.malloc(100_000, 2)[0] for _ in range(5)] + [acl.rt.malloc(3 << 20, 1)[0]]
-print(json.dumps({"ptrs": ptrs}), flush=True)
-deadline = time.monotonic() + 60
-while not os.path.exists(GO) and time.monotonic() < deadline:
-    time.sleep(0.01)
-"""
-
-
-def test_memory_cli_snapshot_pools_and_smi(npuemu_cli, shared_node, spawn_py, tmp_path):
+def test_memory_cli_snapshot_pools_and_smi(npuemu_cli, shared_node, spawn_prog, tmp_path):
     name = shared_node(devices=1, hbm="64M", ddr="16M")
     go = tmp_path / "go"
-    holder = spawn_py(f"GO = {str(go)!r}\n" + HOLDER, env={"NPUEMU_NODE": name})
+    holder = spawn_prog("mem_holder.py", env={"NPUEMU_NODE": name, "GO": str(go)})
     try:
         ptrs = json.loads(holder.stdout.readline())["ptrs"]
         out = tmp_path / "snap.pickle"

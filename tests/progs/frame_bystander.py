@@ -19,14 +19,9 @@ import acl  # noqa: E402
 from npuemu.host.core import runtime  # noqa: E402
 from npuemu.shared import layout  # noqa: E402
 
-KERNELS = '''
-from npuemu.shared.kernel import kernel
-
-@kernel("aivector")
-def fill(ctx, ptr, n, value):
-    lo, hi = ctx.split(n)
-    ctx.tensor(ptr, "uint8", n)[lo:hi] = value
-'''
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fill_kernel.py")) as _f:
+    KERNELS = _f.read()
+"""The text of ``fill_kernel.py`` (its one kernel, ``fill``)."""
 R: dict = {}
 
 

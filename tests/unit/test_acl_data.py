@@ -40,15 +40,13 @@ def test_type_sizes() -> None:
 
 
 def test_top_level_acl_forwards_every_submodule_once() -> None:
+    import os
     import subprocess
     import sys
 
-    code = ("import acl, acl.rt, acl.data, acl.util\n"
-            "import npuemu.host.acl as impl, npuemu.host.acl.data as data\n"
-            "assert acl is impl and acl.data is data and acl.rt is impl.rt\n"
-            "import acl.toplevel\n"
-            "assert acl.toplevel is impl.toplevel\n"
-            "print('ok')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    from tests.conftest import PROGS
+
+    prog = os.path.join(PROGS, "acl_submodules.py")
+    out = subprocess.run([sys.executable, prog], capture_output=True, text=True,
                          timeout=60, cwd="/")
     assert out.stdout.strip() == "ok", out.stderr
