@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import containment
-from npuemu.device.exec import collective, kernels, model, opbin
+from npuemu.device.exec import collective, graph, kernels, model, opbin
 from npuemu.shared import errors, protocol, shm
 from npuemu.shared.layout import DEVICE_CTL
 from npuemu.shared.protocol import TASK_OPS, BadFrame, Op
@@ -221,7 +221,8 @@ def _binary_unload(worker: Worker, client: Client, bin_id: int) -> tuple[()]:
 
 
 def _callback_done(worker: Worker, client: Client, slot: int, seq: int) -> tuple[()]:
-    worker.scheduler.callback_done(client, slot, seq)
+    if not graph.callback_done(client, seq):  # else a replay's callback step (exec/graph.py)
+        worker.scheduler.callback_done(client, slot, seq)
     return ()
 
 

@@ -136,6 +136,7 @@ class Client:
         self.comms: dict[int, collective.Comm] = {}  # attached communicators (exec/collective)
         self.windows = Windows()  # its reserved ranges mapped on this card (memory/windows.py)
         self.ranges = Ranges()  # tensor views its kernels resolved (exec/kernels.py)
+        self.report_lock = threading.Lock()  # the loop and a replay's callback steps report
 
     def reply(self, frame: tuple[Any, ...] | list[Any]) -> None:
         try:
@@ -149,7 +150,8 @@ class Client:
     def report(self, frame: tuple[Any, ...]) -> None:
         """An exception or a host callback, for the host's report thread."""
         try:
-            self.rep.push(protocol.pack(frame))
+            with self.report_lock:
+                self.rep.push(protocol.pack(frame))
         except RingFull:
             print(f"npuemu worker: report ring of slot {self.slot} full", file=sys.stderr)
             return

@@ -1,5 +1,5 @@
-"""Copy and memset steps of a card-side task list: what a captured stream (``aclmdlRI*``)
-adds to the kernel steps of a model (``model.py``).
+"""Copy, memset and host callback steps of a card-side task list: what a captured stream
+(``aclmdlRI*``) adds to the kernel steps of a model (``model.py``).
 
 A captured stream is registered on the card as a model task list with no inputs and no
 outputs (``MODEL_LOAD``) and replayed as one ``MODEL_EXECUTE`` task; its kernels are
@@ -18,7 +18,21 @@ page with its code, as the same stream task would. The bytes move on the replay'
 thread (or a helper thread of the model's extra streams), one ``memmove`` / ``memset``,
 checked for cancellation only between steps (a copy already under way finishes).
 
+A host callback step is a five-field row of op ``CALLBACK`` with ``[callback id, block,
+stream slot]``: when the replay reaches it, the card reports the callback to the host as
+the stream task does (``Report.CALLBACK`` with the slot of the stream it was captured on, so
+the thread subscribed to that stream runs it, and a tag from ``TAG_BASE`` up in place of a
+task number); with ``block`` 1 the replay's lane waits until the host's ``CALLBACK_DONE``
+names that tag (``callback_done``), in slices, checking the replay's cancellation (abort,
+timeout, unload: 107035). The wait holds the thread that runs the lane (the AI Core engine
+thread for the first stream), so a blocking callback that waits for a kernel of the same
+card waits until the replay's execution timeout.
+
 Threading model: ``memory_step`` runs in the worker's loop thread (``MODEL_LOAD``);
+``callback_done`` too (``CALLBACK_DONE``); ``_waiting`` (tag -> the ``threading.Event`` a
+blocked callback step waits on) is guarded by ``_lock``; a report goes through the client's
+``report`` (its ``report_lock`` orders it with the loop's reports); ``current.task`` is the
+replay each lane thread runs (set by ``model._lane``, read by the callback step);
 ``MemoryStep.__call__`` runs on the thread that runs its lane of the replay and reads the
 client's pinned-block table (``Worker.resolve`` takes a snapshot of it) and the allocator
 (``DeviceMemory.resolve`` is locked).
@@ -27,14 +41,31 @@ client's pinned-block table (``Worker.resolve`` takes a snapshot of it) and the 
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+import itertools
+import threading
+from typing import Any, Protocol, cast
 
 from npuemu.device import contracts, engines
-from npuemu.shared.protocol import BadFrame, Op, u64
+from npuemu.shared import errors
+from npuemu.shared.protocol import BadFrame, Op, Report, u64
 
 MEMORY_STEP_FIELDS = 5
 """Fields of a copy or memset step (a kernel step has 8)."""
-_COPY, _MEMSET = int(Op.COPY_ASYNC), int(Op.MEMSET_ASYNC)
+_COPY, _MEMSET, _CALLBACK = int(Op.COPY_ASYNC), int(Op.MEMSET_ASYNC), int(Op.CALLBACK)
+TAG_BASE = 1 << 62
+"""Tags of a replay's callback reports start here: above any stream task number."""
+_WAIT_SLICE_S = 0.05
+_tags = itertools.count(TAG_BASE)
+_lock = threading.Lock()
+_waiting: dict[int, tuple[object, threading.Event]] = {}  # tag -> (client, event)
+current = threading.local()
+"""``current.task``: the replay the calling lane thread runs (``model._lane`` sets it)."""
+
+
+class ReportingClient(contracts.Client, Protocol):
+    """A client that takes reports for its host's report thread (``worker.Client``)."""
+
+    def report(self, frame: tuple[Any, ...]) -> None: ...
 _COUNT_LIMIT = 1 << 63
 
 
@@ -60,17 +91,64 @@ class MemoryStep:
             ctypes.memset(ptr, b & 0xFF, count)
 
 
+class CallbackStep:
+    """The run function of one host callback step: ``step(None, callback id, block, slot)``
+    (module docstring). Blocks, if ``block``, until the host ran the callback."""
+
+    __slots__ = ("client",)
+    __npu_kernel__ = engines.AICPU
+
+    def __init__(self, client: ReportingClient) -> None:
+        self.client = client
+
+    def __call__(self, _ctx: object, cb_id: int, block: int, slot: int) -> None:
+        tag, done = next(_tags), threading.Event()
+        if block:
+            with _lock:
+                _waiting[tag] = (self.client, done)
+        try:
+            self.client.report((Report.CALLBACK, slot, tag, cb_id, 1 if block else 0))
+            task = current.task
+            while block and not done.wait(_WAIT_SLICE_S):
+                if task.cancelled or task.args[0].unloaded:
+                    raise errors.error_for(errors.ACL_ERROR_RT_TASK_ABORT_STOP,
+                                           "replay cancelled while a host callback ran")
+        finally:
+            with _lock:
+                _waiting.pop(tag, None)
+
+
+def callback_done(client: object, tag: int) -> bool:
+    """``CALLBACK_DONE`` of a replay's callback: release its step; False if ``tag`` names
+    no callback step of this client waiting (then it is a stream task's)."""
+    with _lock:
+        entry = _waiting.get(tag)
+        if entry is None or entry[0] is not client:
+            return False
+        del _waiting[tag]
+    entry[1].set()
+    return True
+
+
 def memory_step(worker: contracts.Card, client: contracts.Client,
                 row: tuple[Any, ...] | list[Any]) -> tuple[Any, ...]:
     """The prepared step of a five-field row (``model.py``'s step tuple: run function,
     name, engine, args, slots, block contexts, stream, waits, records); BadFrame for a row
     that breaks the table."""
     stream, op, args, waits, records = row
-    if op not in (_COPY, _MEMSET) or type(op) is not int:
-        raise BadFrame(f"a memory step's op is COPY_ASYNC or MEMSET_ASYNC, not {op!r:.40}")
+    if op not in (_COPY, _MEMSET, _CALLBACK) or type(op) is not int:
+        raise BadFrame("a five-field step's op is COPY_ASYNC, MEMSET_ASYNC or CALLBACK, "
+                       f"not {op!r:.40}")
     if type(args) not in (list, tuple) or len(args) != 3:
-        raise BadFrame("a memory step's args are [dst, src, count] or [ptr, value, count]")
+        raise BadFrame("a five-field step's args are [dst, src, count], [ptr, value, count] "
+                       "or [callback id, block, stream slot]")
     a, b, count = (u64(v) for v in args)
+    if op == _CALLBACK:
+        if b > 1:
+            raise BadFrame(f"callback block {b} is not 0 or 1")
+        reporter = cast(ReportingClient, client)
+        return (CallbackStep(reporter), "callback", engines.AICPU, (a, b, count), (), (None,),
+                stream, waits, records)
     if count >= _COUNT_LIMIT:
         raise BadFrame(f"count {count} too large")
     name = "memcpy" if op == _COPY else "memset"

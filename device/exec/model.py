@@ -384,6 +384,7 @@ def _lane(worker: Card, task: Job, steps: list[tuple[int, Step]], run: _Run | No
     record, inputs, outputs, fail_at, fail_code = task.args
     users = (inputs, outputs)
     name = engine = ""
+    graph.current.task = task  # what a host callback step checks for cancellation
     try:
         with user_code:  # SystemExit & co. of a kernel fail the task as any exception does
             for i, (fn, name, engine, args, slots, ctxs, _lane_no, waits, records) in steps:

@@ -16,10 +16,13 @@ Threads are named by their pthread id, i.e. Python's ``threading.get_ident()`` /
 ends with its stream (destroyed, or its device reset): a thread blocked in
 ``process_report`` then wakes and, with nothing left to serve, gets 107012.
 
-Threading model: ``_lock`` guards every module-level table (``_pending``, ``_subscribers``,
-``_queues``, ``_threads``, ``_infos`` and both callback lists); nothing walks or mutates
-them outside it, and no callback runs while it is held (lists are copied under the lock,
-then run).
+A callback queued on a capturing stream is kept (``keep``) for the instance's replays: each
+replay's report of it runs it again, as the stream task's report does, until ``release``.
+
+Threading model: ``_lock`` guards every module-level table (``_pending``, ``_kept``,
+``_subscribers``, ``_queues``, ``_threads``, ``_infos`` and both callback lists); nothing
+walks or mutates them outside it, and no callback runs while it is held (lists are copied
+under the lock, then run).
 Threads: one report thread per link (``_serve``: owns popping the link's report ring), one
 thread per stream for ``launch_host_func`` callbacks (owns that stream's queue), and the
 user's subscribed threads, each of which alone consumes its own ``_queues`` entry in
@@ -86,6 +89,7 @@ _exception_callbacks: list[Callable[[int], Any]] = []
 _legacy_callback: list[Callable[[int], Any]] = []  # set_exception_info_callback: 0 or 1 item
 _infos: dict[int, ExceptionInfo] = {}
 _pending: dict[int, tuple[str, Callback, Any]] = {}
+_kept: dict[int, tuple[str, Callback, Any]] = {}  # callbacks of model runtime instances
 _subscribers: dict[Stream, int] = {}
 _queues: dict[int, queue.SimpleQueue[_Due | None]] = {}  # None: _WAKE
 _threads: dict[int, ThreadLike] = {}  # subscribed ident -> its thread
@@ -122,7 +126,8 @@ def _dispatch(link: Link, report: Frame) -> None:
     elif kind == Report.CALLBACK:
         cb_id, block = report[3], report[4]
         with _lock:
-            style, fn, args = _pending.pop(cb_id, ("", None, None))
+            entry = _pending.pop(cb_id, None) or _kept.get(cb_id)
+        style, fn, args = entry if entry is not None else ("", None, None)
         if style == "host_func":
             _host_func_queue(link, slot).put((fn, args, seq))
         elif style == "callback":
@@ -374,6 +379,23 @@ def _queue_callback(stream: Stream, style: str, fn: Callable[[Any], Any], args: 
     with _lock:
         _pending[cb_id] = (style, fn, args)
     submit(stream, Op.CALLBACK, cb_id, block)
+
+
+def keep(cb_id: int) -> str:
+    """A callback queued on a capturing stream stays for every replay (``capture.py``);
+    returns its style (``callback`` or ``host_func``), "" for an unknown id."""
+    with _lock:
+        entry = _pending.pop(cb_id, None)
+        if entry is not None:
+            _kept[cb_id] = entry
+    return entry[0] if entry is not None else ""
+
+
+def release(cb_ids: list[int]) -> None:
+    """Forget the kept callbacks of a destroyed model runtime instance."""
+    with _lock:
+        for cb_id in cb_ids:
+            _kept.pop(cb_id, None)
 
 
 def forget_stream(stream: Stream) -> None:

@@ -15,6 +15,12 @@ the execution timeout cancel it as any model task. Events recorded in the captur
 recorded again on the replay's stream after each replay (so a wait outside sees the whole
 replay done: later than CANN's runtime, which records them at their place, never earlier).
 
+Host callbacks (``aclrtLaunchCallback``, ``aclrtLaunchHostFunc``) queued on a capturing
+stream are steps too (``callbacks.keep``): at each replay the card reports the callback when
+the replay reaches it, so it runs on the thread subscribed to the stream it was captured on
+(or the runtime's thread for a host function), in order with the other steps; a blocking one
+holds the replay until it returned (``device/exec/graph.py``).
+
 What CANN's runtime refuses while a stream captures, with its codes: synchronize, query or
 destroy of a capturing stream, and a model execute on it, 107027; query, synchronize,
 elapsed time or timestamp of an event recorded in an active capture, 107028; an async copy
@@ -22,7 +28,7 @@ of pageable host memory on a capturing stream, 107000; a synchronous copy or mem
 an async copy of pageable memory, which turns synchronous: 107041) while the capture modes
 forbid it (below), 107030. None of these invalidates the capture (as in CANN's runtime
 sources). What invalidates it: a wait on an event recorded outside the capture
-(107024), a host callback (207000: not recordable here) or a collective (207000); every
+(107024) or a collective (207000: not recordable here); every
 later task of the capture is then 507903, and the end returns 507903 and no instance.
 
 Capture modes (``aclmdlRICaptureMode``, with CANN's rule): while any capture in
@@ -51,7 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from npuemu.host.core import plog, runtime
+from npuemu.host.core import callbacks, plog, runtime
 from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import index, lookup
 from npuemu.host.core.stream import Event, Stream
@@ -102,6 +108,7 @@ class Recording:
     name: str = ""
     replays: int = 0
     destroyed: bool = False
+    callbacks: list[int] = field(default_factory=list)  # kept callback ids (callbacks.py)
 
     # the stream hooks (``stream.Recorder``) ---------------------------------------------
     def task(self, stream: Stream, op: int, args: tuple[Any, ...]) -> int:
@@ -113,12 +120,16 @@ class Recording:
                 row = [self.lanes[stream], bin_id, name, blocks, list(values), [], [], []]
             elif op in (_COPY, _MEMSET):
                 row = [self.lanes[stream], op, list(args), [], []]
+            elif op == _CALLBACK:
+                cb_id, block = args
+                callbacks.keep(cb_id)
+                self.callbacks.append(cb_id)
+                row = [self.lanes[stream], op, [cb_id, block, stream.slot], [], []]
             elif op == Op.MODEL_EXECUTE:
                 raise errors.error_for(errors.ACL_ERROR_RT_STREAM_CAPTURED,
                                        f"stream {stream.sid}: a model execute while capturing")
             else:
-                what = {_CALLBACK: "a host callback", _COLLECTIVE: "a collective"}.get(
-                    op, f"task op {op}")
+                what = "a collective" if op == _COLLECTIVE else f"task op {op}"
                 self._invalidate(errors.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
                                  f"{what} cannot be recorded in a model runtime instance")
             self.rows.append(row)
@@ -382,6 +393,7 @@ def destroy_recording(rec: Recording) -> None:
             return
         rec.destroyed = True
         rt.handles.pop(rec.handle, None)
+    callbacks.release(rec.callbacks)
     with lock:
         rec._release_streams()
         for stream in rec.idle | set(rec.lanes):

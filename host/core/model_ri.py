@@ -38,7 +38,7 @@ _ACTIVE = int(CaptureStatus.ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE)
 _NONE = int(CaptureStatus.ACL_MODEL_RI_CAPTURE_STATUS_NONE)
 _HEAD = int(ModelStreamFlag.ACL_MODEL_STREAM_FLAG_HEAD)
 _DEFAULT = int(ModelStreamFlag.ACL_MODEL_STREAM_FLAG_DEFAULT)
-_COPY = int(Op.COPY_ASYNC)
+_COPY, _CALLBACK = int(Op.COPY_ASYNC), int(Op.CALLBACK)
 DESTROY_WAIT_S = 30.0
 """Longest ``aclmdlRIDestroy`` waits for the instance's queued replays before it unloads."""
 
@@ -215,7 +215,7 @@ def describe(handle: object) -> dict[str, Any]:
 
 def _task_info(row: list[Any]) -> dict[str, Any]:
     if len(row) == 5:
-        kind = "MEMCPY" if row[1] == _COPY else "MEMSET"
+        kind = {_COPY: "MEMCPY", _CALLBACK: "HOST_CALLBACK"}.get(row[1], "MEMSET")
         return {"type": kind, "args": row[2]}
     if row[2]:
         return {"type": "KERNEL", "kernel": row[2], "blocks": row[3]}

@@ -95,15 +95,27 @@ def test_capture_modes_forbid_the_threads_the_reference_names(run_prog):
     assert r["relaxed"] == [0, 0]
 
 
-def test_an_outside_dependency_or_a_callback_invalidates_the_capture(run_prog):
+def test_an_outside_dependency_or_an_unjoined_stream_invalidates_the_capture(run_prog):
     r = scenario(run_prog, "invalidated")
     assert r["wait_outside"] == CAPTURE_DEPENDENCY and r["status"] == INVALIDATED
     assert r["later_task"] == CAPTURE_INVALIDATED
     assert r["end"] == [0, CAPTURE_INVALIDATED] and r["after"] == NONE
     assert r["stream_ok"] == 0
     assert r["unjoined"] == STREAM_UNJOINED and r["s2_free"] == 0
-    assert r["callback"] == FEATURE_NOT_SUPPORT and r["end_callback"] == CAPTURE_INVALIDATED
     assert r["memcpy_after_reset"] == 0  # a reset dropped the capture under way
+
+
+def test_captured_host_callbacks_run_at_each_replay_in_order_with_the_steps(run_prog):
+    r = scenario(run_prog, "captured_callbacks")
+    assert [r["block"], r["host_func"], r["no_block"]] == [0, 0, 0]
+    assert r["at_capture"] == []
+    assert r["types"] == ["KERNEL", "HOST_CALLBACK", "KERNEL", "HOST_CALLBACK", "HOST_CALLBACK"]
+    assert r["replays"] == [0, 0]
+    block = [item for item in r["seen"] if item[0] == "block"]
+    assert block == [["block", 1.0, True], ["block", 12.0, True]]  # x: 0 -> 1 -> 11 -> 12
+    order = [item[0] for item in r["seen"]]
+    assert order == ["block", "host", "no_block"] * 2
+    assert r["x"] == 22.0 and r["destroy"] == 0
 
 
 def test_a_failing_step_fails_the_replay_and_abort_or_timeout_cancel_one(run_prog):

@@ -260,7 +260,8 @@ def thread_modes():
 @scenario
 def invalidated():
     """A wait on an event recorded outside the capture invalidates it (107024); every later
-    task gets 507903, so does the end; an unjoined stream ends the capture with 107025."""
+    task gets 507903, so does the end; an unjoined stream ends the capture with 107025; a
+    reset during a capture drops it."""
     kernels()
     s, s2 = stream(), stream()
     x = malloc(N * 4)
@@ -280,14 +281,64 @@ def invalidated():
     launch("axpb", s2, x, N, 1.0, 1.0)  # s2 never joined back
     R["unjoined"] = acl.mdl.ri_capture_end(s)[1]
     R["s2_free"] = acl.rt.synchronize_stream(s2)
-    ok(acl.mdl.ri_capture_begin(s, GLOBAL), "begin 3")
-    R["callback"] = acl.rt.launch_host_func(s, lambda _: None, None)
-    R["end_callback"] = acl.mdl.ri_capture_end(s)[1]
     ok(acl.mdl.ri_capture_begin(s, GLOBAL), "begin 4")
     ok(acl.rt.reset_device(0), "reset during a capture")  # drops the capture and its mode
     ok(acl.rt.set_device(0), "set_device again")
     x2, page = malloc(N * 4), bytearray(N * 4)
     R["memcpy_after_reset"] = acl.rt.memcpy(x2, N * 4, acl.util.bytes_to_ptr(page), N * 4, H2D)
+
+
+@scenario
+def captured_callbacks():
+    """Host callbacks captured run at every replay, not at the capture: a blocking
+    aclrtLaunchCallback on the thread subscribed to the captured stream sees the kernel
+    before it done and not the one after it; a non-blocking one and a host function run
+    in their turn too."""
+    kernels()
+    ctx, ret = acl.rt.get_context()
+    ok(ret, "get_context")
+    stop = threading.Event()
+
+    def serve():
+        ok(acl.rt.set_context(ctx), "set_context in the subscribed thread")
+        while not stop.is_set():
+            acl.rt.process_report(50)
+
+    tid, ret = acl.util.start_thread(serve, None)
+    ok(ret, "start_thread")
+    s = stream()
+    ok(acl.rt.subscribe_report(tid, s), "subscribe_report")
+    x = malloc(N * 4)
+    put(x, np.zeros(N))
+    seen = []
+
+    def look(tag):
+        seen.append([tag, get(x, 1)[0], threading.get_ident() == tid])
+
+    ok(acl.mdl.ri_capture_begin(s, GLOBAL), "begin")
+    launch("axpb", s, x, N, 1.0, 1.0)
+    R["block"] = acl.rt.launch_callback(look, "block", 1, s)
+    launch("axpb", s, x, N, 1.0, 10.0)
+    R["host_func"] = acl.rt.launch_host_func(s, lambda tag: seen.append([tag]), "host")
+    R["no_block"] = acl.rt.launch_callback(lambda tag: seen.append([tag]), "no_block", 0, s)
+    ri = end(s)
+    R["at_capture"] = list(seen)
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"ri-cb-{os.getpid()}.json")
+    ok(acl.mdl.ri_debug_json_print(ri, path, 1), "debug_json_print")
+    with open(path, encoding="utf-8") as f:
+        R["types"] = [t["type"] for t in json.load(f)["streams"][0]["tasks"]]
+    os.unlink(path)
+    R["replays"] = []
+    for _ in range(2):
+        R["replays"].append(replay(ri, s))
+        deadline = time.monotonic() + 10
+        while len(seen) % 3 and time.monotonic() < deadline:  # the non-blocking one
+            time.sleep(0.01)
+    R["seen"] = seen
+    R["x"] = get(x, 1)[0]
+    R["destroy"] = acl.mdl.ri_destroy(ri)
+    stop.set()
+    ok(acl.rt.unsubscribe_report(tid, s), "unsubscribe_report")
 
 
 # ---------------------------------------------------------------------- failures
