@@ -40,6 +40,17 @@ def run_threads(fn, n):
         t.join(60)
 
 
+def sync_ranks(ranks, streams):
+    """Synchronize the stream of each rank (its card current): ``R["sync"]``, the codes,
+    and ``R["elapsed"]``, how long all of them took."""
+    t0 = time.monotonic()
+    R["sync"] = []
+    for r in ranks:
+        ok(acl.rt.set_device(r))
+        R["sync"].append(acl.rt.synchronize_stream(streams[r]))
+    R["elapsed"] = time.monotonic() - t0
+
+
 def init_all(n):
     """``aclInit``, devices 0..n-1 set, ``HcclCommInitAll`` of them."""
     ok(acl.init())
@@ -129,12 +140,7 @@ def missing_rank():
         streams.append(stream())
         bufs.append(malloc(4096))
         hok(pyhccl.HcclAllReduce(bufs[r], bufs[r], 1024, FP32, SUM, comms[r], streams[r]))
-    t0 = time.monotonic()
-    R["sync"] = []
-    for r in range(2):
-        ok(acl.rt.set_device(r))
-        R["sync"].append(acl.rt.synchronize_stream(streams[r]))
-    R["elapsed"] = time.monotonic() - t0
+    sync_ranks(range(2), streams)
     R["async"] = [pyhccl.HcclGetCommAsyncError(c)[1] for c in comms[:2]]
     R["destroy"] = [pyhccl.HcclCommDestroy(c) for c in comms]
 
@@ -152,12 +158,7 @@ def dead_card():
         streams[r], bufs[r] = stream(), malloc(4096)
         R["calls"].append(pyhccl.HcclAllReduce(bufs[r], bufs[r], 1024, FP32, SUM, comms[r],
                                                streams[r]))
-    t0 = time.monotonic()
-    R["sync"] = []
-    for r in (0, 2):
-        ok(acl.rt.set_device(r))
-        R["sync"].append(acl.rt.synchronize_stream(streams[r]))
-    R["elapsed"] = time.monotonic() - t0
+    sync_ranks((0, 2), streams)
     R["async"] = [pyhccl.HcclGetCommAsyncError(comms[r])[1] for r in (0, 2)]
     R["destroy"] = [pyhccl.HcclCommDestroy(c) for c in comms]
     acl.rt.reset_device(1)
@@ -174,12 +175,7 @@ def link_fault():
         streams.append(stream())
         bufs.append(malloc(1 << 20))
         hok(pyhccl.HcclAllReduce(bufs[r], bufs[r], 1 << 18, FP32, SUM, comms[r], streams[r]))
-    t0 = time.monotonic()
-    R["sync"] = []
-    for r in range(3):
-        ok(acl.rt.set_device(r))
-        R["sync"].append(acl.rt.synchronize_stream(streams[r]))
-    R["elapsed"] = time.monotonic() - t0
+    sync_ranks(range(3), streams)
     R["async"] = [pyhccl.HcclGetCommAsyncError(c)[1] for c in comms]
     ok(acl.rt.set_device(2))
     R["after"] = acl.rt.memset(bufs[2], 1 << 20, 0, 1 << 20)  # the card still works
