@@ -1,13 +1,13 @@
 """What the integration tests' child programs share.
 
-Most integration scenarios are pyACL programs run in a fresh interpreter (``run_py``), so
-each has an embedded node of its own that is torn down when it exits. A program is
-``CHILD_HELPERS`` + the test file's own helpers + the scenario body; it fills the dict
-``R``, which ``run_scenario`` reads back from its ``RESULT`` line.
+Integration scenarios are pyACL programs run in a fresh interpreter, so each has an
+embedded node of its own that is torn down when it exits. ``run_program`` runs one scenario
+of ``tests/progs/<area>.py`` (helpers in ``tests/progs/childlib.py``); the program fills the
+dict ``R`` and ``result_of`` reads it back from its ``RESULT`` line.
 
-Converted test files run real program files instead: ``run_program`` runs one scenario of
-``tests/progs/<area>.py`` (helpers in ``tests/progs/childlib.py``) and reads its ``R`` the
-same way. ``CHILD_HELPERS`` stays for the files not converted yet.
+``CHILD_HELPERS`` and ``run_scenario`` (a program made of strings: the helpers, the test
+file's own, the scenario body, run by ``run_py``) remain only for the test files not yet
+converted to program files (``tests/unit/test_child_programs_are_files.py`` lists them).
 """
 
 from __future__ import annotations
@@ -70,27 +70,6 @@ def hold(s):
 '''
 
 EPILOGUE = '\nprint("RESULT " + json.dumps(R))\n'
-
-FILE_RENDEZVOUS = '''
-def put(name, value):
-    """Publish ``value`` as JSON under ``name`` in the directory $SYNC (atomic rename)."""
-    with open(os.path.join(SYNC, name + ".tmp"), "w") as f:
-        json.dump(value, f)
-    os.rename(os.path.join(SYNC, name + ".tmp"), os.path.join(SYNC, name))
-
-def get(name, timeout=120):
-    """The value another process ``put`` under ``name``; exits the child past ``timeout``."""
-    path = os.path.join(SYNC, name)
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {name}")
-        time.sleep(0.01)
-    with open(path) as f:
-        return json.load(f)
-'''
-"""Two child processes meeting through files: ``put``/``get`` (the program imports ``os``,
-``json``, ``time`` and sets ``SYNC`` before it calls them)."""
 
 
 def run_scenario(run_py: Callable[..., Any], prelude: str, body: str, env: dict[str, str],
