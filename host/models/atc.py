@@ -28,7 +28,16 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from npuemu.host.models import aipp, interface, lowering, omfile, onnx_front, planner, streams
+from npuemu.host.models import (
+    aipp,
+    fold,
+    interface,
+    lowering,
+    omfile,
+    onnx_front,
+    planner,
+    streams,
+)
 from npuemu.host.models.codes import (
     ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
     ACL_ERROR_GE_PARAM_INVALID,
@@ -93,6 +102,9 @@ def build_graphs(model: str | os.PathLike, input_shape: str | None = None,
     per_gear = interface.hw_gear_shapes(shapes, hw, flags.get("input_format", "NCHW")) \
         if hw else _gear_shapes(shapes, gears)
     graphs = [lowering.lower(onnx_front.prepare(base, s)) for s in per_gear]
+    if fold.enabled(flags.get("fold")):  # BatchNorm / Mul / Add into the Conv or MatMul
+        for g in graphs:
+            fold.apply(g)
     entries = _interface(graphs, base, bool(hw), **flags)
     ref = graphs[-1]
     for g in graphs[:-1]:
@@ -154,7 +166,8 @@ def convert(model: str | os.PathLike, output: str | os.PathLike, soc_version: st
             **flags: Any) -> dict[str, Any]:
     """ONNX -> OM (ATC ``--mode=0 --framework=5``). Returns the report; raises ModelError.
     ``flags``: ``insert_op_conf``, ``input_fp16_nodes``, ``output_type``, ``out_nodes``,
-    ``dynamic_image_size`` (ATC's flags of those names)."""
+    ``dynamic_image_size`` (ATC's flags of those names); ``fold`` (bool): the weight-folding
+    passes of :mod:`.fold` (default: on unless ``NPUEMU_ATC_FOLD=off``)."""
     profile = soc_profile(soc_version)  # a family name (Ascend910_93) means its profile
     if profile is None:
         raise ModelError(ACL_ERROR_GE_PARAM_INVALID,

@@ -1,0 +1,187 @@
+"""ATC's weight-folding graph passes: per-channel affine ops merged into the Conv / MatMul
+before them.
+
+On a lowered :class:`~.graph.Graph` (library op types), a ``Conv2D`` (NCHW, constant filter)
+or a ``MatMul`` (constant ``x2``) whose output feeds exactly one task, is not a graph output,
+and that task is
+
+* ``BatchNorm`` (inference, all four statistics constant): the filter is scaled by
+  ``scale / sqrt(variance + epsilon)`` per output channel and the bias becomes
+  ``(bias - mean) * that + offset``;
+* ``Mul`` by a constant that is one value per output channel (or one value): filter and bias
+  scaled;
+* ``Add`` / ``Sub`` of such a constant: added to (subtracted from) the bias;
+
+absorbs that task: the Conv / MatMul gets the folded filter and a bias input and writes the
+absorbed task's output. Chains fold one after another (Conv -> BatchNorm -> Mul -> Add is one
+Conv). The arithmetic is done in float64 and stored in the filter's dtype, so the folded model
+equals the unfused one within the dtype's rounding. The Conv's ``MatMul``-from-``Gemm`` twin is
+the same: ``Gemm`` lowers to ``MatMul`` (+ ``Mul`` alpha, + ``Add`` C), which folds to one
+``MatMul`` with a bias.
+
+Not done here: Relu is not fused into the Conv (the op library's Conv2D has no activation
+attribute); a BatchNorm that follows anything but a Conv stays its own op; a Conv / MatMul
+whose output has several readers keeps them.
+
+The passes are on by default; ``NPUEMU_ATC_FOLD=off`` (or ``0``/``no``/``false``) in the
+environment, or ``fold=False`` given to ``atc.convert``, keeps every op as lowered (the
+unfused path, for comparison and tests).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from npuemu.host.models.graph import Graph, Node, Tensor
+
+ENV = "NPUEMU_ATC_FOLD"
+_OFF = ("off", "0", "no", "false")
+
+
+def enabled(flag: bool | None = None) -> bool:
+    """Whether the passes run: ``flag`` if given, else the environment (default on)."""
+    if flag is not None:
+        return bool(flag)
+    return os.environ.get(ENV, "on").strip().lower() not in _OFF
+
+
+def apply(graph: Graph) -> int:
+    """Fold every foldable task of ``graph`` in place (see module doc); returns how many
+    tasks were absorbed. Folded nodes are checked against the op library again."""
+    from npuemu.host.models.lowering import check_node  # lowering imports the op library
+
+    readers = _readers(graph)
+    absorbed: set[int] = set()
+    changed: list[Node] = []
+    for node in graph.nodes:
+        if id(node) in absorbed or not _producer(graph, node):
+            continue
+        folded = False
+        while (nxt := _sole_reader(graph, readers, node)) is not None and _absorb(graph, node,
+                                                                                   nxt):
+            absorbed.add(id(nxt))
+            folded = True
+        if folded:
+            changed.append(node)
+    if not absorbed:
+        return 0
+    graph.nodes = [n for n in graph.nodes if id(n) not in absorbed]
+    _drop_unused(graph)
+    for node in changed:
+        node.tiling = check_node(graph, node)
+    return len(absorbed)
+
+
+def _readers(graph: Graph) -> dict[str, list[Node]]:
+    out: dict[str, list[Node]] = {}
+    for node in graph.nodes:
+        for name in node.inputs:
+            if name:
+                out.setdefault(name, []).append(node)
+    return out
+
+
+def _producer(graph: Graph, node: Node) -> bool:
+    """A Conv2D (NCHW) or MatMul whose filter / ``x2`` and bias (if any) are float weights."""
+    if node.op == "Conv2D" and node.attrs.get("data_format") not in (None, "NCHW"):
+        return False
+    if node.op not in ("Conv2D", "MatMul"):
+        return False
+    consts = [n for n in node.inputs[1:] if n]
+    return all(n in graph.weights and graph.weights[n].dtype.kind == "f" for n in consts)
+
+
+def _sole_reader(graph: Graph, readers: dict[str, list[Node]], node: Node) -> Node | None:
+    out = node.outputs[0]
+    if graph.tensors[out].kind != "intermediate" or len(readers.get(out, [])) != 1:
+        return None
+    return readers[out][0]
+
+
+def _absorb(graph: Graph, prod: Node, nxt: Node) -> bool:
+    """Merge ``nxt`` into ``prod`` if it is a foldable affine op; True if it was."""
+    y = graph.tensors[prod.outputs[0]]
+    if graph.tensors[nxt.outputs[0]].shape != y.shape:
+        return False  # the op broadcasts the result to a bigger shape
+    channels = y.shape[1] if prod.op == "Conv2D" else y.shape[-1]
+    affine = _affine(graph, nxt, prod.outputs[0], channels)
+    if affine is None:
+        return False
+    scale, shift = affine
+    weight, bias = _current(graph, prod, channels)
+    if prod.op == "Conv2D":
+        weight = weight * scale.reshape(-1, 1, 1, 1)
+    elif prod.attrs.get("transpose_x2"):
+        weight = weight * scale.reshape(-1, 1)  # x2 is (N, K)
+    else:
+        weight = weight * scale.reshape(1, -1)  # x2 is (K, N)
+    _store(graph, prod, weight, bias * scale + shift)
+    prod.outputs = list(nxt.outputs)
+    return True
+
+
+def _affine(graph: Graph, node: Node, src: str, channels: int
+            ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``node`` as ``y = x * scale + shift`` per channel (float64), or None if it is not."""
+    if node.op == "BatchNorm" and node.inputs[0] == src:
+        if node.attrs.get("is_training") or node.attrs.get("data_format") not in (None, "NCHW"):
+            return None
+        stats = [graph.weights.get(n) for n in node.inputs[1:5]]
+        if any(s is None or s.size != channels for s in stats):
+            return None
+        gamma, beta, mean, var = (np.asarray(s, np.float64).reshape(-1) for s in stats)
+        scale = gamma / np.sqrt(var + float(node.attrs.get("epsilon", 1e-4)))
+        return scale, beta - mean * scale
+    if node.op not in ("Mul", "Add", "Sub") or len(node.inputs) != 2 or src not in node.inputs:
+        return None
+    other = node.inputs[1] if node.inputs[0] == src else node.inputs[0]
+    if other == src or other not in graph.weights:
+        return None
+    if node.op == "Sub" and node.inputs[0] != src:
+        return None  # c - x is not a shift of x
+    per = _per_channel(graph.weights[other], graph.tensors[src], channels)
+    if per is None:
+        return None
+    ones, zeros = np.ones(channels), np.zeros(channels)
+    return {"Mul": (per, zeros), "Add": (ones, per), "Sub": (ones, -per)}[node.op]
+
+
+def _per_channel(value: np.ndarray, x: Tensor, channels: int) -> np.ndarray | None:
+    """``value`` as one float64 per channel of ``x`` if broadcasting it onto ``x`` gives one
+    value per channel (channel axis 1 of 4-D Conv output, last axis of MatMul output)."""
+    if value.ndim > len(x.shape) or value.dtype.kind != "f":
+        return None
+    shape = (1,) * (len(x.shape) - value.ndim) + value.shape
+    axis = 1 if len(x.shape) == 4 else len(x.shape) - 1
+    if any(d != 1 for i, d in enumerate(shape) if i != axis):
+        return None
+    flat = np.asarray(value, np.float64).reshape(-1)
+    return np.broadcast_to(flat, (channels,)).copy() if flat.size in (1, channels) else None
+
+
+def _current(graph: Graph, prod: Node, channels: int) -> tuple[np.ndarray, np.ndarray]:
+    weight = np.asarray(graph.weights[prod.inputs[1]], np.float64)
+    bias_name = prod.inputs[2] if len(prod.inputs) > 2 else ""
+    bias = np.zeros(channels) if not bias_name else \
+        np.broadcast_to(np.asarray(graph.weights[bias_name], np.float64).reshape(-1),
+                        (channels,)).copy()
+    return weight, bias
+
+
+def _store(graph: Graph, prod: Node, weight: np.ndarray, bias: np.ndarray) -> None:
+    dtype = graph.weights[prod.inputs[1]].dtype
+    w_name, b_name = f"{prod.name}::folded_filter", f"{prod.name}::folded_bias"
+    for name, value in ((w_name, weight.astype(dtype)), (b_name, bias.astype(dtype))):
+        graph.weights[name] = value
+        graph.tensors[name] = Tensor(name, value.dtype.name, value.shape, "weight")
+    prod.inputs = [prod.inputs[0], w_name, b_name]
+
+
+def _drop_unused(graph: Graph) -> None:
+    used = {i for n in graph.nodes for i in n.inputs} | {o for n in graph.nodes
+                                                         for o in n.outputs}
+    used |= set(graph.inputs) | set(graph.outputs)
+    graph.tensors = {k: v for k, v in graph.tensors.items() if k in used}
+    graph.weights = {k: v for k, v in graph.weights.items() if k in used}
