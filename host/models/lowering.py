@@ -121,7 +121,7 @@ class _Lowerer:
         for node in self.model.graph.node:
             handler = self.handler(node)
             if handler is None:
-                missing.append((node.op_type, node.name or node.output[0]))
+                missing.append((lowering_ops.refusal(node), node.name or node.output[0]))
             elif not missing:
                 handler(node, {a.name: helper.get_attribute_value(a) for a in node.attribute})
         if missing:
@@ -148,7 +148,11 @@ class _Lowerer:
         outputs = [self.name(o.name) for o in g.output]
         if len(set(outputs)) != len(outputs):
             raise UnsupportedOpsError([("two graph outputs of one value", g.name or "graph")])
-        for out in outputs:
+        for k, out in enumerate(outputs):
+            if self.tensors[out].kind == "weight" or (self.tensors[out].kind == "input"
+                                                      and out != g.output[k].name):
+                outputs[k] = self._copied_output(g.output[k].name, out)
+                continue
             if self.tensors[out].kind != "intermediate":
                 raise ModelError(ACL_ERROR_GE_PARAM_INVALID,
                                  f"output {out!r} is a {self.tensors[out].kind}, not computed")
@@ -160,6 +164,17 @@ class _Lowerer:
         weights = {k: v for k, v in self.weights.items() if k in used}
         return Graph(g.name or "model", self.nodes, tensors, [i.name for i in g.input],
                      outputs, weights)
+
+    def _copied_output(self, name: str, value: str) -> str:
+        """Graph output ``name`` whose value is a constant or a graph input (``value``, e.g.
+        a folded SequenceLength, an Identity of an input): an Identity task copies it."""
+        src = value
+        if name == value:  # a weight under the output's name: it moves to a new name
+            src = self.new_weight(name, self.weights.pop(name))
+        t = self.tensors[src]
+        self.tensors[name] = Tensor(name, t.dtype, t.shape, "output")
+        self.nodes.append(Node(name, "Identity", [src], [name], {}, "Identity"))
+        return name
 
     # -- op handlers -----------------------------------------------------------------------
     def _op_same(self, n: onnx.NodeProto, a: dict) -> None:

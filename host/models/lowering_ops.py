@@ -18,7 +18,9 @@ lowerer, as :mod:`.lowering`'s methods do:
   with its shape input (the static output shape fixed at conversion, checked at run time).
 
 Refused by name (UnsupportedOpsError): ConvTranspose other than 2-D, Slice / Tile with
-computed indices, and whatever the library's checks refuse.
+computed indices, and whatever the library's checks refuse; ``REFUSED`` adds the reason for
+the op types of the onnx package's small models that are not converted (StringNormalizer:
+no string tensors; Gradient: a training op).
 """
 
 from __future__ import annotations
@@ -221,6 +223,20 @@ def split_v(low: Any, n: onnx.NodeProto, a: dict) -> None:
 def expand(low: Any, n: onnx.NodeProto, a: dict) -> None:
     low.emit(n, "Expand", [n.input[0], n.input[1]], [n.output[0]],
              shape=list(low.t(n.output[0]).shape))
+
+
+REFUSED: dict[str, str] = {
+    "StringNormalizer": "string tensors (ACL_STRING) are not emulated",
+    "Gradient": "a training op (domain ai.onnx.preview.training); models are converted for "
+                "inference",
+}
+"""Why an ONNX op type with no handler is refused, where there is more to say than its name."""
+
+
+def refusal(node: onnx.NodeProto) -> str:
+    """The op type of a refused node, with the reason from ``REFUSED`` when there is one."""
+    reason = REFUSED.get(node.op_type)
+    return f"{node.op_type}: {reason}" if reason else node.op_type
 
 
 HANDLERS: dict[str, Handler] = {

@@ -9,6 +9,7 @@
   models whose weights come from ``ConstantOfShape`` and friends end with plain weights);
   ``Shape`` and ``Size`` of a statically shaped tensor fold too, which in turn folds the
   shape arithmetic of exported ``Reshape`` patterns;
+* sequence ops with constant positions are resolved (:mod:`.sequences`);
 * every value has a concrete static shape (``onnx.shape_inference`` with data propagation),
   or a :class:`~npuemu.host.models.codes.ModelError` names the tensor that has none.
 """
@@ -23,6 +24,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 from onnx.reference import ReferenceEvaluator
 
+from npuemu.host.models import sequences
 from npuemu.host.models.codes import (
     ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID,
     ACL_ERROR_GE_PARAM_INVALID,
@@ -84,6 +86,7 @@ def prepare(source: str | os.PathLike | onnx.ModelProto,
     model.ir_version = max(model.ir_version, 4)  # IR 4+: initializers need not be inputs
     _constant_nodes_to_initializers(model.graph)
     _pin_input_shapes(model.graph, input_shape or {})
+    sequences.unroll(model)
     for _ in range(_MAX_ROUNDS):
         model = _infer(model)
         folded = fold_constants(model)
