@@ -25,15 +25,6 @@ import psutil
 import pytest
 
 pytestmark = pytest.mark.integration
-PROGS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "progs")
-
-
-def launcher(prog: str, *args: str) -> str:
-    """Python that runs ``tests/progs/<prog>`` as ``__main__`` with ``args``."""
-    path = os.path.join(PROGS, prog)
-    return (f"import runpy, sys\nsys.path.insert(0, {PROGS!r})\n"
-            f"sys.argv = [{path!r}, *{list(args)!r}]\nrunpy.run_path({path!r}, "
-            "run_name='__main__')\n")
 
 
 def result(proc, timeout: float = 120) -> dict:
@@ -49,11 +40,11 @@ def result(proc, timeout: float = 120) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def test_one_key_imported_twice_needs_two_closes(shared_node, spawn_py, tmp_path) -> None:
+def test_one_key_imported_twice_needs_two_closes(shared_node, spawn_prog, tmp_path) -> None:
     name = shared_node(devices=1, hbm="64M", ddr="16M")
     env = {"NPUEMU_NODE": name, "SYNC": str(tmp_path)}
-    exporter = spawn_py(launcher("ipc_double_import.py", "exporter"), env=env)
-    importer = spawn_py(launcher("ipc_double_import.py", "importer"), env=env)
+    exporter = spawn_prog("ipc_double_import.py", "exporter", env=env)
+    importer = spawn_prog("ipc_double_import.py", "importer", env=env)
     r = result(importer)
     assert result(exporter) == {}
     assert r == {"imports": [0, 0], "distinct": True,
@@ -65,7 +56,7 @@ def test_one_key_imported_twice_needs_two_closes(shared_node, spawn_py, tmp_path
 EXEC_TIMEOUT_S = 20
 
 
-def test_a_zombie_rank_fails_its_peers_collective_by_liveness(shared_node, spawn_py,
+def test_a_zombie_rank_fails_its_peers_collective_by_liveness(shared_node, spawn_prog,
                                                               tmp_path) -> None:
     """Rank 1 is killed and left unreaped (its parent, this test, does not wait for it):
     its pid still exists, as a zombie. Rank 0's next all_reduce must fail with 507057
@@ -73,7 +64,7 @@ def test_a_zombie_rank_fails_its_peers_collective_by_liveness(shared_node, spawn
     107019 after HCCL_EXEC_TIMEOUT."""
     name = shared_node(devices=2, hbm="64M", ddr="16M")
     env = {"NPUEMU_NODE": name, "SYNC": str(tmp_path), "HCCL_EXEC_TIMEOUT": str(EXEC_TIMEOUT_S)}
-    ranks = [spawn_py(launcher("hccl_zombie_rank.py"), env={**env, "RANK": str(r)})
+    ranks = [spawn_prog("hccl_zombie_rank.py", env={**env, "RANK": str(r)})
              for r in (0, 1)]
     deadline = time.monotonic() + 120
     while not (tmp_path / "ready1").exists():
@@ -94,14 +85,13 @@ def test_a_zombie_rank_fails_its_peers_collective_by_liveness(shared_node, spawn
     ranks[1].wait(timeout=10)
 
 
-def test_logs_and_profiles_are_private_under_umask_0(shared_node, run_py, tmp_path) -> None:
+def test_logs_and_profiles_are_private_under_umask_0(shared_node, run_prog, tmp_path) -> None:
     """A host log, a profile (raw data, its export, a re-export and a plot) and an
     msnpureport export, all written by a child whose umask is 0: every directory they made
     is 0700 and every file 0600 (a plain ``open`` there gives 0666)."""
     name = shared_node(devices=1, hbm="64M", ddr="16M")
     root = tmp_path / "out"
-    res = run_py(launcher("private_files.py", str(root)), env={"NPUEMU_NODE": name},
-                 timeout=180)
+    res = run_prog("private_files.py", str(root), env={"NPUEMU_NODE": name}, timeout=180)
     assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
     r = json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
     assert r["bad_free"] == 107000 and r["codes"] == [0, 0, 0], r

@@ -31,19 +31,15 @@ from tests.unit.test_trust_ops_files import corrupted_variants
 
 pytestmark = pytest.mark.integration
 ENV = {"NPUEMU_DEVICES": "1", "NPUEMU_HBM": "1G", "NPUEMU_DDR": "256M"}
-PROG = os.path.join(os.path.dirname(os.path.dirname(__file__)), "progs", "trust_ops.py")
+PROG = "trust_ops.py"
 PARAM_INVALID, OVER_LIMIT = 107000, 207012
 NOBODY = 65534
 
 
-def launcher(*argv: str) -> str:
-    return (f"import runpy, sys\nsys.argv = [{PROG!r}, *{list(argv)!r}]\n"
-            f"runpy.run_path({PROG!r}, run_name='__main__')\n")
-
-
-def run_prog(run_py, *argv: str, env: dict[str, str] | None = None,
-             timeout: float = 120) -> dict:
-    res = run_py(launcher(*argv), env={**ENV, **(env or {})}, timeout=timeout)
+def program(run_prog, *argv: str, env: dict[str, str] | None = None,
+            timeout: float = 120) -> dict:
+    """The ``R`` of ``tests/progs/trust_ops.py`` run with ``argv`` (ENV + ``env``)."""
+    res = run_prog(PROG, *argv, env={**ENV, **(env or {})}, timeout=timeout)
     assert res.returncode == 0, f"child failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, res.stdout + res.stderr
@@ -52,18 +48,18 @@ def run_prog(run_py, *argv: str, env: dict[str, str] | None = None,
 
 # frames -----------------------------------------------------------------------------------------
 def test_op_load_of_code_or_failing_source_is_107000_and_a_bystander_sees_nothing(
-        module_node, run_py, spawn_py, tmp_path):
+        module_node, run_prog, spawn_prog, tmp_path):
     name = module_node(devices=1, hbm="256M", ddr="64M")
     ready, stop = tmp_path / "ready", tmp_path / "stop"
-    good = spawn_py(launcher("bystander", str(stop)),
-                    env={"NPUEMU_NODE": name, "READY": str(ready)})
+    good = spawn_prog(PROG, "bystander", str(stop),
+                      env={"NPUEMU_NODE": name, "READY": str(ready)})
     t0 = time.monotonic()
     while not ready.exists():
         assert good.poll() is None, good.communicate()
         assert time.monotonic() - t0 < 60, "the bystander never got going"
         time.sleep(0.05)
     try:
-        r = run_prog(run_py, "raw", env={"NPUEMU_NODE": name})
+        r = program(run_prog, "raw", env={"NPUEMU_NODE": name})
     finally:
         stop.touch()
     out, err = good.communicate(timeout=60)
@@ -76,8 +72,8 @@ def test_op_load_of_code_or_failing_source_is_107000_and_a_bystander_sees_nothin
 
 
 @pytest.mark.slow
-def test_past_the_op_binary_limit_207012_and_the_op_map_makes_room(run_py):
-    r = run_prog(run_py, "limit", env={"NPUEMU_OP_INCREMENTAL": "0"}, timeout=240)
+def test_past_the_op_binary_limit_207012_and_the_op_map_makes_room(run_prog):
+    r = program(run_prog, "limit", env={"NPUEMU_OP_INCREMENTAL": "0"}, timeout=240)
     assert r["refused_with"] == OVER_LIMIT and r["loaded"] == 1 << 15
     assert r["unload"] == ["ok", "ok"]
     assert r["adds"] == [[0, [True]]] * 3 and r["evictions"] == 1  # the third shed the first
@@ -85,8 +81,8 @@ def test_past_the_op_binary_limit_207012_and_the_op_map_makes_room(run_py):
 
 
 # the disk cache -------------------------------------------------------------------------------
-def compile_run(run_py, base, logs) -> dict:
-    return run_prog(run_py, "compile", env={"ASCEND_CACHE_PATH": str(base),
+def compile_run(run_prog, base, logs) -> dict:
+    return program(run_prog, "compile", env={"ASCEND_CACHE_PATH": str(base),
                                             "ASCEND_GLOBAL_LOG_LEVEL": "2",
                                             "ASCEND_PROCESS_LOG_PATH": str(logs)})
 
@@ -125,9 +121,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_the_disk_cache_runs_only_what_no_one_else_could_write(run_py, tmp_path, case):
+def test_the_disk_cache_runs_only_what_no_one_else_could_write(run_prog, tmp_path, case):
     base, marker = tmp_path / "base", tmp_path / "marker"
-    first = compile_run(run_py, base, tmp_path / "log1")
+    first = compile_run(run_prog, base, tmp_path / "log1")
     assert first["ret"] == 0 and first["right"] == [True]
     assert first["stats"]["compiles"] == 1 and first["stats"]["disk_writes"] == 1
     cache_dir = base / diskcache.SUBDIR
@@ -144,7 +140,7 @@ def test_the_disk_cache_runs_only_what_no_one_else_could_write(run_py, tmp_path,
     elif case == "dir_symlink":
         cache_dir.rename(tmp_path / "real_kernels")
         cache_dir.symlink_to(tmp_path / "real_kernels")
-    r = compile_run(run_py, base, tmp_path / "log2")
+    r = compile_run(run_prog, base, tmp_path / "log2")
     assert r["ret"] == 0 and r["right"] == [True]
     stats, warnings = r["stats"], host_warnings(tmp_path / "log2")
     if case == "own_dir":  # the control: a well-formed entry in the user's own cache runs
@@ -161,7 +157,7 @@ def test_the_disk_cache_runs_only_what_no_one_else_could_write(run_py, tmp_path,
 
 
 # single-op model files ------------------------------------------------------------------------
-def test_single_op_files_are_checked_field_by_field_and_carry_no_code(run_py, tmp_path):
+def test_single_op_files_are_checked_field_by_field_and_carry_no_code(run_prog, tmp_path):
     variants = corrupted_variants()
     folder, each = tmp_path / "models", tmp_path / "each"
     folder.mkdir()
@@ -172,7 +168,7 @@ def test_single_op_files_are_checked_field_by_field_and_carry_no_code(run_py, tm
     (folder / "old.om").write_bytes(variants["old_version_with_code"][0])
     (folder / "bad.om").write_bytes(variants["dim_huge"][0])
     os.mkfifo(folder / "fifo.om")
-    r = run_prog(run_py, "models", str(folder), str(each))
+    r = program(run_prog, "models", str(folder), str(each))
     assert r["dir"] == 0 and r["stats"]["static_entries"] == 1
     assert r["load"] == {name: code for name, (_data, code) in variants.items()}
     assert r["ret"] == 0 and r["right"] == [True] and r["ping"] == "ok"
