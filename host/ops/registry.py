@@ -157,7 +157,7 @@ def check_inputs(op: OpDef, ins: list[Spec]) -> None:
                       " is not supported", T.ACL_ERROR_FORMAT_NOT_MATCH)
 
 
-INDEX_INPUTS = {"axes", "perm", "shape", "dims", "indices", "paddings", "condition"}
+INDEX_INPUTS = {"axes", "perm", "shape", "dims", "indices", "paddings", "condition", "size"}
 
 
 def _index_input(op: OpDef, i: int) -> bool:
