@@ -94,6 +94,7 @@ class Card(Protocol):
     ctl: memoryview
     debug: bool  # some module logs at DEBUG (test it before formatting a line)
     alloc_changes: int  # mallocs, frees and mappings so far (cached tensor views check it)
+    boot_ns: int  # time.monotonic_ns() at boot: event timestamps count from it
     memory: DeviceMemory
 
     @property

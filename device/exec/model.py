@@ -17,7 +17,8 @@ the schedule's global order. Its argument template carries the weight and worksp
 addresses already; each slot is replaced by a bound input or output address at execute.
 A step with kernel name ``""`` (bin id 0, blocks 0) runs nothing: an op the compiler
 emptied, kept for its events. A step of five fields ``[stream, op, [args], [waited event,
-...], [recorded event, ...]]`` is a copy or memset of a captured stream (``graph.py``).
+...], [recorded event, ...]]`` is a copy, memset, host callback or host event record of a
+captured stream (``graph.py``).
 A model larger than one frame is sent as several ``MODEL_LOAD`` frames, the later ones
 naming the id the first returned (steps appended; the host executes it only once every
 part is there).
@@ -232,7 +233,7 @@ def _step(worker: Card, client: ModelClient, record: ModelRecord, row: object,
     if not is_array(row) or len(row) not in (8, graph.MEMORY_STEP_FIELDS):
         raise BadFrame("a model step is [stream, bin id, kernel, blocks, args, slots, "
                        "waits, records] or [stream, op, args, waits, records]")
-    memory = len(row) == graph.MEMORY_STEP_FIELDS  # a captured copy or memset (graph.py)
+    memory = len(row) == graph.MEMORY_STEP_FIELDS  # a captured copy, memset... (graph.py)
     stream, waits, records = (row[0], row[3], row[4]) if memory else (row[0], row[6], row[7])
     if u64(stream) >= MAX_STREAMS:
         raise BadFrame(f"step stream {stream} not below {MAX_STREAMS}")
@@ -248,7 +249,8 @@ def _step(worker: Card, client: ModelClient, record: ModelRecord, row: object,
         raise errors.error_for(errors.ACL_ERROR_RT_OVER_LIMIT,
                                f"MODEL_LOAD: more than {MAX_MODEL_EVENTS} events in one model")
     if memory:
-        return graph.memory_step(worker, client, (stream, row[1], row[2], waits, records))
+        return graph.memory_step(worker, client, (stream, row[1], row[2], waits, records),
+                                 record.n_inputs)
     bin_id, name, blocks, args, slots = row[1:6]
     if type(name) is not str:
         raise BadFrame(f"kernel name {name!r:.60} is not a string")
@@ -368,14 +370,18 @@ def _run(worker: Card, task: Job) -> int:
     """Engine thread: the steps of every stream; the first failure ends the task."""
     record = task.args[0]
     if len(record.lanes) == 1:
-        return _lane(worker, task, record.lanes[0], None)
-    run = _Run({ev: threading.Event() for ev in record.recorded})
-    done = [_helper(k).start(worker, task, record.lanes[k], run)
-            for k in range(1, len(record.lanes))]
-    _lane(worker, task, record.lanes[0], run)
-    for finished_lane in done:  # the others stop at their next block once run.code is set
-        finished_lane.wait()
-    return run.code
+        code = _lane(worker, task, record.lanes[0], None)
+    else:
+        run = _Run({ev: threading.Event() for ev in record.recorded})
+        done = [_helper(k).start(worker, task, record.lanes[k], run)
+                for k in range(1, len(record.lanes))]
+        _lane(worker, task, record.lanes[0], run)
+        for finished_lane in done:  # the others stop at their next block once run.code is set
+            finished_lane.wait()
+        code = run.code
+    if code:  # host events of a replay whose record steps did not run (graph.py)
+        graph.fail_records(record.steps, task.args[1], code)
+    return code
 
 
 def _lane(worker: Card, task: Job, steps: list[tuple[int, Step]], run: _Run | None) -> int:

@@ -11,9 +11,11 @@ no inputs or outputs, ``device/exec/model.py`` and ``graph.py``) and every strea
 capture runs eagerly again. A replay (``aclmdlRIExecuteAsync``) is one ``MODEL_EXECUTE``
 task on the caller's stream: every step, its streams on their own card threads ordered by
 the capture's events; the first failing step fails the replay with its code; abort, reset,
-the execution timeout cancel it as any model task. Events recorded in the capture are
-recorded again on the replay's stream after each replay (so a wait outside sees the whole
-replay done: later than CANN's runtime, which records them at their place, never earlier).
+the execution timeout cancel it as any model task. An event recorded in the capture is
+recorded at its place in every replay (its last record in the capture: a record step,
+``device/exec/graph.py``), so a stream outside the capture, or a host synchronize, that
+waits on it goes on when the steps before that record are done, as in CANN's runtime; a
+replay that fails or is cancelled first completes it with the replay's code.
 
 Host callbacks (``aclrtLaunchCallback``, ``aclrtLaunchHostFunc``) queued on a capturing
 stream are steps too (``callbacks.keep``): at each replay the card reports the callback when
@@ -73,7 +75,7 @@ _NONE = int(CaptureStatus.ACL_MODEL_RI_CAPTURE_STATUS_NONE)
 _HEAD = int(ModelStreamFlag.ACL_MODEL_STREAM_FLAG_HEAD)
 _DEFAULT = int(ModelStreamFlag.ACL_MODEL_STREAM_FLAG_DEFAULT)
 _LAUNCH, _COPY, _MEMSET = int(Op.LAUNCH), int(Op.COPY_ASYNC), int(Op.MEMSET_ASYNC)
-_CALLBACK, _COLLECTIVE = int(Op.CALLBACK), int(Op.COLLECTIVE)
+_CALLBACK, _COLLECTIVE, _RECORD = int(Op.CALLBACK), int(Op.COLLECTIVE), int(Op.RECORD)
 _CHUNK_BYTES = 128 * 1024
 """``MODEL_LOAD`` frames stay well below the ring's frame limit."""
 
@@ -109,6 +111,7 @@ class Recording:
     replays: int = 0
     destroyed: bool = False
     callbacks: list[int] = field(default_factory=list)  # kept callback ids (callbacks.py)
+    host_events: list[Event] = field(default_factory=list)  # record steps' events, by input
 
     # the stream hooks (``stream.Recorder``) ---------------------------------------------
     def task(self, stream: Stream, op: int, args: tuple[Any, ...]) -> int:
@@ -364,13 +367,26 @@ def _end_failure(rec: Recording) -> tuple[int, str] | None:
 
 def register(rec: Recording) -> None:
     """Send the task list to the card (``MODEL_LOAD`` frames of at most ``_CHUNK_BYTES``;
-    blocks for the replies)."""
-    rows = [row for row in rec.rows if row[0] != -1]
+    blocks for the replies): the last record of each event becomes a record step of the
+    event's slot, whose generation is the replay's input of the event's index."""
+    rec.host_events = list(rec.events)
+    last = {rec.events[event]: i for i, event in enumerate(rec.host_events)}
+    rows = [_record_step(row, rec.host_events, last) for row in rec.rows if row[0] != -1]
+    n_events = len(rec.host_events)
     for chunk in _chunks(rows):
-        (rec.card_id,) = rec.link.call(Op.MODEL_LOAD, rec.card_id, 0, 0, chunk)
+        (rec.card_id,) = rec.link.call(Op.MODEL_LOAD, rec.card_id, n_events, 0, chunk)
     if plog.debug:
         plog.log(logring.DEBUG, f"model runtime instance {rec.handle}: {len(rows)} tasks "
                                 f"registered as card task list {rec.card_id}")
+
+
+def _record_step(row: list[Any], events: list[Event], last: dict[int, int]) -> list[Any]:
+    """``row``, or the record step (``[stream, RECORD, [slot, input, 0], [], [id]]``) that
+    replaces an event's last record in the instance."""
+    if len(row) == 8 and not row[2] and row[7] and row[7][0] in last:
+        i = last[row[7][0]]
+        return [row[0], _RECORD, [events[i].slot, i, 0], row[6], row[7]]
+    return row
 
 
 def _chunks(rows: list[list[Any]]) -> list[list[list[Any]]]:

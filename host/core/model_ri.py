@@ -11,8 +11,9 @@ on the current default stream and waits. A stream bound with
 (``aclrtActiveStream``): its tasks are kept and never run. Every head stream must have had
 its ``EndTask`` before ``BuildEnd`` (our choice; 107000 otherwise).
 
-A replay (``aclmdlRIExecuteAsync``) is one ``MODEL_EXECUTE`` task on the caller's stream,
-then a record of each event the instance recorded (``capture.py``).
+A replay (``aclmdlRIExecuteAsync``) is one ``MODEL_EXECUTE`` task on the caller's stream;
+its inputs are the new generation of each event the instance records, completed on the
+card at the place of the event's record (``capture.py``).
 
 Not emulated (``not_emulated``: 207000 with a log line): task groups and their updates,
 task parameters and ``aclmdlRIUpdate``, conditional tasks, nested captures, the destroy
@@ -141,8 +142,8 @@ def _built(rec: capture.Recording) -> None:
 
 
 def execute_async(handle: object, stream_handle: object) -> None:
-    """Mirrors ``aclmdlRIExecuteAsync``: one replay task on the stream (async), then a
-    record of each event the instance recorded. 107027 on a capturing stream, 107000 on a
+    """Mirrors ``aclmdlRIExecuteAsync``: one replay task on the stream (async), which
+    records the instance's events at their places. 107027 on a capturing stream, 107000 on a
     stream whose tasks are kept for a model or an instance not built."""
     rec = capture.get(handle)
     _built(rec)
@@ -157,13 +158,26 @@ def execute_async(handle: object, stream_handle: object) -> None:
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_CONTEXT,
                                f"instance of device {rec.device}, stream of device "
                                f"{stream.device}")
-    seq = streams.submit(stream, Op.MODEL_EXECUTE, rec.card_id, [], [])
+    seq = _submit_replay(rec, stream)
     with capture.lock:
         rec.pending[stream] = seq
         rec.replays += 1
-    for event in list(rec.events):
-        if not event.destroyed:
-            streams.record_event(event.handle, stream.handle)
+
+
+def _submit_replay(rec: capture.Recording, stream: streams.Stream) -> int:
+    """Queue the ``MODEL_EXECUTE`` task, each event of the instance taking its next
+    generation with it (0 for a destroyed one); returns the task's number. A wait on such an
+    event orders nothing more than the event (its record completes within the replay)."""
+    link = stream.link
+    with link.lock:
+        seq = stream.submitted + 1
+        gens = [0 if event.destroyed else event.gen + 1 for event in rec.host_events]
+        link.submit_locked([int(Op.MODEL_EXECUTE), 0, stream.slot, seq, rec.card_id, gens, []])
+        stream.submitted = seq
+        for event, gen in zip(rec.host_events, gens, strict=True):
+            if gen:
+                event.gen, event.src = gen, None
+    return seq
 
 
 def execute(handle: object, timeout_ms: object = -1) -> None:

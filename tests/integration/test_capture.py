@@ -118,6 +118,14 @@ def test_captured_host_callbacks_run_at_each_replay_in_order_with_the_steps(run_
     assert r["x"] == 22.0 and r["destroy"] == 0
 
 
+def test_an_event_recorded_in_a_capture_completes_at_its_place_in_the_replay(run_prog):
+    r = scenario(run_prog, "events_in_place")
+    not_ready = 1  # ACL_STREAM_STATUS_NOT_READY
+    assert r["rounds"] == [[[0, 0], not_ready, 1.0, 0, 11.0], [[0, 0], not_ready, 12.0, 0, 22.0]]
+    assert r["failed"][0] == r["failed"][1] == AICORE_EXCEPTION
+    assert r["destroy"] == 0
+
+
 def test_a_failing_step_fails_the_replay_and_abort_or_timeout_cancel_one(run_prog):
     r = scenario(run_prog, "failing_step")
     assert r["sync"] == r["again"] == AICORE_EXCEPTION

@@ -288,13 +288,8 @@ def invalidated():
     R["memcpy_after_reset"] = acl.rt.memcpy(x2, N * 4, acl.util.bytes_to_ptr(page), N * 4, H2D)
 
 
-@scenario
-def captured_callbacks():
-    """Host callbacks captured run at every replay, not at the capture: a blocking
-    aclrtLaunchCallback on the thread subscribed to the captured stream sees the kernel
-    before it done and not the one after it; a non-blocking one and a host function run
-    in their turn too."""
-    kernels()
+def subscribed_stream():
+    """A stream and the thread subscribed to it (serving its callbacks until ``stop``)."""
     ctx, ret = acl.rt.get_context()
     ok(ret, "get_context")
     stop = threading.Event()
@@ -308,6 +303,17 @@ def captured_callbacks():
     ok(ret, "start_thread")
     s = stream()
     ok(acl.rt.subscribe_report(tid, s), "subscribe_report")
+    return s, tid, stop
+
+
+@scenario
+def captured_callbacks():
+    """Host callbacks captured run at every replay, not at the capture: a blocking
+    aclrtLaunchCallback on the thread subscribed to the captured stream sees the kernel
+    before it done and not the one after it; a non-blocking one and a host function run
+    in their turn too."""
+    kernels()
+    s, tid, stop = subscribed_stream()
     x = malloc(N * 4)
     put(x, np.zeros(N))
     seen = []
@@ -336,6 +342,50 @@ def captured_callbacks():
             time.sleep(0.01)
     R["seen"] = seen
     R["x"] = get(x, 1)[0]
+    R["destroy"] = acl.mdl.ri_destroy(ri)
+    stop.set()
+    ok(acl.rt.unsubscribe_report(tid, s), "unsubscribe_report")
+
+
+@scenario
+def events_in_place():
+    """An event recorded in a capture completes at its place in each replay: a stream
+    outside the capture waiting on it copies the data the steps before the record made,
+    while the replay is held further on by a blocking callback (a gate the program opens
+    afterwards); a replay that fails before a record completes that event with its code."""
+    kernels()
+    s, tid, stop = subscribed_stream()
+    outside = stream()
+    x, y = malloc(N * 4), malloc(N * 4)
+    put(x, np.zeros(N))
+    e, gate = event(), threading.Event()
+    ok(acl.mdl.ri_capture_begin(s, GLOBAL), "begin")
+    launch("axpb", s, x, N, 1.0, 1.0)
+    ok(acl.rt.record_event(e, s), "record in the capture")
+    ok(acl.rt.launch_callback(lambda _: gate.wait(30), None, 1, s), "gate")
+    launch("axpb", s, x, N, 1.0, 10.0)
+    ri = end(s)
+    R["rounds"] = []
+    for _ in range(2):
+        gate.clear()
+        ok(acl.mdl.ri_execute_async(ri, s), "replay")
+        ok(acl.rt.stream_wait_event(outside, e), "outside waits")
+        ok(acl.rt.memcpy_async(y, N * 4, x, N * 4, D2D, outside), "copy outside")
+        # both return while the replay is held at the gate (a record at the end would not)
+        waited = [acl.rt.synchronize_stream_with_timeout(outside, 20000),
+                  acl.rt.synchronize_event(e)]
+        held = ints(acl.rt.stream_query(s))[0]
+        copied = get(y, 1)[0]
+        gate.set()
+        R["rounds"].append([waited, held, copied, acl.rt.synchronize_stream(s), get(x, 1)[0]])
+    ok(acl.mdl.ri_destroy(ri), "destroy")
+    e2 = event()
+    ok(acl.mdl.ri_capture_begin(s, GLOBAL), "begin failing")
+    launch("boom", s)
+    ok(acl.rt.record_event(e2, s), "record after the failing kernel")
+    ri = end(s)
+    ok(acl.mdl.ri_execute_async(ri, s), "failing replay")
+    R["failed"] = [acl.rt.synchronize_event(e2), acl.rt.synchronize_stream(s)]
     R["destroy"] = acl.mdl.ri_destroy(ri)
     stop.set()
     ok(acl.rt.unsubscribe_report(tid, s), "unsubscribe_report")

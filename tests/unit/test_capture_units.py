@@ -10,12 +10,13 @@ import threading
 
 import pytest
 
+from npuemu.device.exec import graph
 from npuemu.host import acl
 from npuemu.host.core import capture, model_ri
 from npuemu.host.core import stream as streams
 from npuemu.host.driver import fake
 from npuemu.shared import errors
-from npuemu.shared.protocol import Op
+from npuemu.shared.protocol import BadFrame, Op
 
 GLOBAL, THREAD_LOCAL, RELAXED = 0, 1, 2
 
@@ -57,12 +58,15 @@ def test_a_capture_sends_nothing_then_its_rows_once(loads):
     streams.record_event(e.handle, s.handle)
     assert sent_tasks(s) == [] and s.submitted == 0
     ri = capture.capture_end(s.handle)
-    assert loads == [(0, 0, 0, [[0, 3, "k", 2, [1, 2.5], [], [], []],
+    # the event's last record is a record step of its slot, its generation input 0
+    assert loads == [(0, 1, 0, [[0, 3, "k", 2, [1, 2.5], [], [], []],
                                 [0, Op.MEMSET_ASYNC, [0x100, 7, 64], [], []],
-                                [0, 0, "", 0, [], [], [], [1]]])]
+                                [0, Op.RECORD, [e.slot, 0, 0], [], [1]]])]
     assert capture.get(ri).card_id == 7 and s.recorder is None and e.capture is None
-    model_ri.execute_async(ri, s.handle)  # one replay task, then the event's record
-    assert sent_tasks(s) == [Op.MODEL_EXECUTE, Op.RECORD]
+    for gen in (1, 2):  # one replay task each, carrying the event's next generation
+        model_ri.execute_async(ri, s.handle)
+        assert sent_tasks(s) == [Op.MODEL_EXECUTE] * gen and e.gen == gen
+        assert s.link.requests[-1][3:] == (7, [gen], [])  # model id, inputs, outputs
 
 
 def test_persistent_streams_send_no_task(loads):
@@ -134,3 +138,17 @@ def test_a_large_list_goes_in_frames_that_fit(loads, monkeypatch):
     assert len(loads) > 1 and loads[0][0] == 0 and all(f[0] == 7 for f in loads[1:])
     rows = [row for frame in loads for row in frame[3]]
     assert [row[2][0] for row in rows] == [0x1000 + i for i in range(200)]
+
+
+def test_the_card_checks_the_callback_and_event_record_steps_of_a_captured_list():
+    def step(op: int, args: list[int], n_inputs: int = 1) -> tuple[object, ...]:
+        return graph.memory_step(None, None, (0, op, args, (), (1,)), n_inputs)  # type: ignore[arg-type]
+
+    for op, args in ((Op.RECORD, [3, 1, 0]), (Op.RECORD, [1 << 20, 0, 0]),
+                     (Op.RECORD, [3, 0, 5]), (Op.CALLBACK, [9, 2, 0]), (Op.LAUNCH, [0, 0, 0]),
+                     (Op.CALLBACK, [9, 1])):
+        with pytest.raises(BadFrame):
+            step(int(op), args)
+    record = step(int(Op.RECORD), [3, 0, 0])
+    assert isinstance(record[0], graph.RecordStep) and record[3:5] == ((3, 0, 0), ((1, 0, 0),))
+    assert isinstance(step(int(Op.CALLBACK), [9, 1, 4])[0], graph.CallbackStep)
