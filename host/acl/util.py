@@ -26,6 +26,7 @@ as the pointer is in use, e.g. until an asynchronous copy reading it has complet
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import errno
 import math
@@ -85,12 +86,23 @@ _ACL_ERROR_INVALID_PARAM = 100000
 _PTR_LIMIT = 1 << 64  # pointers are C ``unsigned long``
 
 
+_RECENT: collections.deque[object] = collections.deque(maxlen=8)
+"""The last objects whose address ``bytes_to_ptr`` gave (see there). deque.append is atomic,
+so any thread may call in without a lock."""
+
+
 def bytes_to_ptr(data: bytes | bytearray | memoryview | Any) -> int:
     """Address of the buffer of ``data`` (``bytes``, ``bytearray`` or a contiguous buffer).
 
     No copy is made: the object must stay alive (and a ``bytearray`` unresized) for as long as
     the pointer is used. Writing through a pointer to a ``bytes`` object is undefined.
+    Programs often pass a temporary straight into a call (``memcpy(dev, n,
+    bytes_to_ptr(x.tobytes()), n, kind)``): on pyACL that works because no Python code runs
+    between the temporary's release and the C call reading it; here the call is Python, which
+    could reuse the freed block first. So the 8 most recent objects are kept alive here (at
+    most 8 buffers held longer than the program holds them).
     """
+    _RECENT.append(data)
     if type(data) is bytes:
         return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
     if type(data) is bytearray:
