@@ -15,7 +15,14 @@ lowerer, as :mod:`.lowering`'s methods do:
 * ``Slice`` with constant starts/ends/axes/steps -> ``StridedSliceD``; ``Tile`` with
   constant repeats -> ``TileD``; ``Pad`` in ``reflect`` / ``edge`` mode -> ``PadV3D``;
   ``Split`` into unequal parts -> ``SplitVD``; ``Expand`` to a computed shape -> ``Expand``
-  with its shape input (the static output shape fixed at conversion, checked at run time).
+  with its shape input (the static output shape fixed at conversion, checked at run time);
+* ``ArgMax`` -> ``ArgMaxV2`` (+ Reshape for ``keepdims``); ``TopK`` (constant ``k``) ->
+  ``TopK`` + a Cast of its int32 indices to int64; ``Resize`` / ``Upsample`` of H and W (4-D)
+  -> ``ResizeNearestNeighborV2`` or ``ResizeBilinearV2`` (+ a Cast back from float32) for the
+  coordinate modes with TensorFlow's rules: linear asymmetric / align_corners / half_pixel
+  (pytorch_half_pixel when no output dim is 1), nearest asymmetric+floor,
+  align_corners+round_prefer_ceil, tf_half_pixel_for_nn+floor; other modes (ONNX's default
+  nearest half_pixel+round_prefer_floor, cubic) are refused by name.
 
 Refused by name (UnsupportedOpsError): ConvTranspose other than 2-D, Slice / Tile with
 computed indices, and whatever the library's checks refuse; ``REFUSED`` adds the reason for
@@ -32,6 +39,7 @@ import numpy as np
 import onnx
 
 from npuemu.host.models.codes import UnsupportedOpsError
+from npuemu.host.models.graph import ACL_DTYPES
 
 Handler = Callable[[Any, onnx.NodeProto, dict], None]
 
@@ -225,6 +233,69 @@ def expand(low: Any, n: onnx.NodeProto, a: dict) -> None:
              shape=list(low.t(n.output[0]).shape))
 
 
+# selection and resizing ------------------------------------------------------------------------
+def _argmax(low: Any, n: onnx.NodeProto, a: dict) -> None:
+    """ONNX ArgMax as ArgMaxV2 (int64), then a Reshape for ``keepdims``."""
+    if a.get("select_last_index", 0):
+        raise _refuse("ArgMax with select_last_index", n)
+    x, out = low.t(n.input[0]), n.output[0]
+    axis = a.get("axis", 0) % max(len(x.shape), 1)
+    flat = tuple(d for k, d in enumerate(x.shape) if k != axis)
+    y = out if not a.get("keepdims", 1) else low.new_tensor(out, flat, "int64")
+    low.emit(n, "ArgMaxV2", [n.input[0]], [y], dimension=axis, dtype=9)
+    if y != out:
+        low.emit(n, "Reshape", [y], [out], shape=list(low.t(out).shape))
+
+
+def _topk(low: Any, n: onnx.NodeProto, a: dict) -> None:
+    """ONNX TopK as TopK (int32 indices), then a Cast of the indices to int64."""
+    given = [a["k"]] if low.opset < 10 else _const_list(low, n, 1, "k")
+    if not given:
+        raise _refuse("TopK without k", n)
+    k = int(given[0])
+    values, indices = n.output[0], n.output[1]
+    idx32 = low.new_tensor(indices, low.t(indices).shape, "int32")
+    low.emit(n, "TopK", [n.input[0]], [values, idx32], k=k, dim=a.get("axis", -1),
+             largest=bool(a.get("largest", 1)), sorted=bool(a.get("sorted", 1)))
+    low.emit(n, "Cast", [idx32], [indices], dst_type=9)
+
+
+_RESIZE_MODES = {
+    ("linear", "asymmetric"): {},
+    ("linear", "align_corners"): {"align_corners": True},
+    ("linear", "half_pixel"): {"half_pixel_centers": True},
+    ("nearest", "asymmetric", "floor"): {},
+    ("nearest", "align_corners", "round_prefer_ceil"): {"align_corners": True},
+    ("nearest", "tf_half_pixel_for_nn", "floor"): {"half_pixel_centers": True},
+}
+"""ONNX Resize modes that have TensorFlow's (the Resize ops') coordinate rules."""
+
+
+def _resize(low: Any, n: onnx.NodeProto, a: dict) -> None:
+    """ONNX Resize / Upsample of H and W of an NCHW tensor as ResizeBilinearV2 (then a Cast
+    back for non-float32) or ResizeNearestNeighborV2."""
+    x, out = low.t(n.input[0]), n.output[0]
+    y = low.t(out)
+    mode = _text(a.get("mode", "nearest"))
+    default = "asymmetric" if n.op_type == "Upsample" or low.opset < 11 else "half_pixel"
+    coord = _text(a.get("coordinate_transformation_mode", default))
+    if coord == "pytorch_half_pixel" and min(y.shape[2:]) > 1:
+        coord = "half_pixel"
+    key = (mode, coord) if mode == "linear" else (
+        mode, coord, _text(a.get("nearest_mode", "floor" if low.opset < 11
+                                 else "round_prefer_floor")))
+    if len(x.shape) != 4 or x.shape[:2] != y.shape[:2] or key not in _RESIZE_MODES:
+        raise _refuse(f"Resize {'/'.join(key)} of shape {x.shape} to {y.shape}", n)
+    flags = dict(_RESIZE_MODES[key], size=list(y.shape[2:]))
+    if mode == "nearest":
+        low.emit(n, "ResizeNearestNeighborV2", [n.input[0]], [out], **flags)
+        return
+    y32 = out if y.dtype == "float32" else low.new_tensor(out, y.shape, "float32")
+    low.emit(n, "ResizeBilinearV2", [n.input[0]], [y32], **flags)
+    if y32 != out:
+        low.emit(n, "Cast", [y32], [out], dst_type=ACL_DTYPES[y.dtype])
+
+
 REFUSED: dict[str, str] = {
     "StringNormalizer": "string tensors (ACL_STRING) are not emulated",
     "Gradient": "a training op (domain ai.onnx.preview.training); models are converted for "
@@ -248,5 +319,9 @@ HANDLERS: dict[str, Handler] = {
     "Shrink": _same("Shrink", lambd=0.5, bias=0.0),
     "Slice": _slice,
     "Tile": _tile,
+    "ArgMax": _argmax,
+    "TopK": _topk,
+    "Resize": _resize,
+    "Upsample": _resize,
 }
 """ONNX op type -> handler, for the op types :mod:`.lowering` has no method for."""

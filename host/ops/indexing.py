@@ -2,10 +2,12 @@
 Slice and SliceD.
 
 ``ArgMaxV2(x, dimension)`` gives the index of the first maximum along ``dimension`` (a
-scalar input that must be const, ``aclSetTensorConst``), that axis removed, as ``dtype``
+scalar input that must be const, ``aclSetTensorConst``, or, with the input absent, the
+attribute of that name: the ``ArgMaxD`` form), that axis removed, as ``dtype``
 (attribute, aclDataType: 3 int32 or 9 int64, the default). ``TopK(x, k)`` gives ``values``
 and int32 ``indices`` of the ``k`` largest (``largest`` true, the default) or smallest
-elements along ``dim`` (default -1), ``k`` const; equal values keep their order (the lower
+elements along ``dim`` (default -1), ``k`` const (or the attribute ``k`` with the input
+absent); equal values keep their order (the lower
 index first), and the result is sorted whatever ``sorted`` says (the real op leaves the
 order unspecified when it is false). ``Slice(x, offsets, size)`` (both const) and
 ``SliceD`` (attributes ``offsets``, ``size``) take ``size[i]`` elements from ``offsets[i]``
@@ -32,15 +34,15 @@ def _const_ints(ins: list[Spec], i: int, what: str) -> list[int]:
 
 
 # ArgMaxV2 --------------------------------------------------------------------------------------
-def _argmax_axis(ins: list[Spec]) -> int:
-    values = _const_ints(ins, 1, "dimension")
+def _argmax_axis(ins: list[Spec], attrs: dict[str, Any]) -> int:
+    values = _const_ints(ins, 1, "dimension") if len(ins) > 1 else [int(attrs["dimension"])]
     if len(values) != 1:
         raise bad(f"ArgMaxV2 dimension must hold one value, got {values}")
     return normalize_axis(values[0], len(ins[0].shape), "dimension")
 
 
 def _argmax_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> list[Spec]:
-    axis = _argmax_axis(ins)
+    axis = _argmax_axis(ins, attrs)
     dtype = int(attrs["dtype"])
     if dtype not in (T.ACL_INT32, T.ACL_INT64):
         raise bad(f"ArgMaxV2 dtype {dtype} is not int32 (3) or int64 (9)",
@@ -50,15 +52,15 @@ def _argmax_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> l
 
 
 register(OpDef("ArgMaxV2", "aicpu", ("x", "dimension"), ("y",), NUMERIC, _argmax_infer,
-               lambda i, o, a: _single(f"y0[...] = np.argmax(x0, axis={_argmax_axis(i)})"),
-               attrs={"dtype": T.ACL_INT64}))
+               lambda i, o, a: _single(f"y0[...] = np.argmax(x0, axis={_argmax_axis(i, a)})"),
+               attrs={"dtype": T.ACL_INT64, "dimension": 0}, optional=1))
 
 
 # TopK ------------------------------------------------------------------------------------------
 def _topk_params(ins: list[Spec], attrs: dict[str, Any]) -> tuple[int, int]:
     x = ins[0].shape
     axis = normalize_axis(int(attrs["dim"]), len(x), "dim")
-    (k,) = _const_ints(ins, 1, "k")[:1] or [-1]
+    (k,) = (_const_ints(ins, 1, "k") if len(ins) > 1 else [int(attrs["k"])])[:1] or [-1]
     if not 0 <= k <= (x[axis] if x else 1):
         raise bad(f"TopK k {k} outside [0, {x[axis] if x else 1}]")
     return axis, k
@@ -84,7 +86,8 @@ def _topk_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Bo
 
 
 register(OpDef("TopK", "aicpu", ("x", "k"), ("values", "indices"), NUMERIC, _topk_infer,
-               _topk_source, attrs={"sorted": True, "largest": True, "dim": -1}))
+               _topk_source, attrs={"sorted": True, "largest": True, "dim": -1, "k": 0},
+               optional=1))
 
 
 # Slice / SliceD --------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Image resizing (AI Core): ResizeBilinearV2 and ResizeNearestNeighborV2, tiled over N.
 
 ``size`` is a const input (``aclSetTensorConst``) of two values, the output height and
-width. The layout is NHWC when ``x``'s format is NHWC, else NCHW. Source coordinates follow
+width, or, with the input absent, the attribute ``size`` (the ``...V2D`` form). The layout
+is NHWC when ``x``'s format is NHWC, else NCHW. Source coordinates follow
 TensorFlow's rules: the scale is ``in / out``, or ``(in - 1) / (out - 1)`` with
 ``align_corners``; with ``half_pixel_centers`` a destination pixel ``d`` samples
 ``(d + 0.5) * scale - 0.5`` (bilinear) or ``floor((d + 0.5) * scale)`` (nearest), otherwise
@@ -13,6 +14,8 @@ attribute, aclDataType 0, the only value emulated); nearest keeps ``x``'s dtype.
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from npuemu.host.ops import types as T
 from npuemu.host.ops.registry import FLOATS, NUMERIC, Body, OpDef, Spec, bad, register
@@ -56,8 +59,8 @@ def _bilinear(x, ho, wo, align, half):
 '''
 
 
-def _size(ins: list[Spec], op: str) -> tuple[int, int]:
-    data = ins[1].const_array()
+def _size(ins: list[Spec], attrs: dict[str, Any], op: str) -> tuple[int, int]:
+    data = ins[1].const_array() if len(ins) > 1 else np.array(attrs["size"] or [])
     if data is None:
         raise bad(f"{op} input size must be const (aclSetTensorConst)")
     values = [int(v) for v in data.reshape(-1)]
@@ -70,7 +73,7 @@ def _size(ins: list[Spec], op: str) -> tuple[int, int]:
 
 def _infer(op: str, bilinear: bool):
     def infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> list[Spec]:
-        ho, wo = _size(ins, op)
+        ho, wo = _size(ins, attrs, op)
         x = ins[0]
         if bilinear and int(attrs["dtype"]) != T.ACL_FLOAT:
             raise bad(f"{op} dtype {attrs['dtype']}: only float32 (0) is emulated",
@@ -85,7 +88,7 @@ def _infer(op: str, bilinear: bool):
 
 def _source(op: str, bilinear: bool):
     def source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
-        ho, wo = _size(ins, op)
+        ho, wo = _size(ins, attrs, op)
         nhwc = ins[0].format == T.ACL_FORMAT_NHWC
         align, half = bool(attrs["align_corners"]), bool(attrs["half_pixel_centers"])
         xin = "x0[s].transpose(0, 3, 1, 2)" if nhwc else "x0[s]"
@@ -101,12 +104,12 @@ def _source(op: str, bilinear: bool):
     return source
 
 
-_ATTRS = {"align_corners": False, "half_pixel_centers": False}
+_ATTRS = {"align_corners": False, "half_pixel_centers": False, "size": None}
 register(OpDef("ResizeBilinearV2", "aicore", ("x", "size"), ("y",), FLOATS,
                _infer("ResizeBilinearV2", True), _source("ResizeBilinearV2", True),
-               attrs={**_ATTRS, "dtype": T.ACL_FLOAT},
+               attrs={**_ATTRS, "dtype": T.ACL_FLOAT}, optional=1,
                linear=lambda i, o, a: [(0, 0), (len(i), 0)]))
 register(OpDef("ResizeNearestNeighborV2", "aicore", ("x", "size"), ("y",), NUMERIC,
                _infer("ResizeNearestNeighborV2", False), _source("ResizeNearestNeighborV2",
                                                                  False),
-               attrs=dict(_ATTRS), linear=lambda i, o, a: [(0, 0), (len(i), 0)]))
+               attrs=dict(_ATTRS), optional=1, linear=lambda i, o, a: [(0, 0), (len(i), 0)]))

@@ -193,3 +193,57 @@ def test_n_d_ops_refuse_bad_signatures() -> None:
                    {"paddings": [2, 0, 0, 0], "mode": "reflect"}) == 100000
     assert refused("StridedSliceD", [np.zeros(4, np.int8)],
                    {"begin": [0], "end": [2], "shrink_axis_mask": 1}) == 100000
+
+
+def _one_node_model(node, x_shape: list[int], inits: list, outs: list[tuple[int, list]]):
+    """``node`` as a model of input ``x``; ``outs`` gives each output's type and shape."""
+    graph = helper.make_graph(
+        [node], "one", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info(o, t, shape)
+         for o, (t, shape) in zip(node.output, outs, strict=True)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _lowered_vs_onnxruntime(model, x: np.ndarray) -> tuple[list, list]:
+    from npuemu.host.models import lowering, onnx_front
+    from tests.unit.test_models_zoo import run_graph
+    g = lowering.lower(onnx_front.prepare(model))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return run_graph(g, {"x": x}), sess.run(None, {"x": x})
+
+
+def test_onnx_argmax_topk_and_resize_lower_onto_the_samples_ops() -> None:
+    x = RNG.integers(-3, 3, (2, 3, 4, 5)).astype(np.float32)
+    for keep in (0, 1):
+        model = _one_node_model(helper.make_node("ArgMax", ["x"], ["y"], axis=2,
+                                                 keepdims=keep), [2, 3, 4, 5], [],
+                                [(TensorProto.INT64, [2, 3, 1, 5] if keep else [2, 3, 5])])
+        (got,), (want,) = _lowered_vs_onnxruntime(model, x)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+    k = helper.make_tensor("k", TensorProto.INT64, [1], [3])
+    for largest in (0, 1):
+        model = _one_node_model(helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=-1,
+                                                 largest=largest), [2, 3, 4, 5], [k],
+                                [(TensorProto.FLOAT, [2, 3, 4, 3]),
+                                 (TensorProto.INT64, [2, 3, 4, 3])])
+        got, want = _lowered_vs_onnxruntime(model, x)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])  # int64, ties in index order
+    sizes = helper.make_tensor("s", TensorProto.INT64, [4], [2, 3, 7, 9])
+    xr = RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    for mode, coord, nearest in (("linear", "half_pixel", "floor"),
+                                 ("linear", "align_corners", "floor"),
+                                 ("nearest", "asymmetric", "floor"),
+                                 ("nearest", "tf_half_pixel_for_nn", "floor")):
+        node = helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode=mode,
+                                coordinate_transformation_mode=coord, nearest_mode=nearest)
+        model = _one_node_model(node, [2, 3, 4, 5], [sizes], [(TensorProto.FLOAT, list("nchw"))])
+        (got,), (want,) = _lowered_vs_onnxruntime(model, xr)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{mode} {coord}")
+    from npuemu.host.models import lowering, onnx_front
+    from npuemu.host.models.codes import UnsupportedOpsError
+    node = helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode="nearest")
+    with pytest.raises(UnsupportedOpsError, match="half_pixel/round_prefer_floor"):
+        lowering.lower(onnx_front.prepare(_one_node_model(
+            node, [2, 3, 4, 5], [sizes], [(TensorProto.FLOAT, list("nchw"))])))
