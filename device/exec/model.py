@@ -346,7 +346,8 @@ def prepare(worker: Card, client: ModelClient, task: Job) -> tuple[str, Callable
     """Start time (loop thread): the engine and the run function of a model task. An
     injected engine fault is matched to its op here (the fault table is the loop's)."""
     record, inputs, outputs, _at, _code = task.args
-    if record.unloaded:
+    if record.unloaded:  # its host events complete with the code (graph.py)
+        graph.fail_records(record.steps, inputs, errors.ACL_ERROR_RT_PARAM_INVALID)
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"model {record.mid} was unloaded before this execute ran")
     faults = worker.faults

@@ -8,9 +8,9 @@ instance is an int handle. What blocks: ``ri_capture_end`` and ``ri_build_end`` 
 card's replies to the registration), ``ri_execute`` (the whole replay), ``ri_destroy``
 (its queued replays, bounded); the rest returns at once.
 
-Not emulated (each returns 207000 and logs it): task groups and their updates, task
-parameters and ``ri_update``, conditional tasks, nested captures, the destroy callbacks,
-``ri_abort`` (abort the stream the replay runs on instead: ``acl.rt.stream_abort``).
+``ri_abort`` stops the instance's replays (``host/core/model_ri.py``). Not emulated (each
+returns 207000 and logs it): task groups and their updates, task parameters and
+``ri_update``, conditional tasks, nested captures, the destroy callbacks.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ ri_capture_end = with_result(0)(capture.capture_end)
 ri_capture_thread_exchange_mode = with_result(0)(capture.thread_exchange_mode)
 ri_execute_async = ret_only(model_ri.execute_async)
 ri_execute = ret_only(model_ri.execute)
+ri_abort = ret_only(model_ri.abort)
 ri_destroy = ret_only(model_ri.destroy)
 ri_debug_print = ret_only(model_ri.debug_print)
 ri_debug_json_print = ret_only(model_ri.debug_json_print)
@@ -57,7 +58,6 @@ ri_capture_task_update_begin = ret_only(model_ri.not_emulated("aclmdlRICaptureTa
 ri_capture_task_update_end = ret_only(model_ri.not_emulated("aclmdlRICaptureTaskUpdateEnd"))
 ri_capture_to_model_ri_begin = ret_only(model_ri.not_emulated("aclmdlRICaptureToModelRIBegin"))
 ri_update = ret_only(model_ri.not_emulated("aclmdlRIUpdate"))
-ri_abort = ret_only(model_ri.not_emulated("aclmdlRIAbort"))
 ri_task_get_params = with_result({})(model_ri.not_emulated("aclmdlRITaskGetParams"))
 ri_task_set_params = ret_only(model_ri.not_emulated("aclmdlRITaskSetParams"))
 ri_task_disable = ret_only(model_ri.not_emulated("aclmdlRITaskDisable"))

@@ -5,8 +5,8 @@ capture and replay, models built by hand, names and ids, over ``acl.mdl``'s ``ri
 An ``aclmdlRI`` is the face's int handle cast to a pointer. What blocks: ``CaptureEnd`` and
 ``BuildEnd`` (the card's replies), ``aclmdlRIExecute`` (the replay), ``aclmdlRIDestroy`` (its
 queued replays, bounded). The calls ``acl_rt.h`` declares and this module has no body for
-(task groups and updates, task parameters, ``aclmdlRIUpdate``, ``aclmdlRIAbort``, the
-destroy callbacks, nested captures) answer 207000 with a log line (``boot.py``).
+(task groups and updates, task parameters, ``aclmdlRIUpdate``, the destroy callbacks,
+nested captures) answer 207000 with a log line (``boot.py``).
 """
 
 from __future__ import annotations
@@ -140,4 +140,5 @@ def aclmdlRIGetStreams(model_ri: Any, streams: Any, num: Any) -> int:
 
 X.forward("aclmdlRIExecute", mdl_ri.ri_execute)
 X.forward("aclmdlRIDestroy", mdl_ri.ri_destroy)
+X.forward("aclmdlRIAbort", mdl_ri.ri_abort)
 X.forward("aclmdlRIDebugPrint", mdl_ri.ri_debug_print)

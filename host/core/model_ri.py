@@ -15,9 +15,14 @@ A replay (``aclmdlRIExecuteAsync``) is one ``MODEL_EXECUTE`` task on the caller'
 its inputs are the new generation of each event the instance records, completed on the
 card at the place of the event's record (``capture.py``).
 
+``aclmdlRIAbort`` stops the instance's replays: the card forgets its task list (the one
+running stops at its next step with 107035, those queued fail with 107000 when their turn
+comes, and their events complete with that code) and it is registered again at once, so
+the next execute runs it (its id, ``aclmdlRIGetId``, changes).
+
 Not emulated (``not_emulated``: 207000 with a log line): task groups and their updates,
-task parameters and ``aclmdlRIUpdate``, conditional tasks, nested captures, the destroy
-callbacks, ``aclmdlRIAbort``.
+task parameters and ``aclmdlRIUpdate`` (which applies such updates), conditional tasks,
+nested captures, the destroy callbacks.
 
 Threading model: as ``capture.py`` (its ``lock`` guards what these calls change).
 """
@@ -209,6 +214,17 @@ def destroy(handle: object) -> None:
             except errors.AclError:  # the card is lost: nothing of it runs any more
                 break
     capture.destroy_recording(rec)
+
+
+def abort(handle: object) -> None:
+    """Mirrors ``aclmdlRIAbort``: stop the instance's running and queued replays (module
+    docstring); 107000 for an instance not built. Blocks for the card's replies."""
+    rec = capture.get(handle)
+    _built(rec)
+    rec.link.call(Op.MODEL_UNLOAD, rec.card_id)
+    rec.card_id = 0
+    capture.register(rec)
+    plog.log(logring.INFO, f"model runtime instance {rec.handle} aborted: its replays stop")
 
 
 def describe(handle: object) -> dict[str, Any]:

@@ -34,6 +34,7 @@ FEATURE_NOT_SUPPORT = 207000
 AICORE_TIMEOUT = 507014
 AICORE_EXCEPTION = 507015
 CAPTURE_INVALIDATED = 507903
+TASK_ABORT_STOP = 107035
 ACTIVE, INVALIDATED, NONE = 1, 2, 0
 
 
@@ -124,6 +125,14 @@ def test_an_event_recorded_in_a_capture_completes_at_its_place_in_the_replay(run
     assert r["rounds"] == [[[0, 0], not_ready, 1.0, 0, 11.0], [[0, 0], not_ready, 12.0, 0, 22.0]]
     assert r["failed"][0] == r["failed"][1] == AICORE_EXCEPTION
     assert r["destroy"] == 0
+
+
+def test_aborting_an_instance_stops_its_replays_and_it_replays_again(run_prog):
+    r = scenario(run_prog, "abort_instance")
+    assert r["while_capturing"] == RT_PARAM_INVALID and r["abort"] == 0
+    assert r["stopped"][0] in (TASK_ABORT_STOP, RT_PARAM_INVALID)  # running one, queued one
+    assert r["stopped"][1:] == [True, 0.0]  # its event did not hang; the kernel never ran
+    assert r["again"] == [0, 0, 1.0] and r["destroy"] == 0
 
 
 def test_a_failing_step_fails_the_replay_and_abort_or_timeout_cancel_one(run_prog):

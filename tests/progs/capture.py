@@ -391,6 +391,40 @@ def events_in_place():
     ok(acl.rt.unsubscribe_report(tid, s), "unsubscribe_report")
 
 
+@scenario
+def abort_instance():
+    """aclmdlRIAbort stops the replay running (at its next step: the kernel after a gate
+    never runs) and the one queued, completes their events, and the instance replays
+    again afterwards; an instance not built is 107000."""
+    kernels()
+    s, tid, stop = subscribed_stream()
+    x = malloc(N * 4)
+    put(x, np.zeros(N))
+    e, gate, at_gate = event(), threading.Event(), threading.Event()
+
+    def hold_gate(_):
+        at_gate.set()
+        gate.wait(30)
+
+    ok(acl.mdl.ri_capture_begin(s, GLOBAL), "begin")
+    R["while_capturing"] = acl.mdl.ri_abort(ints(acl.mdl.ri_capture_get_info(s))[1])
+    ok(acl.rt.launch_callback(hold_gate, None, 1, s), "gate")
+    launch("axpb", s, x, N, 1.0, 1.0)
+    ok(acl.rt.record_event(e, s), "record")
+    ri = end(s)
+    ok(acl.mdl.ri_execute_async(ri, s), "replay 1")
+    ok(acl.mdl.ri_execute_async(ri, s), "replay 2")
+    at_gate.wait(30)
+    R["abort"] = acl.mdl.ri_abort(ri)
+    gate.set()
+    R["stopped"] = [acl.rt.synchronize_stream(s), acl.rt.synchronize_event(e) != 0,
+                    get(x, 1)[0]]
+    R["again"] = [replay(ri, s), acl.rt.synchronize_event(e), get(x, 1)[0]]
+    R["destroy"] = acl.mdl.ri_destroy(ri)
+    stop.set()
+    ok(acl.rt.unsubscribe_report(tid, s), "unsubscribe_report")
+
+
 # ---------------------------------------------------------------------- failures
 @scenario
 def failing_step():
