@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
+import numpy as np
 
 from npuemu.host.models import omcheck
 from npuemu.host.models.codes import (
@@ -99,7 +100,7 @@ class OmModel:
     programs: list[dict[str, Any]]
     op_refs: list[list]
     memory_plan: dict[str, Any]
-    weights: bytes
+    weights: bytes | np.ndarray  # a read file's: a uint8 view into the file's one buffer
 
     @property
     def weight_size(self) -> int:
@@ -151,7 +152,8 @@ def encode(om: OmModel) -> bytes:
     table, body = bytearray(), bytearray()
     for ptype, blob in parts:
         table += _ENTRY.pack(ptype, 0, at, len(blob))
-        body += blob + b"\0" * (_pad(len(blob)) - len(blob))
+        body += blob if isinstance(blob, bytes) else blob.data  # a read file's weights: an array
+        body += b"\0" * (_pad(len(blob)) - len(blob))
         at += _pad(len(blob))
     start = _pad(HEADER_SIZE + len(table))
     total = start + len(body)
@@ -181,7 +183,7 @@ def read_file(path: str | os.PathLike) -> OmModel:
         raise _no_path(path, str(exc)) from exc
     except MemoryError as exc:  # a large (or sparse) file this host cannot hold
         raise _no_path(path, "too large for this host's memory") from exc
-    return read(data)
+    return _decode_guarded(data)  # the buffer is this call's own: decoded without a copy
 
 
 def _no_path(path: object, detail: str) -> ModelError:
@@ -195,21 +197,26 @@ def _read_bounded(f: Any, path: object) -> bytes:
         raise _no_path(path, "not a regular file")
     if st.st_size == 0 or st.st_size > MAX_FILE_BYTES:
         raise _no_path(path, f"size {st.st_size} (an OM file has 1 to {MAX_FILE_BYTES} bytes)")
-    head = f.read(HEADER_SIZE)
+    head = os.pread(f.fileno(), HEADER_SIZE, 0)
     total = _HEADER.unpack_from(head)[4] if len(head) == HEADER_SIZE else len(head)
     if total != st.st_size:
         raise _bad(f"OM file length {st.st_size} does not match its header ({total}): "
                    "truncated or extended")
-    data = head + f.read(total - len(head))
+    data = f.read(total)  # one buffer (the weights stay views of it)
     if len(data) != total:
         raise _bad(f"OM file shrank while read: {len(data)} of {total} bytes")
     return data
 
 
 def read(data: bytes | bytearray | memoryview) -> OmModel:
-    """Decode an OM image held in host memory (see module doc for the errors)."""
+    """Decode an OM image held in host memory (see module doc for the errors); a mutable
+    image is copied once (the caller may reuse its memory)."""
+    return _decode_guarded(bytes(data))
+
+
+def _decode_guarded(data: bytes | bytearray) -> OmModel:
     try:
-        return _decode(bytes(data))
+        return _decode(data)
     except ModelError:
         raise
     except Exception as exc:  # malformed content of any shape: never crash the caller
@@ -220,7 +227,7 @@ def _bad(detail: str) -> ModelError:
     return ModelError(ACL_ERROR_GE_PARAM_INVALID, detail)
 
 
-def _decode(data: bytes) -> OmModel:
+def _decode(data: bytes | bytearray) -> OmModel:
     if len(data) < HEADER_SIZE:
         raise _bad(f"truncated OM file: {len(data)} bytes, header needs {HEADER_SIZE}")
     magic, head, version, digest, total, count, dynamic, name = _HEADER.unpack_from(data)
@@ -232,20 +239,23 @@ def _decode(data: bytes) -> OmModel:
     if total != len(data):
         raise _bad(f"OM file length {len(data)} does not match its header ({total}): "
                    "truncated or extended")
-    zeroed = bytearray(data)
-    zeroed[_SUM] = b"\0" * 32
-    if hashlib.sha256(zeroed).digest() != digest:
+    view = memoryview(data)
+    check = hashlib.sha256(view[:_SUM.start])  # the digest of the file with its field zeroed
+    check.update(bytes(_SUM.stop - _SUM.start))
+    check.update(view[_SUM.stop:])
+    if check.digest() != digest:
         raise _bad("OM file checksum mismatch: corrupted")
-    parts = _partitions(data, count)
+    parts = _partitions(view, count)
     om = OmModel(version, name.rstrip(b"\0").decode(), bool(dynamic),
                  _unpack(parts, MODEL_DEF), _unpack(parts, TENSOR_DESC),
                  _unpack(parts, TASK_INFO), _unpack(parts, TILING_DATA),
-                 _unpack(parts, MEMORY_PLAN), parts[WEIGHTS_DATA])
+                 _unpack(parts, MEMORY_PLAN), np.frombuffer(parts[WEIGHTS_DATA], np.uint8))
     validate(om)
     return om
 
 
-def _partitions(data: bytes, count: int) -> dict[int, bytes]:
+def _partitions(data: memoryview, count: int) -> dict[int, memoryview]:
+    """Each partition as a view into ``data`` (no copy)."""
     if HEADER_SIZE + count * _ENTRY.size > len(data):
         raise _bad(f"partition table of {count} entries runs past the end of the file")
     parts = {}
@@ -260,7 +270,7 @@ def _partitions(data: bytes, count: int) -> dict[int, bytes]:
     return parts
 
 
-def _unpack(parts: dict[int, bytes], ptype: int) -> Any:
+def _unpack(parts: dict[int, memoryview], ptype: int) -> Any:
     return msgpack.unpackb(parts[ptype], raw=False, strict_map_key=False)
 
 
