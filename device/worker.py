@@ -10,8 +10,8 @@ Main loop, one pass:
      and publishes completions;
   2. if nothing was there and no task is runnable: spin with ``sched_yield`` for a while
      after the last work (``shared/spin.py``: between ``SPIN_MIN_S`` and ``SPIN_S``, longer
-     while work keeps coming back soon after the loop fell asleep, shorter while it does
-     not), then set ``sleeping``, re-check the rings and block on the doorbell semaphore (a
+     while work comes back within ``QUIET_S`` of the loop falling asleep, shorter while
+     it does not), then set ``sleeping``, re-check the rings and block on the doorbell semaphore (a
      timed wait: 10 ms right after activity, covering the rare missed-wake race of the flag
      handshake; ``HEARTBEAT_S`` when long idle, so an idle node costs well under 1 % CPU);
   3. housekeeping (at most every few ms): heartbeat, the loop's CPU counters
@@ -89,7 +89,10 @@ from npuemu.shared.spin import AdaptiveSpin
 SPIN_S = 1e-3
 """Longest the idle loop spins after its last work before it sleeps (``AdaptiveSpin``)."""
 SPIN_MIN_S = 50e-6
-"""Shortest spin: what the loop keeps when work keeps arriving long after it fell asleep."""
+"""Shortest spin: what the loop keeps while work keeps arriving long after it fell asleep."""
+QUIET_S = 0.02
+"""A gap between two pieces of work longer than this (a host with nothing to send)
+shortens the loop's spin (``AdaptiveSpin.long_s``)."""
 RECENT_S = 1.0
 HOUSEKEEPING_S = 0.005
 _C = DEVICE_CTL
@@ -256,7 +259,7 @@ class Worker:
         self.retired: list[Client] = []  # detached while an engine still runs their task
         self.supervisor_fd = os.pidfd_open(supervisor)
         self.running = True
-        self.spin = AdaptiveSpin(SPIN_MIN_S, SPIN_S)  # the loop's, made anew by ``run``
+        self.spin = AdaptiveSpin(SPIN_MIN_S, SPIN_S, QUIET_S)  # the loop's, made anew by run
         self.loop_cpu = LoopCpu()  # likewise (a thread's clock: made in the loop thread)
         self._write_identity(hbm, ddr)
 
@@ -410,7 +413,7 @@ class Worker:
     def run(self) -> None:
         last_work = last_house = time.monotonic()
         scheduler, slept = self.scheduler, False
-        spin = self.spin = AdaptiveSpin(SPIN_MIN_S, SPIN_S)
+        spin = self.spin = AdaptiveSpin(SPIN_MIN_S, SPIN_S, QUIET_S)
         cpu = self.loop_cpu = LoopCpu()
         while self.running:
             now = time.monotonic()

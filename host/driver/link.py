@@ -40,9 +40,7 @@ copies, ``shared/pages.py``);
 message (a racy read sees either); ``_beat``/``_beat_seen`` (the last heartbeat seen) are
 written by whichever thread checks liveness, without a lock: every write is a true
 observation, so a lost update can only delay the hang verdict by one check.
-``pop_report`` is called by the link's report thread only. ``spin``, the spin budget of
-``wait_until`` (``shared/spin.py``), is one float that every waiting thread reads and
-writes without a lock (a lost update only delays its adaptation by one wait).
+``pop_report`` is called by the link's report thread only.
 The columns (``completed``, ``event_done``, ...) are written by the worker and read without
 a lock; ``clear_event`` writes an event slot that the worker no longer writes (see
 ``SlotPool.give_when``). ``close`` runs once, after every other user of the link is done
@@ -77,15 +75,11 @@ from npuemu.shared.layout import (
     Health,
 )
 from npuemu.shared.ring import Ring, RingFull, region_size
-from npuemu.shared.spin import AdaptiveSpin
 
 SUB_CAPACITY = 1 << 20
 CPL_CAPACITY = 1 << 18
 REP_CAPACITY = 1 << 18
 SPIN_S = 100e-6
-SPIN_MIN_S = 5e-6
-"""Shortest spin of ``wait_until`` (``AdaptiveSpin``): what waits that always outlast
-``SPIN_S`` keep."""
 SLEEP_S = 0.05
 _H = CLIENT_HEADER
 _C = DEVICE_CTL
@@ -151,7 +145,6 @@ class DeviceLink:
         self.host_func_queues: dict[int, Any] = {}  # stream slot -> its host-func queue
         self.logical = dev  # the id this process knows the device by (set by the runtime)
         self.tracer: Any = None  # while profiling: stamps task frames (host/driver/trace.py)
-        self.spin = AdaptiveSpin(SPIN_MIN_S, SPIN_S)  # of wait_until (any thread; no lock)
         self._open_device()
         self._create_client()
         self._handshake()
@@ -357,25 +350,20 @@ class DeviceLink:
         ``timeout_s`` expires; raises DeviceLostError if the worker dies. Releases the GIL
         while asleep, so other Python threads run.
 
-        It first spins (``sched_yield`` between reads) for at most ``spin_s``: for the
-        default ``SPIN_S``, as long as the link's recent waits say is worth it
-        (``shared/spin.py``: waits that end soon after the sleep began lengthen the spin,
-        long ones shorten it down to ``SPIN_MIN_S``), so a synchronize on a card busy for
-        milliseconds costs the host little CPU; a longer ``spin_s`` (a fast-sync stream)
-        is spun as asked."""
+        It first spins (``sched_yield`` between reads) for ``spin_s``, then sleeps: a
+        synchronize on a card busy for milliseconds costs the host that spin and one
+        wake-up. (A spin learnt from past waits was tried and dropped: under load, the
+        wake-up latency that sleeping adds made every wait look long, which kept the spin
+        short and every tiny synchronize slow.)"""
         if done():
             return True
-        start = time.perf_counter()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        end_spin = start + (min(spin_s, self.spin.budget) if spin_s <= SPIN_S else spin_s)
+        end_spin = time.perf_counter() + spin_s
         while time.perf_counter() < end_spin:
             os.sched_yield()
             if done():
                 return True
-        try:
-            return self._sleep_until(done, deadline)
-        finally:
-            self.spin.learn(time.perf_counter() - start, True)
+        return self._sleep_until(done, deadline)
 
     def _sleep_until(self, done: Callable[[], bool], deadline: float | None) -> bool:
         """``wait_until`` past its spin: sleep on ``.sync`` in ``SLEEP_S`` slices, checking

@@ -57,3 +57,13 @@ def test_loop_cpu_charges_each_pass_to_its_kind(monkeypatch) -> None:
     cpu.begin()  # read 50
     cpu.end(True)  # read 60
     assert (cpu.work_ns, cpu.idle_ns) == (30, 30)
+
+
+def test_waits_within_long_s_keep_the_spin_even_past_its_ceiling() -> None:
+    spin = AdaptiveSpin(50e-6, 1e-3, long_s=20e-3)
+    spin.learn(5e-3, slept=True)  # slept 5 ms: wake-up latency, not a quiet host
+    assert spin.budget == pytest.approx(1e-3)
+    spin.learn(30e-3, slept=True)  # the host went quiet
+    assert spin.budget == pytest.approx(0.5e-3)
+    spin.learn(5e-3, slept=True)
+    assert spin.budget == pytest.approx(1e-3)
