@@ -41,8 +41,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _attach(name: str | None) -> None:
+    from npuemu.host.core import runtime
+
     os.environ["NPUEMU_NODE"] = name or os.environ.get("NPUEMU_NODE") or DEFAULT_NODE
     os.environ.pop("ASCEND_RT_VISIBLE_DEVICES", None)
+    runtime.get().told_no_node = True  # a node that is not running: main says so, once
 
 
 def snapshot(out: str) -> int:

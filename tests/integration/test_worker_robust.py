@@ -185,7 +185,7 @@ def test_idle_card_reports_the_firmware_reservation(run_prog):
     free, total, ret = r["hbm"]
     assert ret == 0 and r["soc"] == "Ascend910B1" and total == 64 << 30
     assert free == total - (3 << 30)
-    assert r["ddr"][0] == r["ddr"][1]  # device DDR has no firmware share
+    assert r["ddr"][0] == r["ddr"][1] - (1 << 30)  # and 1 GiB of the card's DDR
 
 
 # 11. far pages (shared/pages.py) -----------------------------------------------------------
