@@ -96,12 +96,12 @@ def _poolnd(x, ks, strides, dil, pads, outs, mode, include_pad, divisor):
 '''
 
 
-def _spatial(values: object, nd: int, what: str) -> list[int]:
+def _spatial(values: object, nd: int, what: str, least: int = 1) -> list[int]:
     v = [int(x) for x in values]  # type: ignore[attr-defined]
     if len(v) == nd + 2:
         v = v[2:]
-    if len(v) != nd or min(v, default=1) < 1:
-        raise bad(f"{what} {list(values)} needs {nd} (or {nd + 2}) positive values")  # type: ignore[call-overload]
+    if len(v) != nd or min(v, default=least) < least:
+        raise bad(f"{what} {v} needs {nd} (or {nd + 2}) values of at least {least}")
     return v
 
 
@@ -170,8 +170,7 @@ def _convt_params(ins: list[Spec], attrs: dict[str, Any]):
             or x.shape[1] % groups:
         raise bad(f"Conv2DTransposeD x {x.shape}, filter {w.shape}, groups {groups} "
                   "do not fit")
-    out_pad = _spatial(attrs["output_padding"] or [0, 0], 2, "output_padding") \
-        if any(attrs["output_padding"] or []) else [0, 0]
+    out_pad = _spatial(attrs["output_padding"] or [0, 0], 2, "output_padding", least=0)
     return (_spatial(attrs["strides"], 2, "strides"), _spatial(attrs["dilations"], 2,
             "dilations"), _pairs(attrs["pads"], 2), groups, out_pad)
 

@@ -247,3 +247,21 @@ def test_onnx_argmax_topk_and_resize_lower_onto_the_samples_ops() -> None:
     with pytest.raises(UnsupportedOpsError, match="half_pixel/round_prefer_floor"):
         lowering.lower(onnx_front.prepare(_one_node_model(
             node, [2, 3, 4, 5], [sizes], [(TensorProto.FLOAT, list("nchw"))])))
+
+
+def test_conv2d_transpose_d_with_output_padding_matches_onnxruntime() -> None:
+    x = RNG.standard_normal((1, 4, 3, 4)).astype(np.float32)
+    w = RNG.standard_normal((4, 3, 3, 2)).astype(np.float32)  # (Cin, Cout / groups, kh, kw)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 3], group=2,
+                            pads=[1, 0, 0, 1], output_padding=[1, 0], dilations=[1, 2])
+    graph = helper.make_graph(
+        [node], "ct", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
+                       helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, {"x": x, "w": w})
+    (y,) = run_op("Conv2DTransposeD", [x, w], {"strides": [1, 1, 2, 3], "groups": 2,
+                                               "pads": [1, 0, 0, 1], "dilations": [1, 1, 1, 2],
+                                               "output_padding": [0, 0, 1, 0]})
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
