@@ -23,7 +23,8 @@ A model larger than one frame is sent as several ``MODEL_LOAD`` frames, the late
 naming the id the first returned (steps appended; the host executes it only once every
 part is there).
 
-Load binds every kernel function (a binary unloaded later does not affect the model) and
+Load binds every kernel function (looked up once per kernel name in a frame; a binary
+unloaded later does not affect the model) and
 builds each step's argument tuple and its block contexts once, so an execute does no
 per-op decoding, lookup or dictionary work: the run walks the prepared steps and calls the
 kernels, replacing only the slots of the steps that touch the caller's buffers.
@@ -194,7 +195,8 @@ def model_load(worker: Card, client: ModelClient, mid: int, n_inputs: int, n_out
     recorded = set(record.recorded)
     budget = [MAX_PREBUILT - sum(m.prebuilt for m in models.values())]
     start = budget[0]
-    record.add([_step(worker, client, record, row, recorded, budget) for row in steps])
+    found: dict[tuple[int, str], Any] = {}  # kernels looked up by this load
+    record.add([_step(worker, client, record, row, recorded, budget, found) for row in steps])
     record.prebuilt += start - budget[0]
     record.recorded = recorded
     if not mid:
@@ -229,7 +231,7 @@ def model_unload(worker: Card, client: ModelClient, mid: int) -> tuple[()]:
 
 
 def _step(worker: Card, client: ModelClient, record: ModelRecord, row: object,
-          recorded: set[int], budget: list[int]) -> Step:
+          recorded: set[int], budget: list[int], found: dict[tuple[int, str], Any]) -> Step:
     if not is_array(row) or len(row) not in (8, graph.MEMORY_STEP_FIELDS):
         raise BadFrame("a model step is [stream, bin id, kernel, blocks, args, slots, "
                        "waits, records] or [stream, op, args, waits, records]")
@@ -237,7 +239,8 @@ def _step(worker: Card, client: ModelClient, record: ModelRecord, row: object,
     stream, waits, records = (row[0], row[3], row[4]) if memory else (row[0], row[6], row[7])
     if u64(stream) >= MAX_STREAMS:
         raise BadFrame(f"step stream {stream} not below {MAX_STREAMS}")
-    waits, records = tuple(_ints(waits, "waits")), tuple(_ints(records, "records"))
+    waits = () if not waits and is_array(waits) else tuple(_ints(waits, "waits"))
+    records = () if not records and is_array(records) else tuple(_ints(records, "records"))
     for ev in waits:
         if ev not in recorded:
             raise BadFrame(f"event {ev} is waited before any step records it")
@@ -261,8 +264,11 @@ def _step(worker: Card, client: ModelClient, record: ModelRecord, row: object,
     if not 1 <= u64(blocks) <= MAX_BLOCKS:
         raise BadFrame(f"blocks {blocks} not in [1, {MAX_BLOCKS}]")
     check_args(args)
-    bound = _slots(slots, len(args), record)
-    fn = lookup(client, u64(bin_id), name)
+    bound = () if not slots and is_array(slots) else _slots(slots, len(args), record)
+    key = (u64(bin_id), name)
+    fn = found.get(key)
+    if fn is None:
+        fn = found[key] = lookup(client, key[0], name)
     if fn is None:
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"no kernel {name!r} in binary {bin_id}")
@@ -276,6 +282,8 @@ def _contexts(worker: Card, client: ModelClient, blocks: int, ranges: Ranges,
     contexts (``budget[0]``, decremented), else one at a time at each execute."""
     if blocks <= _PREBUILT_BLOCKS and blocks <= budget[0]:
         budget[0] -= blocks
+        if blocks == 1:
+            return (KernelContext(worker, client, 0, 1, ranges),)
         return tuple(KernelContext(worker, client, b, blocks, ranges) for b in range(blocks))
     return _Blocks(worker, client, blocks, ranges)
 
