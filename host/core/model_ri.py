@@ -24,6 +24,13 @@ Not emulated (``not_emulated``: 207000 with a log line): task groups and their u
 task parameters and ``aclmdlRIUpdate`` (which applies such updates), conditional tasks,
 nested captures, the destroy callbacks.
 
+Not done as CANN's runtime does: tasks queued on a persistent stream before it is bound to
+an instance are dropped (CANN keeps them on the stream for the model it is bound to later,
+until ``aclrtPersistentTaskClean``, which npuemu does not have), so bind first; memory
+freed while an instance refers to it is not kept alive for its replays: a replay resolves
+its addresses when each step runs, so a freed range fails that step (107000 for a copy or
+memset, 507053 for a kernel's tensor) and a range allocated again is used as it is then.
+
 Threading model: as ``capture.py`` (its ``lock`` guards what these calls change).
 """
 
