@@ -137,6 +137,8 @@ VARIABLES: dict[str, str] = {
     "ASCEND_CACHE_PATH": "root of the on-disk op compile cache (setting it enables the cache)",
     "ASCEND_MAX_OP_CACHE_SIZE": "on-disk op cache cap in MB, -1 = no aging (default 500)",
     "ASCEND_REMAIN_CACHE_SIZE_RATIO": "% of the cap kept when aging, 1..100 (default 50)",
+    "NPUEMU_ATC_FOLD": "off: ATC keeps BatchNorm and per-channel Mul/Add/Sub after a Conv or "
+                       "Gemm as ops of their own instead of folding them (default on)",
     "NPUEMU_OP_INCREMENTAL": "0: compile every new op shape instead of re-tiling (default 1)",
     "HCCL_BUFFSIZE": "MB of each of a rank's two collective buffers on its card (default 200)",
     "HCCL_EXEC_TIMEOUT": "s a collective may wait for its peers, 0 = never (default 1836)",

@@ -17,9 +17,9 @@ def test_public_names_and_table_order():
     assert {"figure", "Context", "Record", "Target"} <= set(bench.__all__)
     assert (figure.__module__, Context.__module__) == ("npuemu.tools.bench.registry",) * 2
     assert (Record.__module__, Target.__module__) == ("npuemu.tools.bench.records",) * 2
-    assert [f.key for f in bench.FIGURES][:8] == [
+    assert [f.key for f in bench.FIGURES][:10] == [
         "sync-round-trip", "idle-cpu", "node-start-up", "copy-bandwidth", "malloc-free",
-        "execution", "stream-create-destroy", "p2p-bandwidth"]
+        "execution", "card", "card-sharing", "stream-create-destroy", "capture"]
 
 
 EXTRA = '''
