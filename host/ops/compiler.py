@@ -9,6 +9,10 @@ CPython's own compiler (``device/exec/opbin.py``); the worker never imports the 
 never runs marshalled code. A re-tile (a signature that differs along a linear dimension) or a
 dynamic-shape launch passes shapes and tiling explicitly to the same binary.
 
+A bfloat16 tensor is viewed as its uint16 bits and the kernel imports ``npuemu.shared.bf16``
+as ``_bf`` (the families' bf16 tiles widen with ``_bf.to_float32`` and store with
+``_bf.from_float32``, round to nearest even).
+
 Kernel layout (``p0..`` are device pointers, inputs then outputs)::
 
     @kernel(engine)
@@ -39,6 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from npuemu.host.ops import types as T
 from npuemu.host.ops.registry import OpDef, Spec
 from npuemu.host.ops.tiling import Tiling, rows_tiling, single
 from npuemu.shared.kernel import MAX_BLOCKS
@@ -51,6 +56,9 @@ from npuemu.shared.kernel import kernel
 def _n(shape):
     return math.prod(shape)
 """
+_BF16 = "from npuemu.shared import bf16 as _bf\n"
+"""Kernels with a bfloat16 tensor: views of it are its uint16 bits; ``_bf.to_float32`` widens
+them, ``_bf.from_float32`` rounds float32 results to nearest even on store."""
 
 
 TILING_MAX = 1 << 48
@@ -93,18 +101,19 @@ def generate(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]
     ptrs = [f"p{i}" for i in range(len(ins) + len(outs))]
     shapes = tuple(s.shape for s in (*ins, *outs))
     need = workspace_of(op, ins, outs, attrs)
-    lines = [_PRELUDE, body.helpers, "", f"@kernel({op.engine!r})",
+    bf16 = any(s.dtype == T.BF16 for s in (*ins, *outs))
+    lines = [_PRELUDE + (_BF16 if bf16 else ""), body.helpers, "", f"@kernel({op.engine!r})",
              f"def {name}(ctx, {', '.join(ptrs)}, shapes={shapes!r}, rows={tiling.rows}, "
              f"tile={tiling.tile}{', pw=0' if need else ''}):"]
     if op.workspace is not None:
         lines.append(f"    ws = ctx.tensor(pw, 'uint8', {need}) if pw else None" if need
                      else "    ws = None")
     for i, spec in enumerate(ins):
-        lines.append(f"    x{i} = ctx.tensor(p{i}, {spec.dtype!r}, _n(shapes[{i}]))"
+        lines.append(f"    x{i} = ctx.tensor(p{i}, {T.storage(spec.dtype)!r}, _n(shapes[{i}]))"
                      f".reshape(shapes[{i}])")
     for j, spec in enumerate(outs):
         k = len(ins) + j
-        lines.append(f"    y{j} = ctx.tensor(p{k}, {spec.dtype!r}, _n(shapes[{k}]))"
+        lines.append(f"    y{j} = ctx.tensor(p{k}, {T.storage(spec.dtype)!r}, _n(shapes[{k}]))"
                      f".reshape(shapes[{k}])")
     lines += _indent(body.prep, 4)
     lines += ["    lo, hi = ctx.split(rows)", "    for r in range(lo, hi, tile):",

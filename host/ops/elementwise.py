@@ -5,6 +5,12 @@ Each kernel tiles output 0 by rows of axis 0; inputs are broadcast views of the 
 shape, so a tile reads only its rows. Axis 0 is linear (a batch change re-tiles).
 Choices: ``Div`` of integers floors (TF ``Div``); ``Gelu`` uses the tanh approximation of
 the TBE kernel; binary inputs must share one dtype (100026 otherwise).
+
+bfloat16 (the arithmetic ops, Cast, Identity, Where, Fill): a tile widens its inputs' bits
+to float32 (``_bf.to_float32``), computes the op's float32 tile and rounds the result to
+nearest even once on store (``_bf.from_float32``), as the cards' vector units compute bf16
+through fp32. Cast to bfloat16 goes through float32 (a float64 or a large integer is rounded
+twice).
 """
 
 from __future__ import annotations
@@ -13,8 +19,9 @@ from typing import Any
 
 from npuemu.host.ops import types as T
 from npuemu.host.ops.registry import (
-    ALL,
+    BF16,
     FLOATS,
+    MOVES,
     NUMERIC,
     Body,
     OpDef,
@@ -39,6 +46,17 @@ def _same_dtype(op: str, ins: list[Spec]) -> str:
         raise bad(f"{op}: inputs have different dtypes {sorted(dtypes)}",
                   T.ACL_ERROR_UNSUPPORTED_DATA_TYPE)
     return ins[0].dtype
+
+
+def through_f32(tile: str, n: int) -> str:
+    """The bfloat16 form of an elementwise tile over ``b0[s]..`` into ``o0[s]``: the inputs
+    widened to float32 (``f0..``), the tile run into a float32 ``r_``, one rounding store."""
+    head = "".join(f"f{i} = _bf.to_float32(b{i}[s])\n" for i in range(n))
+    for i in range(n):
+        tile = tile.replace(f"b{i}[s]", f"f{i}")
+    tile = tile.replace("o0[s]", "r_").replace("o0.dtype", "r_.dtype")
+    return (head + "r_ = np.empty(o0[s].shape, np.float32)\n" + tile
+            + "\n_bf.from_float32(r_, out=o0[s])")
 
 
 def _fmt(ins: list[Spec]) -> int:
@@ -71,14 +89,16 @@ def _binary_source(expr: str | None):
     def source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
         tile = expr
         if tile is None:  # Div: true division for floats, floor division for integers
-            fn = "np.true_divide" if ins[0].dtype in FLOATS else "np.floor_divide"
+            fn = "np.true_divide" if ins[0].dtype in FLOATS | {BF16} else "np.floor_divide"
             tile = fn + "({a}, {b}, out=o0[s])"
-        return Body(tile.format(a="b0[s]", b="b1[s]"), _views(2))
+        tile = tile.format(a="b0[s]", b="b1[s]")
+        return Body(through_f32(tile, 2) if ins[0].dtype == BF16 else tile, _views(2))
     return source
 
 
 for _name, _expr in [*_BINARY.items(), ("Div", None)]:
-    register(OpDef(_name, "aivector", ("x1", "x2"), ("y",), NUMERIC, _binary_infer(_name),
+    register(OpDef(_name, "aivector", ("x1", "x2"), ("y",), NUMERIC | {BF16},
+                   _binary_infer(_name),
                    _binary_source(_expr), linear=_linear_all))
 
 # unary -----------------------------------------------------------------------------------------
@@ -105,12 +125,13 @@ def _unary_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> li
 
 def _unary_source(tile: str, helpers: str):
     def source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
-        return Body(tile, _views(1), helpers=helpers)
+        code = through_f32(tile, 1) if ins[0].dtype == BF16 else tile
+        return Body(code, _views(1), helpers=helpers)
     return source
 
 
 for _name, (_tile, _dtypes, _helpers) in _UNARY.items():
-    register(OpDef(_name, "aivector", ("x",), ("y",), _dtypes, _unary_infer,
+    register(OpDef(_name, "aivector", ("x",), ("y",), _dtypes | {BF16}, _unary_infer,
                    _unary_source(_tile, _helpers), linear=_linear_all))
 
 
@@ -119,7 +140,7 @@ def _copy_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Bo
     return Body("o0[s] = b0[s]", _views(1))
 
 
-register(OpDef("Identity", "aivector", ("x",), ("y",), ALL, _unary_infer, _copy_source,
+register(OpDef("Identity", "aivector", ("x",), ("y",), MOVES, _unary_infer, _copy_source,
                linear=_linear_all))
 
 
@@ -131,12 +152,21 @@ def _cast_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> lis
         dtype = hint[0].dtype
     else:
         dtype = T.numpy_dtype(int(dst))
-    if dtype not in ALL:
+    if dtype not in MOVES:
         raise bad(f"Cast to {dtype} is not supported", T.ACL_ERROR_UNSUPPORTED_DATA_TYPE)
     return [Spec(dtype, ins[0].shape, ins[0].format)]
 
 
-register(OpDef("Cast", "aivector", ("x",), ("y",), ALL, _cast_infer, _copy_source,
+def _cast_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
+    src, dst = ins[0].dtype, outs[0].dtype
+    if src == dst or BF16 not in (src, dst):
+        return _copy_source(ins, outs, attrs)
+    if src == BF16:
+        return Body("o0[s] = _bf.to_float32(b0[s])", _views(1))
+    return Body("_bf.from_float32(b0[s].astype(np.float32), out=o0[s])", _views(1))
+
+
+register(OpDef("Cast", "aivector", ("x",), ("y",), MOVES, _cast_infer, _cast_source,
                attrs={"dst_type": None, "truncate": False}, linear=_linear_all))
 
 
@@ -149,7 +179,7 @@ def _where_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> B
     return Body("o0[s] = np.where(b0[s], b1[s], b2[s])", _views(3))
 
 
-register(OpDef("Where", "aivector", ("condition", "x1", "x2"), ("y",), ALL, _where_infer,
+register(OpDef("Where", "aivector", ("condition", "x1", "x2"), ("y",), MOVES, _where_infer,
                _where_source, linear=_linear_all))
 
 
@@ -176,5 +206,5 @@ def _fill_linear(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> li
     return [(len(ins), 0)] if outs[0].shape and ins[0].const is None else []
 
 
-register(OpDef("Fill", "aivector", ("dims", "value"), ("y",), ALL, _fill_infer, _fill_source,
+register(OpDef("Fill", "aivector", ("dims", "value"), ("y",), MOVES, _fill_infer, _fill_source,
                attrs={"dims": None}, linear=_fill_linear))

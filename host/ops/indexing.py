@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from npuemu.host.ops import registry
 from npuemu.host.ops import types as T
-from npuemu.host.ops.registry import ALL, NUMERIC, Body, OpDef, Spec, bad, normalize_axis, register
+from npuemu.host.ops.registry import NUMERIC, Body, OpDef, Spec, bad, normalize_axis, register
 
 
 def _single(tile: str) -> Body:
@@ -117,7 +118,7 @@ def _slice_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> B
     return _single(f"y0[...] = x0[{_slices(ins, attrs)!r}]")
 
 
-register(OpDef("Slice", "aicpu", ("x", "offsets", "size"), ("y",), ALL, _slice_infer,
+register(OpDef("Slice", "aicpu", ("x", "offsets", "size"), ("y",), registry.MOVES, _slice_infer,
                _slice_source))
-register(OpDef("SliceD", "aicpu", ("x",), ("y",), ALL, _slice_infer, _slice_source,
+register(OpDef("SliceD", "aicpu", ("x",), ("y",), registry.MOVES, _slice_infer, _slice_source,
                attrs={"offsets": [], "size": []}))

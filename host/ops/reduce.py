@@ -3,6 +3,7 @@
 Axes come from the ``axes`` input (it must be const: ``aclSetTensorConst``) or the ``axes``
 attribute (the ``...D`` form); empty axes reduce everything (TensorFlow). ``keep_dims``
 defaults to false. Rows of axis 0 are tiled (and linear) when axis 0 is not reduced.
+bfloat16 reduces in float32 (the bits widened) and rounds the result to nearest even once.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from npuemu.host.ops.registry import NUMERIC, Body, OpDef, Spec, bad, normalize_axis, register
+from npuemu.host.ops.types import BF16
 
 
 def _axes(ins: list[Spec], attrs: dict[str, Any]) -> tuple[int, ...]:
@@ -41,9 +43,11 @@ def _source(fn: str):
         axes = _axes(ins, attrs)
         kd = bool(attrs["keep_dims"])
         split = bool(outs[0].shape) and 0 not in axes
-        if split:
-            return Body(f"y0[s] = np.{fn}(x0[s], axis={axes}, keepdims={kd})")
-        return Body(f"y0[...] = np.{fn}(x0, axis={axes}, keepdims={kd})", split=False)
+        x, dst = ("x0[s]", "y0[s]") if split else ("x0", "y0[...]")
+        expr = f"np.{fn}({x}, axis={axes}, keepdims={kd})"
+        if ins[0].dtype == BF16:
+            expr = f"_bf.from_float32(np.{fn}(_bf.to_float32({x}), axis={axes}, keepdims={kd}))"
+        return Body(f"{dst} = {expr}", split=split)
     return source
 
 
@@ -52,5 +56,6 @@ def _linear(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> list:
 
 
 for _name, _fn in (("ReduceSum", "sum"), ("ReduceMean", "mean"), ("ReduceMax", "max")):
-    register(OpDef(_name, "aivector", ("x", "axes"), ("y",), NUMERIC, _infer, _source(_fn),
+    register(OpDef(_name, "aivector", ("x", "axes"), ("y",), NUMERIC | {BF16}, _infer,
+                   _source(_fn),
                    attrs={"axes": None, "keep_dims": False}, optional=1, linear=_linear))

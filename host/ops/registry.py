@@ -35,6 +35,10 @@ FLOATS = frozenset({"float16", "float32", "float64"})
 INTS = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"})
 NUMERIC = FLOATS | INTS
 ALL = NUMERIC | {"bool"}
+BF16 = T.BF16
+"""bfloat16: kernels view it as uint16 bits (``T.storage``) and compute through float32."""
+MOVES = ALL | {BF16}
+"""What ops that only move or select elements take: every dtype, bfloat16's bits too."""
 
 
 @dataclass(frozen=True)
@@ -52,13 +56,13 @@ class Spec:
 
     @property
     def nbytes(self) -> int:
-        return self.size * np.dtype(self.dtype).itemsize
+        return self.size * T.itemsize(self.dtype)
 
     def const_array(self) -> np.ndarray | None:
         """The const data as an array of this spec's dtype and shape (None if not const)."""
         if self.const is None:
             return None
-        return np.frombuffer(self.const, self.dtype).reshape(self.shape)
+        return np.frombuffer(self.const, T.storage(self.dtype)).reshape(self.shape)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from npuemu.host.ops.registry import ALL, Body, OpDef, Spec, bad, normalize_axis, register
+from npuemu.host.ops.registry import ALL, MOVES, Body, OpDef, Spec, bad, normalize_axis, register
 
 
 def _ints(ins: list[Spec], i: int, attrs: dict[str, Any], name: str) -> list | None:
@@ -44,7 +44,7 @@ def _perm(ins: list[Spec], attrs: dict[str, Any]) -> tuple[int, ...]:
 
 
 register(OpDef(
-    "Transpose", "aicpu", ("x", "perm"), ("y",), ALL,
+    "Transpose", "aicpu", ("x", "perm"), ("y",), MOVES,
     lambda i, a, h: [Spec(i[0].dtype, tuple(i[0].shape[p] for p in _perm(i, a)), i[0].format)],
     lambda i, o, a: _single(f"y0[...] = np.transpose(x0, {_perm(i, a)})"),
     attrs={"perm": None}, optional=1))
@@ -70,7 +70,7 @@ def _reshape_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> 
     return [Spec(ins[0].dtype, tuple(int(d) for d in shape), ins[0].format)]
 
 
-register(OpDef("Reshape", "aicpu", ("x", "shape"), ("y",), ALL, _reshape_infer,
+register(OpDef("Reshape", "aicpu", ("x", "shape"), ("y",), MOVES, _reshape_infer,
                lambda i, o, a: _single("y0[...] = x0.reshape(y0.shape)"),
                attrs={"shape": None}, optional=1))
 
@@ -95,7 +95,7 @@ def _concat_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> 
     return _single(f"np.concatenate(({xs},), axis={axis}, out=y0)")
 
 
-register(OpDef("Concat", "aicpu", ("x",), ("y",), ALL, _concat_infer, _concat_source,
+register(OpDef("Concat", "aicpu", ("x",), ("y",), MOVES, _concat_infer, _concat_source,
                attrs={"concat_dim": 0}, variadic_inputs=True))
 
 
@@ -122,7 +122,7 @@ def _split_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> B
     return _single("\n".join(lines))
 
 
-register(OpDef("Split", "aicpu", ("x",), ("y",), ALL, _split_infer, _split_source,
+register(OpDef("Split", "aicpu", ("x",), ("y",), MOVES, _split_infer, _split_source,
                attrs={"split_dim": 0, "num_split": 0}, variadic_outputs=True))
 
 
@@ -136,7 +136,7 @@ def _gather_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> l
 
 
 register(OpDef(
-    "Gather", "aicpu", ("x", "indices"), ("y",), ALL, _gather_infer,
+    "Gather", "aicpu", ("x", "indices"), ("y",), MOVES, _gather_infer,
     lambda i, o, a: _single(
         f"y0[...] = np.take(x0, x1, axis={normalize_axis(int(a['axis']), len(i[0].shape))})"),
     attrs={"axis": 0}))

@@ -24,6 +24,7 @@ import numpy as np
 
 from npuemu.host.ops.registry import (
     ALL,
+    MOVES,
     Body,
     OpDef,
     Spec,
@@ -70,7 +71,7 @@ def _ss_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> list[
 
 
 register(OpDef(
-    "StridedSliceD", "aicpu", ("x",), ("y",), ALL, _ss_infer,
+    "StridedSliceD", "aicpu", ("x",), ("y",), MOVES, _ss_infer,
     lambda i, o, a: _single(f"y0[...] = x0[{_slices(i, a)!r}]"),
     attrs={"begin": [], "end": [], "strides": None, "begin_mask": 0, "end_mask": 0,
            "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0}))
@@ -104,7 +105,7 @@ def _splitv_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> 
     return _single("\n".join(lines))
 
 
-register(OpDef("SplitVD", "aicpu", ("x",), ("y",), ALL, _splitv_infer, _splitv_source,
+register(OpDef("SplitVD", "aicpu", ("x",), ("y",), MOVES, _splitv_infer, _splitv_source,
                attrs={"size_splits": [], "split_dim": 0, "num_split": 0},
                variadic_outputs=True))
 
@@ -124,7 +125,7 @@ def _tile_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> lis
                  ins[0].format)]
 
 
-register(OpDef("TileD", "aicpu", ("x",), ("y",), ALL, _tile_infer,
+register(OpDef("TileD", "aicpu", ("x",), ("y",), MOVES, _tile_infer,
                lambda i, o, a: _single(f"y0[...] = np.tile(x0, {_multiples(i, a)})"),
                attrs={"multiples": []}))
 
@@ -196,5 +197,5 @@ def _expand_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> 
     return _single(tile)
 
 
-register(OpDef("Expand", "aicpu", ("x", "shape"), ("y",), ALL, _expand_infer, _expand_source,
+register(OpDef("Expand", "aicpu", ("x", "shape"), ("y",), MOVES, _expand_infer, _expand_source,
                attrs={"shape": None}, optional=1))

@@ -1,6 +1,13 @@
 """Data types, formats and op error codes of the single-operator API (``acl_base_rt.h``,
 ``acl_op.h``), with the numpy dtype each data type computes in.
 
+bfloat16 (``ACL_BF16``) has no numpy type: its name in a signature is ``"bfloat16"``, the
+kernels view it as its uint16 bits (``storage``) and compute through float32, rounding to
+nearest even on store (``npuemu.shared.bf16``). Host arrays of it are ``ml_dtypes.bfloat16``
+(``user_dtype``) when that package is installed, else the HCCL face's tagged uint16
+(``npuemu.host.hccl.types.BFLOAT16``); ``acl_dtype`` maps either to ``ACL_BF16``. ml_dtypes
+is imported only when a bf16 array is made (its import costs about a second of CPU).
+
 The values are CANN's (``aclDataType``, ``aclFormat`` and the op API's ``ACL_ERROR_*`` codes
 of ``acl_base.h`` / ``acl_op.h``). The ACL error codes of the op API are read from
 ``shared/errors.py`` when it defines them and fall back to CANN's numbers otherwise, so this
@@ -32,7 +39,7 @@ DATA_TYPES: dict[int, tuple[str, int, str | None]] = {
     13: ("ACL_STRING", 0, None),
     16: ("ACL_COMPLEX64", 8, "complex64"),
     17: ("ACL_COMPLEX128", 16, "complex128"),
-    27: ("ACL_BF16", 2, None),
+    27: ("ACL_BF16", 2, "bfloat16"),
     29: ("ACL_INT4", 1, None),
     30: ("ACL_UINT1", 1, None),
     33: ("ACL_COMPLEX32", 4, None),
@@ -43,10 +50,11 @@ DATA_TYPES: dict[int, tuple[str, int, str | None]] = {
 }
 for _v in (38, 39, 40, 41):  # FLOAT6/FLOAT4: CANN's aclDataTypeSize gives 8 (its default branch)
     DATA_TYPES[_v] = (f"ACL_DT_{_v}", 8, None)
+BF16 = "bfloat16"
 NUMPY_TO_ACL = {np.dtype(np_name): v for v, (_n, _s, np_name) in DATA_TYPES.items()
-                if np_name is not None}
+                if np_name is not None and np_name != BF16}
 ACL_FLOAT, ACL_FLOAT16, ACL_INT8, ACL_INT32, ACL_UINT8 = 0, 1, 2, 3, 4
-ACL_INT16, ACL_INT64, ACL_DOUBLE, ACL_BOOL = 6, 9, 11, 12
+ACL_INT16, ACL_INT64, ACL_DOUBLE, ACL_BOOL, ACL_BF16 = 6, 9, 11, 12, 27
 
 # aclFormat
 FORMATS = {-1: "UNDEFINED", 0: "NCHW", 1: "NHWC", 2: "ND", 3: "NC1HWC0", 4: "FRACTAL_Z",
@@ -101,8 +109,50 @@ def numpy_dtype(acl_dtype: int) -> str:
     return entry[2]
 
 
+def storage(dtype: str) -> str:
+    """The numpy dtype name a kernel views a tensor of signature dtype ``dtype`` as: the
+    uint16 bits for bfloat16, else ``dtype`` itself."""
+    return "uint16" if dtype == BF16 else dtype
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element of signature dtype ``dtype``."""
+    return np.dtype(storage(dtype)).itemsize
+
+
+def is_bf16(np_dtype: object) -> bool:
+    """``np_dtype`` holds bfloat16: the name ``"bfloat16"``, ``ml_dtypes.bfloat16`` or the
+    tagged uint16 of ``npuemu.host.hccl.types.BFLOAT16``."""
+    dt = np_dtype if isinstance(np_dtype, np.dtype) else None
+    if dt is None:
+        if np_dtype == BF16:
+            return True
+        if getattr(np_dtype, "__name__", None) != BF16:
+            return False
+        dt = np.dtype(np_dtype)  # type: ignore[call-overload]
+    if dt.name == BF16 and dt.itemsize == 2:
+        return True
+    meta = dt.metadata
+    return dt == np.uint16 and meta is not None and meta.get("hccl") == BF16
+
+
+def user_dtype(dtype: str) -> np.dtype:
+    """The host numpy dtype of arrays of signature dtype ``dtype`` (what ``run_op`` returns):
+    ``ml_dtypes.bfloat16`` for bfloat16 when installed, else the tagged uint16."""
+    if dtype != BF16:
+        return np.dtype(dtype)
+    try:
+        import ml_dtypes
+    except ImportError:
+        from npuemu.host.hccl.types import BFLOAT16
+        return BFLOAT16
+    return np.dtype(ml_dtypes.bfloat16)
+
+
 def acl_dtype(np_dtype: object) -> int:
     """The aclDataType of a numpy dtype (100026 when there is none)."""
+    if is_bf16(np_dtype):
+        return ACL_BF16
     found = NUMPY_TO_ACL.get(np.dtype(np_dtype))  # type: ignore[call-overload]
     if found is None:
         raise fail(ACL_ERROR_UNSUPPORTED_DATA_TYPE, f"numpy dtype {np_dtype} has no aclDataType")
