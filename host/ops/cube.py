@@ -4,7 +4,12 @@ MatMul tiles rows of M (its linear dim); BatchMatMul tiles the batch axis (rows 
 the output is 2-D); Conv2D tiles the batch N. Conv2D takes the filter as ``(Cout, Cin/groups,
 kh, kw)``; ``strides``/``dilations`` are 4 values in the data format's order, ``pads`` are
 ``[top, bottom, left, right]``; x may be NCHW or NHWC (``data_format`` attribute or the
-descriptor's format). Results are computed in the inputs' dtype.
+descriptor's format). Results are computed in the inputs' dtype, except: int8 inputs
+(MatMulV2, Conv2D) accumulate exactly in int32 and give int32 (an int32 bias), as the cube
+does; bfloat16 inputs are widened to float32, multiplied there and rounded to nearest even
+once on store (a float32 or bfloat16 bias is added before that rounding). The dtypes are
+CANN's: MatMul float16/float32/int32/bfloat16, MatMulV2 those and int8, BatchMatMul
+float16/float32/int32/bfloat16, Conv2D float16/float32/bfloat16/int8 (100026 otherwise).
 
 Conv2D is an im2col + matmul per tile (the cube's own formulation): the tile's windows are
 gathered (one strided copy per kernel offset) into one ``(groups, Cin*kh*kw, N*Ho*Wo)``
@@ -25,7 +30,29 @@ from typing import Any
 import numpy as np
 
 from npuemu.host.ops import types as T
-from npuemu.host.ops.registry import FLOATS, NUMERIC, Body, OpDef, Spec, bad, broadcast, register
+from npuemu.host.ops.registry import BF16, FLOATS, Body, OpDef, Spec, bad, broadcast, register
+
+MM_DTYPES = frozenset({"float16", "float32", "int32", BF16})
+"""MatMul's and BatchMatMul's input dtypes; MatMulV2 and Conv2D add int8 (int32 out)."""
+_BIAS = {"float16": {"float16"}, "float32": {"float32"}, "int32": {"int32"},
+         "int8": {"int32"}, BF16: {BF16, "float32"}}
+"""The bias dtypes each input dtype takes."""
+
+
+def _out_dtype(op: str, x: Spec, w: Spec, bias: Spec | None) -> str:
+    """y's dtype for inputs of one dtype (int32 for int8); 100026 for another bias dtype."""
+    if bias is not None and bias.dtype not in _BIAS.get(x.dtype, ()):
+        raise bad(f"{op} bias dtype {bias.dtype} does not go with {x.dtype} inputs",
+                  T.ACL_ERROR_UNSUPPORTED_DATA_TYPE)
+    return "int32" if x.dtype == "int8" else x.dtype
+
+
+def _widen(dtype: str, v: str) -> str:
+    """Source of ``v`` in the dtype the cube computes ``dtype`` in (int8 -> int32, bfloat16
+    -> float32; others as they are)."""
+    if dtype == BF16:
+        return f"_bf.to_float32({v})"
+    return f"{v}.astype(np.int32)" if dtype == "int8" else v
 
 
 def _mm_dims(a: tuple, b: tuple, ta: bool, tb: bool) -> tuple[int, int, int]:
@@ -44,15 +71,22 @@ def _matmul_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> l
                         bool(attrs["transpose_x2"]))
     if len(ins) > 2 and ins[2].shape not in ((n,), (1, n), ()):
         raise bad(f"MatMul bias shape {ins[2].shape} is not ({n},)")
-    return [Spec(a.dtype, (m, n), a.format)]
+    return [Spec(_out_dtype("MatMul", a, b, ins[2] if len(ins) > 2 else None), (m, n),
+                 a.format)]
 
 
 def _matmul_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
-    prep = (f"a = x0.T if {bool(attrs['transpose_x1'])} else x0\n"
-            f"b = x1.T if {bool(attrs['transpose_x2'])} else x1\n")
-    tile = "np.matmul(a[s], b, out=y0[s])\n"
-    if len(ins) > 2:
-        tile += "y0[s] += x2.reshape(-1)\n"
+    dt = ins[0].dtype
+    b = f"(x1.T if {bool(attrs['transpose_x2'])} else x1)"
+    prep = f"a = x0.T if {bool(attrs['transpose_x1'])} else x0\nb = {_widen(dt, b)}\n"
+    bias = _widen(ins[2].dtype, "x2.reshape(-1)") if len(ins) > 2 else ""
+    if dt == BF16:
+        tile = "r_ = np.matmul(_bf.to_float32(a[s]), b)\n"
+        tile += f"r_ += {bias}\n" if bias else ""
+        return Body(tile + "_bf.from_float32(r_, out=y0[s])", prep)
+    tile = f"np.matmul({_widen(dt, 'a[s]')}, b, out=y0[s])\n"
+    if bias:
+        tile += f"y0[s] += {bias}\n"
     return Body(tile, prep)
 
 
@@ -60,8 +94,12 @@ def _matmul_linear(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> 
     return [(0, 1 if attrs["transpose_x1"] else 0), (len(ins), 0)]
 
 
-register(OpDef("MatMul", "aicore", ("x1", "x2", "bias"), ("y",), NUMERIC, _matmul_infer,
+register(OpDef("MatMul", "aicore", ("x1", "x2", "bias"), ("y",), MM_DTYPES, _matmul_infer,
                _matmul_source, attrs={"transpose_x1": False, "transpose_x2": False},
+               optional=1, linear=_matmul_linear))
+register(OpDef("MatMulV2", "aicore", ("x1", "x2", "bias"), ("y",), MM_DTYPES | {"int8"},
+               _matmul_infer, _matmul_source,
+               attrs={"transpose_x1": False, "transpose_x2": False, "offset_x": 0},
                optional=1, linear=_matmul_linear))
 
 
@@ -70,7 +108,8 @@ def _bmm_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> list
     if len(a.shape) < 2 or len(b.shape) < 2 or a.dtype != b.dtype:
         raise bad(f"BatchMatMul takes tensors of rank >= 2 of one dtype: {a.shape} {b.shape}")
     m, _k, n = _mm_dims(a.shape, b.shape, bool(attrs["adj_x1"]), bool(attrs["adj_x2"]))
-    return [Spec(a.dtype, (*broadcast([a.shape[:-2], b.shape[:-2]]), m, n), a.format)]
+    return [Spec(_out_dtype("BatchMatMul", a, b, None),
+                 (*broadcast([a.shape[:-2], b.shape[:-2]]), m, n), a.format)]
 
 
 def _bmm_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
@@ -82,6 +121,9 @@ def _bmm_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Bod
             "    b_of = lambda s: b[s]\n"
             "else:\n"
             "    b_of = lambda s: b\n")
+    if ins[0].dtype == BF16:
+        return Body("_bf.from_float32(np.matmul(_bf.to_float32(a[s]), _bf.to_float32(b_of(s)))"
+                    ", out=y0[s])", prep)
     return Body("np.matmul(a[s], b_of(s), out=y0[s])", prep)
 
 
@@ -95,7 +137,7 @@ def _bmm_linear(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> lis
     return pairs if len(pairs) == 3 else []
 
 
-register(OpDef("BatchMatMul", "aicore", ("x1", "x2"), ("y",), NUMERIC, _bmm_infer, _bmm_source,
+register(OpDef("BatchMatMul", "aicore", ("x1", "x2"), ("y",), MM_DTYPES, _bmm_infer, _bmm_source,
                attrs={"adj_x1": False, "adj_x2": False}, linear=_bmm_linear))
 
 _CONV = '''
@@ -177,6 +219,9 @@ def _conv_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> lis
     x, w = ins[0], ins[1]
     if len(x.shape) != 4 or len(w.shape) != 4 or x.dtype != w.dtype:
         raise bad(f"Conv2D takes 4-D x and filter of one dtype: {x.shape} {w.shape}")
+    if x.dtype not in CONV_DTYPES:
+        raise bad(f"Conv2D x dtype {x.dtype} not in {sorted(CONV_DTYPES)}",
+                  T.ACL_ERROR_UNSUPPORTED_DATA_TYPE)
     layout, sh, sw, dh, dw, pads, groups = _conv_params(ins, attrs)
     n, c, h, wd = x.shape if layout == "NCHW" else (x.shape[0], x.shape[3], *x.shape[1:3])
     cout, cin, kh, kw = w.shape
@@ -187,20 +232,24 @@ def _conv_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> lis
     if ho < 1 or wo < 1:
         raise bad("Conv2D output would be empty")
     shape = (n, cout, ho, wo) if layout == "NCHW" else (n, ho, wo, cout)
-    return [Spec(x.dtype, shape, x.format)]
+    return [Spec(_out_dtype("Conv2D", x, w, ins[2] if len(ins) > 2 else None), shape,
+                 x.format)]
 
 
 def _conv_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
     layout, sh, sw, dh, dw, pads, groups = _conv_params(ins, attrs)
     nhwc = layout == "NHWC"
-    xin = "x0[s].transpose(0, 3, 1, 2)" if nhwc else "x0[s]"
-    out = "None" if nhwc else "o_"
+    dt = ins[0].dtype
+    xin = _widen(dt, "x0[s].transpose(0, 3, 1, 2)" if nhwc else "x0[s]")
+    out = "None" if nhwc or dt == BF16 else "o_"
     tile = "o_ = y0[s]\n"
-    tile += f"r_ = _conv({xin}, x1, {sh}, {sw}, {dh}, {dw}, {pads}, {groups}, ws, {out})\n"
+    tile += f"r_ = _conv({xin}, w_, {sh}, {sw}, {dh}, {dw}, {pads}, {groups}, ws, {out})\n"
     if len(ins) > 2:
-        tile += "r_ += x2.reshape(1, -1, 1, 1)\n"
-    tile += (f"if r_ is not o_:\n    o_[...] = r_.transpose(0, 2, 3, 1) if {nhwc} else r_\n")
-    return Body(tile, helpers=_CONV)
+        tile += f"r_ += {_widen(ins[2].dtype, 'x2.reshape(1, -1, 1, 1)')}\n"
+    res = "r_.transpose(0, 2, 3, 1)" if nhwc else "r_"
+    tile += (f"_bf.from_float32({res}, out=o_)\n" if dt == BF16 else
+             f"if r_ is not o_:\n    o_[...] = {res}\n")
+    return Body(tile, prep=f"w_ = {_widen(dt, 'x1')}\n", helpers=_CONV)
 
 
 def _conv_workspace(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> int:
@@ -212,13 +261,16 @@ def _conv_workspace(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) ->
     kh, kw = w[2], w[3]
     if kh == kw == 1 and not any(pads):
         return 0
-    item = np.dtype(ins[0].dtype).itemsize
+    item = 4 if ins[0].dtype in ("int8", BF16) else np.dtype(ins[0].dtype).itemsize
     padded = n * c * (h + pads[0] + pads[1]) * (wd + pads[2] + pads[3]) * item if any(pads) \
         else 0
     return -(-padded // 64) * 64 + n * c * kh * kw * ho * wo * item
 
 
-register(OpDef("Conv2D", "aicore", ("x", "filter", "bias"), ("y",), FLOATS, _conv_infer,
+CONV_DTYPES = FLOATS | {BF16, "int8"}
+"""Conv2D's x and filter dtypes (an int8 one takes an int32 bias, hence int32 below)."""
+register(OpDef("Conv2D", "aicore", ("x", "filter", "bias"), ("y",),
+               CONV_DTYPES | {"int32"}, _conv_infer,
                _conv_source, attrs={"strides": [1, 1, 1, 1], "pads": [0, 0, 0, 0],
                                     "dilations": [1, 1, 1, 1], "groups": 1,
                                     "data_format": None},

@@ -152,6 +152,84 @@ def every_op():
     check("Gather", "Gather", [(r3, 1), (idx, 1)], {"axis": 1}, np.take(r3, idx, axis=1))
     check("Pad", "Pad", [(r3, 1), (np.array([[1, 0], [0, 2], [1, 1]], np.int32), 0)], None,
           np.pad(r3, ((1, 0), (0, 2), (1, 1))))
+    activations_and_moves(big)
+    bf16_and_int8()
+
+
+def activations_and_moves(big):
+    """The ops the onnx zoo's models used to be the only check of."""
+    for dt, t in ((np.float32, 1e-6), (np.float16, 2e-3)):
+        v = big[:300].astype(dt) * 20  # exp overflows float16 past 11: logaddexp must not
+        check(f"Softplus-{np.dtype(dt).name}", "Softplus", [(v, 1)], None,
+              np.logaddexp(0, v.astype(np.float32)).astype(dt), t)
+    sv = np.array([-3.5, -0.0, 0.0, 2.0, np.inf, -np.inf], np.float32)
+    check("Sign", "Sign", [(sv, 1)], None, np.sign(sv))
+    si = rnd(50, dtype=np.int32)
+    check("Sign-int32", "Sign", [(si, 1)], None, np.sign(si))
+    sh = rnd(40, 9)
+    for lambd, bias in ((0.5, 0.0), (1.2, 0.3)):
+        want = np.where(sh < -lambd, sh + bias, np.where(sh > lambd, sh - bias, 0)).astype(
+            np.float32)
+        check(f"Shrink-{lambd}", "Shrink", [(sh, 1)], {"lambd": lambd, "bias": bias}, want)
+    lx = big[:200] * 30  # large logits: the max is subtracted before exp
+    for axes in ([-1], [0]):
+        m = lx - lx.max(axis=axes[0], keepdims=True)
+        check(f"LogSoftmaxV2-axis{axes[0]}", "LogSoftmaxV2", [(lx, 1)], {"axes": axes},
+              m - np.log(np.exp(m).sum(axis=axes[0], keepdims=True)), 1e-5)
+    ix, g, b = rnd(3, 4, 5, 6), pos(4), rnd(4)
+    mu, var = ix.mean(axis=(2, 3), keepdims=True), ix.var(axis=(2, 3), keepdims=True)
+    check("InstanceNorm", "InstanceNorm", [(ix, 1), (g, 1), (b, 1)], {"epsilon": 1e-5},
+          ((ix - mu) / np.sqrt(var + 1e-5) * g.reshape(1, 4, 1, 1)
+           + b.reshape(1, 4, 1, 1)).astype(np.float32), 1e-5)
+    x5 = rnd(2, 3, 4, 5, 6)
+    sc, of, m3, v3 = pos(3), rnd(3), rnd(3), pos(3)
+    per_c = (1, 3, 1, 1, 1)
+    check("BatchNorm3D", "BatchNorm3D", [(x5, 1), (sc, 1), (of, 1), (m3, 1), (v3, 1)],
+          {"epsilon": 1e-3}, ((x5 - m3.reshape(per_c)) / np.sqrt(v3.reshape(per_c) + 1e-3)
+                              * sc.reshape(per_c) + of.reshape(per_c)).astype(np.float32),
+          1e-4)
+    r = rnd(4, 10, 3, dtype=np.int32)
+    check("SplitVD", "SplitVD", [(r, 1)], {"size_splits": [2, 5, 3], "split_dim": 1,
+                                           "num_split": 3}, np.split(r, [2, 7], axis=1))
+    check("SplitVD-rest", "SplitVD", [(r, 1)], {"size_splits": [1, -1], "split_dim": -1,
+                                                "num_split": 2}, np.split(r, [1], axis=-1))
+    check("TileD", "TileD", [(r, 1)], {"multiples": [2, 1, 3]}, np.tile(r, (2, 1, 3)))
+    check("TileD-rank-up", "TileD", [(r[0], 1)], {"multiples": [2, 1, 1]},
+          np.tile(r[0], (2, 1, 1)))
+    e = rnd(3, 1, dtype=np.float16)
+    check("Expand", "Expand", [(e, 1), (np.array([2, 3, 4], np.int64), 0)], None,
+          np.broadcast_to(e, (2, 3, 4)))
+    check("Expand-attr", "Expand", [(e, 1)], {"shape": [3, 5]}, np.broadcast_to(e, (3, 5)))
+
+
+def bf16_and_int8():
+    """bfloat16 (float32 math, one round to nearest even on store) and int8 with int32
+    accumulation, through the card: the kernels' bf16 import and uint16 views included."""
+    import ml_dtypes
+
+    bf = ml_dtypes.bfloat16
+    f32 = lambda v: v.astype(np.float32)  # noqa: E731
+    x, y = rnd(300, 17).astype(bf), rnd(17).astype(bf)
+    check("Add-bfloat16", "Add", [(x, 1), (y, 1)], None, (f32(x) + f32(y)).astype(bf), 0)
+    check("Sigmoid-bfloat16", "Sigmoid", [(x, 1)], None,
+          (1 / (1 + np.exp(-f32(x)))).astype(bf), 0)
+    check("ReduceSum-bfloat16", "ReduceSum", [(np.ones((3, 1000), bf), 1)], {"axes": [1]},
+          np.full(3, 1000, bf), 0)  # bf16 arithmetic would stop at 256
+    check("Cast-f32-bf16", "Cast", [(f32(x) * 1.001, 1)], {"dst_type": 27},
+          (f32(x) * 1.001).astype(bf), 0)
+    check("Cast-bf16-f32", "Cast", [(x, 1)], {"dst_type": 0}, f32(x), 0)
+    m1, m2 = rnd(70, 24).astype(bf), rnd(24, 9).astype(bf)
+    check("MatMul-bfloat16", "MatMul", [(m1, 1), (m2, 1)], None, (f32(m1) @ f32(m2)).astype(bf),
+          0)
+    a8, b8 = (rng.integers(-128, 128, sh).astype(np.int8) for sh in ((40, 64), (64, 6)))
+    bias = rnd(6, dtype=np.int32)
+    check("MatMulV2-int8", "MatMulV2", [(a8, 1), (b8, 1), (bias, 1)], None,
+          a8.astype(np.int32) @ b8.astype(np.int32) + bias, 0)
+    cx = rng.integers(-128, 128, (2, 4, 9, 9)).astype(np.int8)
+    cw = rng.integers(-128, 128, (6, 4, 3, 3)).astype(np.int8)
+    check("Conv2D-int8", "Conv2D", [(cx, 1), (cw, 1)],
+          {"strides": [1, 1, 2, 2], "pads": [1, 1, 1, 1]},
+          conv_ref(cx.astype(np.int64), cw.astype(np.int64), 2, 1).astype(np.int32), 0)
 
 
 if __name__ == "__main__":
