@@ -23,18 +23,25 @@ fails with ``ACL_ERROR_RT_AICPU_EXCEPTION`` (507018: on this SoC the acldvpp ima
 as AI CPU tasks; the hardware's exact value is our choice), writes a nonzero ret code into its
 output records and one line to the device log (module DVPP); the card goes on.
 
-Codecs: Pillow (libjpeg-turbo, libpng) decodes and encodes; OpenCV resizes (bilinear or
-nearest, ``cv2.INTER_LINEAR`` / ``cv2.INTER_NEAREST``: CANN documents them as the
-industry's algorithms), converts colour (BT.601 as ``cv2.cvtColor`` defines its YUV codes)
-and makes borders. JPEGD asks libjpeg for YCbCr without colour conversion; its chroma,
-upsampled by libjpeg, is brought back to 4:2:0 by 2x2 averaging (``cv2.INTER_AREA``), so a
-decoded picture is within a few levels of the file's own chroma planes (not bit-exact to
-the hardware).
+Codecs: FFmpeg's MJPEG decoder (PyAV, one thread, damage an error) decodes JPEG into the
+planes the file codes (no upsampling); Pillow (libjpeg-turbo, libpng) reads headers,
+decodes PNG and encodes JPEG; OpenCV resizes (bilinear or nearest, ``cv2.INTER_LINEAR`` /
+``cv2.INTER_NEAREST``: CANN documents them as the industry's algorithms), converts colour
+(BT.601 as ``cv2.cvtColor`` defines its YUV codes) and makes borders. JPEGD's 4:2:0
+chroma is the file's; a file sampled finer (4:4:4, 4:2:2, 4:4:0) is brought to 4:2:0 by a
+2:1 average in each finer direction (``cv2.INTER_AREA``), so a decoded picture is within
+a level of libjpeg's decode (not bit-exact to the hardware).
 
-Partial: progressive and arithmetic-coded JPEGs are refused as the hardware refuses them,
-but only progressive is detected (an arithmetic-coded file decodes); JPEGD writes YUV420SP
-only (no YUV422SP/444SP/440 outputs, no PIXEL_FORMAT_UNKNOWN); VPC takes YUV400,
-YUV420SP and RGB888/BGR888 only; EXIF rotation is not applied.
+VPC works on views of the card's memory: each plane (luma, the interleaved UV plane, or
+the packed RGB rows) is scaled by OpenCV straight from the input's view into the output's
+(no copy of either picture, no full-frame colour conversion). Across RGB and YUV the
+colour conversion runs at the smaller size: a downscale converts at the output size (YUV
+to RGB with luma and chroma both scaled to it), an upscale at the input size.
+
+Partial: progressive JPEGs are refused as the hardware refuses them; arithmetic-coded
+ones are not looked for; JPEGD writes YUV420SP only (no YUV422SP/444SP/440 outputs, no
+PIXEL_FORMAT_UNKNOWN); VPC takes YUV400, YUV420SP and RGB888/BGR888 only; EXIF rotation
+is not applied.
 
 Threading model: ``prepare`` runs in the worker's loop thread; the job (``run``) on the DVPP
 engine thread touches only its task's resolved addresses (device memory and pinned records
@@ -49,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import av
 import cv2
 import numpy as np
 from PIL import Image
@@ -139,6 +147,32 @@ def _open(data: bytes, what: str) -> Image.Image:
     return image
 
 
+_PLANAR = {"yuvj420p": (2, 2), "yuvj422p": (2, 1), "yuvj440p": (1, 2), "yuvj444p": (1, 1),
+           "yuv420p": (2, 2), "yuv422p": (2, 1), "yuv440p": (1, 2), "yuv444p": (1, 1)}
+"""FFmpeg's planar pixel formats of a decoded JPEG: chroma subsampling (horizontal, vertical)."""
+
+
+def _decode_jpeg(blob: bytes) -> Any:
+    """FFmpeg's MJPEG decoder on one file (one thread: the engine's; any damage an error,
+    not concealed): the frame, its planes as the file codes them (no upsampling)."""
+    decoder = av.CodecContext.create("mjpeg", "r")
+    decoder.thread_count = 1
+    decoder.options = {"err_detect": "explode"}
+    try:
+        frames = decoder.decode(av.Packet(blob)) + decoder.decode(None)
+    except av.error.FFmpegError as err:
+        raise DvppFailure(f"decode failed: {err}") from None
+    if len(frames) != 1:
+        raise DvppFailure("decode failed: the data holds no picture")
+    return frames[0]
+
+
+def _plane(frame: Any, index: int) -> np.ndarray:
+    plane = frame.planes[index]
+    rows = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
+    return rows[:, :plane.width]
+
+
 def _jpegd(worker: Worker, client: Client, pics: list[Picture],
            params: list[int]) -> Callable[[], None]:
     (out,), (data, size) = pics, params
@@ -161,25 +195,37 @@ def _jpegd(worker: Worker, client: Client, pics: list[Picture],
     pictures.resolve(worker, client, out, need)
 
     def job() -> None:
-        image = _open(blob, "JPEG")
-        image.draft("YCbCr" if image.mode == "RGB" else "L", image.size)
-        try:
-            pixels = np.asarray(image)
-        except Exception as err:  # a truncated or corrupt scan
-            raise DvppFailure(f"decode failed: {err}") from None
+        frame = _decode_jpeg(blob)
+        name = frame.format.name
+        if name != "gray" and name not in _PLANAR:
+            raise DvppFailure(f"just support jpeg with YUV 444 440 422 420 400, not {name}")
         rec = out.record
         rec[_P.WIDTH], rec[_P.HEIGHT], rec[_P.WIDTH_STRIDE], rec[_P.HEIGHT_STRIDE] = w, h, sw, sh
         luma, chroma = pictures.yuv420_views(out.addr, sw, sh, w, h)
-        if pixels.ndim == 2:
-            luma[:] = pixels[:h, :w]
-            chroma[:] = 128
+        luma[...] = _plane(frame, 0)[:h, :w]
+        if name == "gray":
+            chroma[...] = 128
             return
-        luma[:] = pixels[:h, :w, 0]
-        # all three planes: OpenCV's 3-channel INTER_AREA is ~100x faster than its 2-channel
-        half = cv2.resize(pixels[:h, :w], (w // 2, h // 2), interpolation=cv2.INTER_AREA)
-        chroma[:] = half[:, :, 1:3] if out.fmt == m.NV12 else half[:, :, 2:0:-1]
+        _chroma_into(frame, _PLANAR[name], chroma, out.fmt == m.NV21)
 
     return job
+
+
+def _chroma_into(frame: Any, sampling: tuple[int, int], chroma: np.ndarray, v_first: bool
+                 ) -> None:
+    """The frame's chroma planes brought to ``chroma``'s size (a 2:1 average in each
+    direction the file samples finer than the output: OpenCV's ``INTER_AREA``) and
+    interleaved into it, U first unless ``v_first``."""
+    ch, cw = chroma.shape[:2]
+    fw, fh = sampling
+    planes = []
+    for index in (2, 1) if v_first else (1, 2):
+        plane = _plane(frame, index)
+        plane = plane[:ch * 2 // fh, :cw * 2 // fw]  # the rows and columns that count
+        if plane.shape != (ch, cw):
+            plane = cv2.resize(plane, (cw, ch), interpolation=cv2.INTER_AREA)
+        planes.append(plane)
+    cv2.merge(planes, dst=chroma)  # a view with the picture's row stride: written in place
 
 
 def _pngd(worker: Worker, client: Client, pics: list[Picture],
@@ -311,9 +357,12 @@ def _crop(planes: Planes, roi: tuple[int, int, int, int]) -> Planes:
     return Planes(planes.luma[top:bottom + 1, left:right + 1], chroma)
 
 
-def _resize(planes: Planes, w: int, h: int, interpolation: int) -> Planes:
-    flag = cv2.INTER_NEAREST if interpolation == m.Interpolation.NEAREST else cv2.INTER_LINEAR
+def _flag(interpolation: int) -> int:
+    return cv2.INTER_NEAREST if interpolation == m.Interpolation.NEAREST else cv2.INTER_LINEAR
 
+
+def _resize(planes: Planes, w: int, h: int, flag: int) -> Planes:
+    """New arrays of ``planes`` scaled to ``w`` x ``h`` (the chroma to half that)."""
     def one(a: np.ndarray | None, ww: int, hh: int) -> np.ndarray | None:
         if a is None or a.shape[:2] == (hh, ww):
             return a
@@ -324,20 +373,86 @@ def _resize(planes: Planes, w: int, h: int, interpolation: int) -> Planes:
     return Planes(one(planes.luma, w, h), one(planes.chroma, w // 2, h // 2))
 
 
-def _store(pic: Picture, planes: Planes, x: int = 0, y: int = 0) -> None:
-    """Write ``planes`` (already in ``pic``'s family) into ``pic`` at ``(x, y)``."""
-    target = _load(pic)
-    if target.rgb is not None:
-        assert planes.rgb is not None
-        h, w = planes.rgb.shape[:2]
-        target.rgb[y:y + h, x:x + w] = planes.rgb
+def _into(a: np.ndarray, out: np.ndarray, flag: int) -> None:
+    """``a`` scaled into the view ``out`` (OpenCV writes the view itself where it can)."""
+    if a.strides[-1] < 0 and out.strides[-1] < 0:  # both V first (BGR): resize the bytes
+        a, out = a[..., ::-1], out[..., ::-1]
+    if a.shape == out.shape:
+        out[...] = a
         return
-    assert target.luma is not None and planes.luma is not None
-    h, w = planes.luma.shape
-    target.luma[y:y + h, x:x + w] = planes.luma
-    if target.chroma is not None and planes.chroma is not None:
-        ch, cw = planes.chroma.shape[:2]
-        target.chroma[y // 2:y // 2 + ch, x // 2:x // 2 + cw] = planes.chroma
+    size = (out.shape[1], out.shape[0])
+    if out.strides[-1] == 1 and (out.ndim == 2 or out.strides[1] == out.shape[2]):
+        cv2.resize(a, size, dst=out, interpolation=flag)
+    else:  # a view OpenCV cannot write (channels reversed on one side only)
+        out[...] = cv2.resize(a, size, interpolation=flag)
+
+
+def _fill(src: Planes, target: Planes, flag: int) -> None:
+    """Scale ``src`` (already in ``target``'s family) into the views of ``target``."""
+    if target.rgb is not None:
+        assert src.rgb is not None
+        _into(src.rgb, target.rgb, flag)
+        return
+    assert src.luma is not None and target.luma is not None
+    _into(src.luma, target.luma, flag)
+    if target.chroma is None:
+        return
+    if src.chroma is None:  # YUV400 into YUV420SP: neutral chroma
+        target.chroma[...] = 128
+    else:
+        _into(src.chroma, target.chroma, flag)
+
+
+def _transform(src: Planes, target: Planes, fmt: int, flag: int) -> None:
+    """``src`` into ``target`` (views of an output picture of format ``fmt``): each plane
+    scaled straight into the output when the families agree. Across RGB and YUV the colour
+    conversion runs at the smaller of the two sizes: after a downscale (YUV to RGB: luma
+    and chroma both scaled to the output size, so no chroma detail is lost), before an
+    upscale."""
+    if (src.rgb is None) == (target.rgb is None):
+        _fill(src, target, flag)
+        return
+    h, w = _size(target)
+    sh, sw = _size(src)
+    if w * h >= sw * sh:
+        _fill(_as(src, fmt), target, flag)
+    elif src.rgb is not None:
+        _fill(_as(_resize(src, w, h, flag), fmt), target, flag)
+    else:
+        _fill(Planes(rgb=_yuv444_rgb(src, w, h, flag)), target, flag)
+
+
+def _size(planes: Planes) -> tuple[int, int]:
+    """Height and width of the picture ``planes`` hold."""
+    first = planes.rgb if planes.rgb is not None else planes.luma
+    assert first is not None
+    return first.shape[0], first.shape[1]
+
+
+def _yuv444_rgb(src: Planes, w: int, h: int, flag: int) -> np.ndarray:
+    """RGB of ``src`` (YUV) scaled to ``w`` x ``h``: luma and chroma scaled to that size,
+    converted by OpenCV's NV12 rule on a picture twice the size (each pixel a 2x2 block,
+    so every output pixel has its own chroma), one pixel of each block kept."""
+    assert src.luma is not None
+    luma = cv2.resize(src.luma, (w, h), interpolation=flag)
+    frame = np.empty((3 * h, 2 * w), np.uint8)
+    cv2.resize(luma, (2 * w, 2 * h), dst=frame[:2 * h], interpolation=cv2.INTER_NEAREST)
+    chroma = frame[2 * h:].reshape(h, w, 2)
+    if src.chroma is None:
+        chroma[...] = 128
+    else:
+        _into(src.chroma, chroma, flag)
+    return cv2.cvtColor(frame, cv2.COLOR_YUV2RGB_NV12)[::2, ::2]
+
+
+def _area(planes: Planes, x: int, y: int, w: int, h: int) -> Planes:
+    """Views of the ``w`` x ``h`` area at ``(x, y)`` (even for YUV420SP)."""
+    return _crop(planes, (x, x + w - 1, y, y + h - 1))
+
+
+def _store(pic: Picture, planes: Planes) -> None:
+    """Write ``planes`` (already in ``pic``'s family, of its size) into ``pic``."""
+    _fill(planes, _load(pic), cv2.INTER_NEAREST)
 
 
 def _check(pic: Picture, output: bool) -> None:
@@ -387,21 +502,21 @@ def _vpc(worker: Worker, client: Client, pics: list[Picture],
         pictures.resolve(worker, client, pic, m.picture_bytes(pic.fmt, pic.stride_w, pic.stride_h))
     plan = _plan(op, rest, inputs, outputs)
 
+    flag = _flag(interpolation)
+
     def job() -> None:
         for src, roi, dst, at in plan:
             planes = _load(src)
             if roi is not None:
                 planes = _crop(planes, roi)
-            if at is None:  # fill the output picture
-                planes = _resize(_as(planes, dst.fmt), dst.width, dst.height, interpolation)
-                _store(dst, planes)
-            elif op == m.VpcOp.BORDER:
+            if op == m.VpcOp.BORDER:
                 _store(dst, _border(_as(planes, dst.fmt), rest, dst))
-            else:  # paste into its area
+                continue
+            target = _load(dst)
+            if at is not None:  # paste into its area; the rest of the output stays
                 x, right, y, bottom = at
-                planes = _resize(_as(planes, dst.fmt), right - x + 1, bottom - y + 1,
-                                 interpolation)
-                _store(dst, planes, x, y)
+                target = _area(target, x, y, right - x + 1, bottom - y + 1)
+            _transform(planes, target, dst.fmt, flag)
 
     return job
 
