@@ -2,17 +2,17 @@
 
 The worker (``worker.py``) imports its parts at run time: the scheduler, the request table
 (``dispatch.py``), the fault table (``faults.py``) and what the engines run (``exec/``).
-The fault table and the kernels, op binaries, models, captured graphs and collectives of
-``exec/`` name the worker only through these protocols, so none of them imports
+The fault table and the kernels, op binaries, models, captured graphs, collectives and DVPP
+tasks of ``exec/`` name the worker only through these protocols, so none of them imports
 ``worker.py`` or ``scheduler.py`` back, not even for types, and each says exactly what it
 uses (a new part of ``exec/`` had best do the same):
 
 | protocol        | stands for            | used by                                     |
 |-----------------|-----------------------|---------------------------------------------|
-| ``Card``        | ``worker.Worker``     | faults; exec/ (kernels, opbin, model, collective) |
+| ``Card``        | ``worker.Worker``     | faults; exec/ (kernels, opbin, model, collective, dvpp) |
 | ``Peer``        | ``worker.Peer``       | faults, collectives: a peer card's control block |
 | ``Client``      | ``worker.Client``     | ``Card.resolve``; exec/ extends it per feature |
-| ``Job``         | ``scheduler.Task``    | the bodies engines run (kernels, models, collectives) |
+| ``Job``         | ``scheduler.Task``    | the bodies engines run (kernels, models, collectives, DVPP) |
 | ``FaultChecks`` | ``faults.Faults``     | exec/: the checks a task makes before it runs |
 | ``EngineTable`` | ``scheduler.Scheduler`` | collectives: one engine thread per communicator |
 

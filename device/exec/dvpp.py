@@ -54,23 +54,20 @@ import ctypes
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import av
 import cv2
 import numpy as np
 from PIL import Image
 
-from npuemu.device import engines
+from npuemu.device import contracts, engines
+from npuemu.device.contracts import Card, Job
 from npuemu.device.exec import pictures, vdec, venc
 from npuemu.device.exec.pictures import DvppFailure, Picture
 from npuemu.shared import errors
 from npuemu.shared import media as m
 from npuemu.shared.protocol import BadFrame, u64
-
-if TYPE_CHECKING:
-    from npuemu.device.scheduler import Task
-    from npuemu.device.worker import Client, Worker
 
 FAILED = errors.ACL_ERROR_RT_AICPU_EXCEPTION
 KINDS = ("jpegd", "pngd", "jpege", "vpc", "vdec", "venc")
@@ -103,7 +100,8 @@ def _params(value: object) -> None:
 TASK_ARGS = (_kind, _records, _params)
 
 
-def prepare(worker: Worker, client: Client, task: Task) -> tuple[str, Callable[[Task], int]]:
+def prepare(worker: Card, client: contracts.Client,
+            task: Job) -> tuple[str, Callable[[Job], int]]:
     """Loop thread: read and check the task's records, resolve its addresses; the engine
     and the run function. Raises AclError (the task fails with its code)."""
     kind, records, params = task.args
@@ -119,7 +117,7 @@ def prepare(worker: Worker, client: Client, task: Task) -> tuple[str, Callable[[
         worker.log("ERROR", f"{kind}: {err}", module="DVPP")
         raise errors.error_for(FAILED, str(err)) from None
 
-    def run(task: Task) -> int:
+    def run(task: Job) -> int:
         try:
             job()
         except Exception as err:  # DvppFailure, or a codec library refusing the pixels
@@ -173,7 +171,7 @@ def _plane(frame: Any, index: int) -> np.ndarray:
     return rows[:, :plane.width]
 
 
-def _jpegd(worker: Worker, client: Client, pics: list[Picture],
+def _jpegd(worker: Card, client: contracts.Client, pics: list[Picture],
            params: list[int]) -> Callable[[], None]:
     (out,), (data, size) = pics, params
     src = worker.resolve(client, data, size)
@@ -228,7 +226,7 @@ def _chroma_into(frame: Any, sampling: tuple[int, int], chroma: np.ndarray, v_fi
     cv2.merge(planes, dst=chroma)  # a view with the picture's row stride: written in place
 
 
-def _pngd(worker: Worker, client: Client, pics: list[Picture],
+def _pngd(worker: Card, client: contracts.Client, pics: list[Picture],
           params: list[int]) -> Callable[[], None]:
     (out,), (data, size) = pics, params
     src = worker.resolve(client, data, size)
@@ -259,7 +257,7 @@ def _pngd(worker: Worker, client: Client, pics: list[Picture],
     return job
 
 
-def _jpege(worker: Worker, client: Client, pics: list[Picture],
+def _jpege(worker: Card, client: contracts.Client, pics: list[Picture],
            params: list[int]) -> Callable[[], None]:
     (pic,), (data, capacity, level, size_word) = pics, params
     if pic.fmt not in m.YUV420SP:
@@ -482,7 +480,7 @@ def _scale_ok(src_w: int, src_h: int, dst_w: int, dst_h: int) -> None:
                               "by 1/32 to 16")
 
 
-def _vpc(worker: Worker, client: Client, pics: list[Picture],
+def _vpc(worker: Card, client: contracts.Client, pics: list[Picture],
          params: list[int]) -> Callable[[], None]:
     """Parameters: op, interpolation, number of inputs, then by op: CROP: an ROI;
     CROP_PASTE: crop ROI, paste ROI; BORDER: type, top, bottom, left, right, 3 values;

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from npuemu.device import contracts
+from npuemu.device.contracts import Card
 from npuemu.shared import media as m
-
-if TYPE_CHECKING:
-    from npuemu.device.worker import Client, Worker
 
 _P = m.PIC_DESC
 _RECORD = ctypes.c_uint64 * _P.words
@@ -45,13 +44,13 @@ class Picture:
         self.record[_P.RET_CODE] = m.JPEGD_DEC_RET_FAILED
 
 
-def read(worker: Worker, client: Client, ptr: int) -> Picture:
+def read(worker: Card, client: contracts.Client, ptr: int) -> Picture:
     record = _RECORD.from_address(worker.resolve(client, ptr, _P.size))
     return Picture(record, record[_P.FORMAT], record[_P.WIDTH], record[_P.HEIGHT],
                    record[_P.WIDTH_STRIDE], record[_P.HEIGHT_STRIDE], record[_P.SIZE])
 
 
-def resolve(worker: Worker, client: Client, pic: Picture, count: int) -> None:
+def resolve(worker: Card, client: contracts.Client, pic: Picture, count: int) -> None:
     pic.addr = worker.resolve(client, pic.record[_P.DATA], count)
 
 

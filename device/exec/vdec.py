@@ -30,16 +30,15 @@ from __future__ import annotations
 import collections
 import ctypes
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import av
 
+from npuemu.device import contracts
+from npuemu.device.contracts import Card
 from npuemu.device.exec import pictures
 from npuemu.device.exec.pictures import DvppFailure, Picture
 from npuemu.shared import media as m
-
-if TYPE_CHECKING:
-    from npuemu.device.worker import Client, Worker
 
 _S = m.VDEC_STATUS
 _P = m.PIC_DESC
@@ -57,7 +56,7 @@ class _Channel:
 _channels: dict[tuple[int, int], _Channel] = {}
 
 
-def prepare(worker: Worker, client: Client, pics: list[Picture],
+def prepare(worker: Card, client: contracts.Client, pics: list[Picture],
             params: list[int]) -> Callable[[], None]:
     """Loop thread: check and resolve one ``vdec`` task; returns its job."""
     if len(params) != 7 or not 1 <= len(pics) <= 2:

@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import av
 import numpy as np
 
+from npuemu.device import contracts
+from npuemu.device.contracts import Card
 from npuemu.device.exec import pictures
 from npuemu.device.exec.pictures import DvppFailure, Picture
 from npuemu.shared import media as m
-
-if TYPE_CHECKING:
-    from npuemu.device.worker import Client, Worker
 
 _WORDS = ctypes.c_uint64 * (m.VENC_STATUS_BYTES // 8)
 
@@ -57,7 +56,7 @@ class _Channel:
 _channels: dict[tuple[int, int], _Channel] = {}
 
 
-def prepare(worker: Worker, client: Client, pics: list[Picture],
+def prepare(worker: Card, client: contracts.Client, pics: list[Picture],
             params: list[int]) -> Callable[[], None]:
     """Loop thread: check and resolve one ``venc`` task; returns its job."""
     if len(params) != 13 or len(pics) > 1:
