@@ -13,9 +13,12 @@ Where the bytes move (each byte moves once):
 | H2H  | this process                                 | ``ctypes.memmove``               |
 
 A synchronous copy of at most ``SMALL_COPY_BYTES`` with plain int arguments takes one short
-path (``_small_copy``): the same checks, made once each, and no request to the card; a
-small D2D copy goes that way only while the card has never had a fault injected (an
-injected DMA fault or isolated page is the card's to report: such copies take the request).
+path (``_small_copy``): the same checks, made once each, one ``memmove`` and no request to
+the card; a small D2D copy goes that way only while the card has never had a fault injected
+(an injected DMA fault or isolated page is the card's to report: such copies take the
+request). ``aclrtMemcpy`` does not synchronise with any stream, so the short path does not
+wait for queued tasks either. It polls the worker's liveness at most every
+``LIVENESS_POLL_NS`` per card (the poll is a system call, more than the copy of a few KiB).
 
 Device pointers are checked against this process's live allocations before any byte moves:
 unknown, freed, foreign (another process's) and out-of-range pointers give
@@ -24,14 +27,17 @@ Host pointers are checked against this process's mappings (``hostmem.HostMaps``)
 
 Threading model: any thread may call in. ``Runtime.lock`` guards ``allocations`` and
 ``starts`` together (malloc, free, reset); ``find`` reads them without it and tolerates a
-concurrent change (a block freed meanwhile is simply not found: 107000). The pinned and
-staging pools, host maps and links have their own locks (``host/driver/``).
+concurrent change (a block freed meanwhile is simply not found: 107000). ``_polled`` (the
+short path's last liveness poll per card) is read and written without a lock: a lost update
+only costs one more poll. The pinned and staging pools, host maps and links have their own
+locks (``host/driver/``).
 """
 
 from __future__ import annotations
 
 import bisect
 import ctypes
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -40,8 +46,8 @@ from npuemu.host.core import capture, freebatch, p2p, plog, runtime
 from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Allocation, index
 from npuemu.host.driver.interface import Link
-from npuemu.shared import address, errors, logring, shm
-from npuemu.shared.enums import MemcpyKind, MemLocationType
+from npuemu.shared import address, config, errors, logring, shm
+from npuemu.shared.enums import MemAttr, MemcpyKind, MemLocationType
 from npuemu.shared.protocol import Op
 
 _HOST_LIMIT = 1 << 47
@@ -252,10 +258,15 @@ def _mapped(alloc: Allocation, ptr: int, count: int) -> int:
     if link.poisoned(ptr, count):
         raise errors.error_for(errors.ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR,
                                f"0x{ptr:x}+{count} touches an isolated HBM page")
-    _dev, arena, offset = address.decode(ptr)
+    rel = ptr - _DEVICE_BASE  # address.decode without the call: the arena bit, the offset
+    arena, offset = (rel >> _ARENA_SHIFT) & 1, rel & _OFFSET_MASK
     if offset + count > link.arena_near[arena]:  # a block of far pages (shared/pages.py)
         link.far[arena].ensure_range(offset, count)
     return link.arena_addr[arena] + offset
+
+
+_ARENA_SHIFT = address.ARENA_STRIDE.bit_length() - 1
+_OFFSET_MASK = address.ARENA_STRIDE - 1
 
 
 def host_view(ptr: int, count: int) -> memoryview:
@@ -310,8 +321,8 @@ def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
     our choice). ``count > dst_max`` gives 107000, as the rt layer's parameter
     check does (``RT_ERROR_INVALID_VALUE``)."""
     if (type(count) is int and 0 < count <= SMALL_COPY_BYTES and type(dst_max) is int
-            and count <= dst_max and type(dst) is int and dst > 0 and type(src) is int
-            and src > 0 and type(kind) is int and _small_copy(dst, src, count, kind)):
+            and count <= dst_max and type(dst) is int and type(src) is int
+            and type(kind) is int and _small_copy(dst, src, count, kind)):
         return
     _kind(kind)
     dst, src, count, direction = _copy_args(dst, dst_max, src, count, _K.ACL_MEMCPY_DEFAULT,
@@ -345,41 +356,82 @@ def _copy_args(dst: object, dst_max: object, src: object, count: object, kind: i
 def _small_copy(dst: int, src: int, count: int, kind: int) -> bool:
     """The short path of ``memcpy`` (its arguments already checked as plain ints, ``count``
     in ``(0, SMALL_COPY_BYTES]``): True once copied; False (nothing done) for what takes the
-    general path: a kind that is not a plain H2D, D2H or D2D one, or a D2D copy that is
-    not within the current card or whose card had a fault injected."""
-    src_dev = _DEVICE_BASE <= src < _DEVICE_END
-    dst_dev = _DEVICE_BASE <= dst < _DEVICE_END
-    if ((src_dev, dst_dev) != _SHORT_KINDS.get(kind) or _VIRT_BASE <= src < _VIRT_END
-            or _VIRT_BASE <= dst < _VIRT_END):
+    general path: a kind that is not a plain H2D, D2H or D2D one, a pointer that is not of
+    its side (null, virtual, a host pointer in the device window), no usable context, or a
+    D2D copy that is not within the current card or whose card had a fault injected (the
+    card's DMA engine reports those). The general path's checks in its order, each made
+    once: the bounds and ownership of each side, then one ``memmove`` between this process's
+    mappings, then a liveness check (``_check_alive_soon``)."""
+    if kind == _H2D:
+        if not (_DEVICE_BASE <= dst < _DEVICE_END) or not (0 < src < _DEVICE_BASE
+                                                          or src >= _VIRT_END):
+            return False
+    elif kind == _D2H:
+        if not (_DEVICE_BASE <= src < _DEVICE_END) or not (0 < dst < _DEVICE_BASE
+                                                          or dst >= _VIRT_END):
+            return False
+    elif kind != _D2D or not (_DEVICE_BASE <= src < _DEVICE_END
+                              and _DEVICE_BASE <= dst < _DEVICE_END):
         return False
     rt = runtime.get()
-    context = rt.current()
+    context: runtime.Context | None = getattr(rt.local, "ctx", None)
+    if context is None or context.destroyed or rt.forked:
+        return False  # the general path raises 107002 or 207000
     capture.check_mode("aclrtMemcpy")  # 107030 while a capture's mode forbids it
-    if not dst_dev:
-        rt.host_maps.check(dst, count, write=True)
-        alloc, src_addr = _device_address(src, count)
-        ctypes.memmove(dst, src_addr, count)
-    elif not src_dev:
+    if kind == _H2D:
         rt.host_maps.check(src, count, write=False)
-        alloc, dst_addr = _device_address(dst, count)
-        ctypes.memmove(dst_addr, src, count)
+        alloc = find(dst, count)
+        _memmove(_mapped(alloc, dst, count), src, count)
+    elif kind == _D2H:
+        rt.host_maps.check(dst, count, write=True)
+        alloc = find(src, count)
+        _memmove(dst, _mapped(alloc, src, count), count)
     else:
         link = rt.devices[context.device].link
-        dst_alloc, src_alloc = find(dst, count), find(src, count)
-        if dst_alloc.link is not link or src_alloc.link is not link or link.faults_injected():
+        alloc, src_alloc = find(dst, count), find(src, count)
+        if alloc.link is not link or src_alloc.link is not link or link.faults_injected():
             return False
-        alloc, dst_addr = dst_alloc, _mapped(dst_alloc, dst, count)
-        ctypes.memmove(dst_addr, _mapped(src_alloc, src, count), count)
-    alloc.link.check_alive()  # a device that died during the copy fails the copy
+        dst_addr = _mapped(alloc, dst, count)
+        _memmove(dst_addr, _mapped(src_alloc, src, count), count)
+    _check_alive_soon(alloc.link)  # a device that died during the copy fails the copy
     return True
 
 
-_SHORT_KINDS = {int(_K.ACL_MEMCPY_HOST_TO_DEVICE): (False, True),
-                int(_K.ACL_MEMCPY_DEVICE_TO_HOST): (True, False),
-                int(_K.ACL_MEMCPY_DEVICE_TO_DEVICE): (True, True)}
-"""Kinds of the short path -> (source on a device, destination on a device)."""
+LIVENESS_POLL_NS = 200_000
+"""The short path asks the link whether its worker lives (``Link.check_alive``: a system
+call to poll the worker's process, ~1 us in a VM) at most once per this many ns per card;
+between two polls it reads the link's verdict (``lost_detail``) only. A card whose worker
+died less than this long ago, unnoticed by any call yet, may still take one small copy into
+its memory (the bytes land in this process's mapping of the arena, which outlives the
+worker): the next call that polls fails."""
+_polled: dict[Link, int] = {}
+"""Link -> ``monotonic_ns`` of the short path's last poll of it (any thread reads and
+writes it; a lost update only means one more poll)."""
+
+
+def _check_alive_soon(link: Link) -> None:
+    """``link.check_alive()`` (raises the card's code if it is lost) when the card is known
+    lost or the short path last polled it ``LIVENESS_POLL_NS`` ago; otherwise nothing.
+    Does not block."""
+    now = _monotonic_ns()
+    if link.lost_detail or now - _polled.get(link, 0) >= LIVENESS_POLL_NS:
+        link.check_alive()
+        _polled[link] = now
+
+
+def _forget_link(link: Link) -> None:
+    _polled.pop(link, None)
+
+
+runtime.on_close_device(_forget_link)
+
+_memmove = ctypes.memmove
+_monotonic_ns = time.monotonic_ns
+_H2D = int(_K.ACL_MEMCPY_HOST_TO_DEVICE)
+_D2H = int(_K.ACL_MEMCPY_DEVICE_TO_HOST)
+_D2D = int(_K.ACL_MEMCPY_DEVICE_TO_DEVICE)
 _DEVICE_BASE, _DEVICE_END = address.DEVICE_VA_BASE, address.DEVICE_VA_END
-_VIRT_BASE, _VIRT_END = address.VIRT_BASE, address.VIRT_END
+_VIRT_END = address.VIRT_END
 
 
 def _h2h(dst: int, src: int, count: int) -> None:
@@ -449,11 +501,27 @@ def memset(ptr: int, max_count: int, value: int, count: int) -> None:
 
 
 # queries --------------------------------------------------------------------------------------
+_DDR_AS_MAIN = {MemAttr.ACL_DDR_MEM: MemAttr.ACL_HBM_MEM,
+                MemAttr.ACL_DDR_MEM_HUGE: MemAttr.ACL_HBM_MEM_HUGE,
+                MemAttr.ACL_DDR_MEM_NORMAL: MemAttr.ACL_HBM_MEM_NORMAL,
+                MemAttr.ACL_DDR_MEM_P2P_HUGE: MemAttr.ACL_HBM_MEM_P2P_HUGE,
+                MemAttr.ACL_DDR_MEM_P2P_NORMAL: MemAttr.ACL_HBM_MEM_P2P_NORMAL}
+"""On a SoC whose main memory is DDR (Ascend310P3, Ascend310B1), CANN's runtime answers the
+HBM attributes with the DDR figures: the card has one memory, so both kinds report it. npuemu
+keeps that memory in its HBM arena, so there the DDR attributes are answered from it too."""
+
+
 def get_mem_info(attr: int) -> tuple[int, int]:
     """Mirrors ``aclrtGetMemInfo`` on the current device: ``(free, total)`` bytes. A round
-    trip, so frees queued earlier are already counted."""
+    trip, so frees queued earlier are already counted. On the DDR SoCs the HBM and DDR
+    attributes give the same figures, the main memory's (``_DDR_AS_MAIN``)."""
     attr = index(attr, errors.ACL_ERROR_INVALID_PARAM, "attr")
-    link = runtime.get().current_link()
+    rt = runtime.get()
+    link = rt.current_link()
+    if attr in _DDR_AS_MAIN:
+        profile = config.soc_profile(rt.node.soc if rt.node is not None else rt.config.soc.name)
+        if profile is not None and profile.main_memory == "DDR":
+            attr = _DDR_AS_MAIN[MemAttr(attr)]
     flush_frees(link)
     free_bytes, total = link.call(Op.MEM_INFO, attr)
     return free_bytes, total

@@ -449,8 +449,14 @@ def fill(fn: Callable[..., None], ptr: int, max_count: int, value: int, count: i
 
 
 # the acl face's copies and fills: virtual addresses go through the pieces above --------------
-def _virtual(*ptrs: object) -> bool:
-    return any(type(p) is int and address.VIRT_BASE <= p < address.VIRT_END for p in ptrs)
+def _virtual(ptr: object, other: object = None) -> bool:
+    """True if ``ptr`` or ``other`` is a virtual address (two plain tests, no generator:
+    this runs on every copy and fill)."""
+    return ((type(ptr) is int and _VIRT_BASE <= ptr < _VIRT_END)
+            or (type(other) is int and _VIRT_BASE <= other < _VIRT_END))
+
+
+_VIRT_BASE, _VIRT_END = address.VIRT_BASE, address.VIRT_END
 
 
 def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:

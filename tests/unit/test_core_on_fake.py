@@ -132,6 +132,38 @@ def test_bad_memcpy_arguments_and_a_round_trip(fake_runtime):
     assert out == host
 
 
+
+def test_small_copies_poll_liveness_once_a_window_and_see_a_lost_card(fake_runtime, monkeypatch):
+    """The short path of ``memcpy`` polls the card (``Link.check_alive``) at most once per
+    ``LIVENESS_POLL_NS``, but a card known lost fails every copy at once, all three kinds."""
+    ok(acl.rt.set_device(0))
+    n = 4096
+    a, b = malloc(n), malloc(n)
+    host = bytearray(b"x" * n)
+    hp = acl.util.bytes_to_ptr(host)
+    link = fake_runtime.devices[0].link
+    polls = []
+    real_check = link.check_alive
+    monkeypatch.setattr(link, "check_alive", lambda: polls.append(1) or real_check())
+    clock = [10**12]
+    monkeypatch.setattr(memory, "_monotonic_ns", lambda: clock[0])
+    for _ in range(20):  # the clock stands still: one poll for all of them
+        ok(acl.rt.memcpy(a, n, hp, n, 1))
+        ok(acl.rt.memcpy(b, n, a, n, 3))
+        ok(acl.rt.memcpy(hp, n, b, n, 2))
+    assert len(polls) == 1
+    clock[0] += memory.LIVENESS_POLL_NS - 1
+    ok(acl.rt.memcpy(a, n, hp, n, 1))
+    assert len(polls) == 1
+    clock[0] += 1
+    ok(acl.rt.memcpy(a, n, hp, n, 1))
+    assert len(polls) == 2
+    assert acl.rt.memcpy(hp, n + 1, a, n + 1, 2) == RT_PARAM_INVALID  # past the block
+    link.lose()  # no time passes: the link's verdict is read on every copy
+    for args in ((a, n, hp, n, 1), (hp, n, a, n, 2), (b, n, a, n, 3)):
+        assert acl.rt.memcpy(*args) == LOST_HEARTBEAT, args
+
+
 # ------------------------------------------------------------------ handle tables
 def test_handles_of_the_wrong_kind_or_destroyed_are_107000(fake_runtime):
     ok(acl.rt.set_device(0))
