@@ -232,15 +232,48 @@ def dvpp_vpc_crop_resize_paste_async(channel: object, in_h: object, out_h: objec
     _ops.vpc_crop_and_paste_async(channel, in_h, out_h, crop, paste, stream, resize)
 
 
-dvpp_vpc_batch_crop_async = ret_only(_ops.vpc_batch_crop_async)
+_batch_crop = ret_only(_named("dvpp_vpc_batch_crop_async", _ops.vpc_batch_crop_async))
 
 
-@ret_only
-def dvpp_vpc_batch_crop_resize_async(channel: object, src: object, roi_nums: object,
-                                     size: object, dst: object, areas: object, resize: object,
-                                     stream: object) -> None:
-    """Mirrors ``acldvppVpcBatchCropResizeAsync``."""
+def dvpp_vpc_batch_crop_async(channel: object, src: object, roi_nums: object, *rest: object
+                              ) -> int | tuple[int, int]:
+    """Mirrors ``acldvppVpcBatchCropAsync``, in pyACL's two forms:
+    ``dst, ret = dvpp_vpc_batch_crop_async(channel, src, roi_nums_list, dst, crop_area_list,
+    stream)`` (the count is the list's length; ``dst`` is 0 on failure) and the C call's
+    ``ret = dvpp_vpc_batch_crop_async(channel, src, roi_nums, size, dst, areas, stream)``.
+    Any other number of arguments is a ``TypeError``. Does not block."""
+    if len(rest) == 3:
+        size = len(roi_nums) if isinstance(roi_nums, list | tuple) else -1
+        dst, areas, stream = rest
+        ret = _batch_crop(channel, src, roi_nums, size, dst, areas, stream)
+        return (dst if ret == 0 and isinstance(dst, int) else 0), ret
+    if len(rest) == 4:
+        return _batch_crop(channel, src, roi_nums, *rest)
+    raise TypeError("dvpp_vpc_batch_crop_async takes 6 arguments (pyACL's: channel, src, "
+                    "roi_nums_list, dst, crop_area_list, stream) or 7 (the C call's, with size "
+                    f"after roi_nums), not {3 + len(rest)}")
+
+
+def _crop_resize(channel: object, src: object, roi_nums: object, size: object, dst: object,
+                 areas: object, resize: object, stream: object) -> None:
     _ops.vpc_batch_crop_async(channel, src, roi_nums, size, dst, areas, stream, resize)
+
+
+_batch_crop_resize = ret_only(_named("dvpp_vpc_batch_crop_resize_async", _crop_resize))
+
+
+def dvpp_vpc_batch_crop_resize_async(channel: object, src: object, roi_nums: object,
+                                     *rest: object) -> int:
+    """Mirrors ``acldvppVpcBatchCropResizeAsync``: pyACL's ``(channel, src, roi_nums_list,
+    dst, crop_area_list, resize_config, stream)`` (the count is the list's length) or the C
+    call's order with ``size`` after ``roi_nums``. Returns ``ret``. Does not block."""
+    if len(rest) == 4:
+        size = len(roi_nums) if isinstance(roi_nums, list | tuple) else -1
+        return _batch_crop_resize(channel, src, roi_nums, size, *rest)
+    if len(rest) == 5:
+        return _batch_crop_resize(channel, src, roi_nums, *rest)
+    raise TypeError("dvpp_vpc_batch_crop_resize_async takes 7 arguments (pyACL's) or 8 (with "
+                    f"size after roi_nums), not {3 + len(rest)}")
 
 
 dvpp_vpc_convert_color_async = ret_only(_ops.vpc_convert_color_async)

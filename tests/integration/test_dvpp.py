@@ -78,6 +78,9 @@ def test_vpc_against_opencv_and_numpy(run_prog):
     assert r["crop"] == 0 and r["crop_exact"]
     assert r["paste"] == 0 and r["paste_exact"] and r["paste_unaligned"] == 100000
     assert r["batch"] == 0 and r["batch_exact"] == [True, True]
+    assert r["batch6"] == [True, 0, True, True]                 # pyACL's 6-argument form
+    assert r["batch6_bad"] == [0, 100000] and r["batch_arity"] == "TypeError"
+    assert r["batch_resize7"] == 0 and r["batch_resize7_exact"]
     assert r["convert"] == 0 and r["convert_exact"] and r["convert_vs_source"] < 4
     assert r["border"] == 0 and r["border_exact"]
 

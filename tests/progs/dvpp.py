@@ -313,6 +313,26 @@ def vpc():
     R["batch_exact"] = [bool((b0 == y[:64, :64]).all()),
                         bool((b1 == cv2.resize(y[:128, 64:192], (64, 64),
                                                interpolation=cv2.INTER_LINEAR)).all())]
+    # pyACL's forms: (channel, src, roi_nums_list, dst, areas, stream) -> (dst, ret), and
+    # batch crop-resize without the count; outputs zeroed first, the same pictures again
+    for p in ptrs:
+        ok(acl.rt.memset(p, yuv420sp_size(64, 64), 0, yuv420sp_size(64, 64)))
+    got_dst, ret6 = M.dvpp_vpc_batch_crop_async(CH, src_b, [2], dst_b, areas, S)
+    R["batch6"] = [got_dst == dst_b, run(ret6, "batch6"),
+                   bool((planes(ptrs[0], 64, 64, 64, 64)[0] == b0).all()),
+                   bool((planes(ptrs[1], 64, 64, 64, 64)[0] == b1).all())]
+    R["batch6_bad"] = list(M.dvpp_vpc_batch_crop_async(CH, src_b, 2, dst_b, areas, S))
+    try:
+        M.dvpp_vpc_batch_crop_async(CH, src_b, [2], dst_b, S)
+        R["batch_arity"] = "accepted"
+    except TypeError:
+        R["batch_arity"] = "TypeError"
+    nearest = M.dvpp_create_resize_config()
+    ok(M.dvpp_set_resize_config_interpolation(nearest, 2))
+    R["batch_resize7"] = run(M.dvpp_vpc_batch_crop_resize_async(CH, src_b, [2], dst_b, areas,
+                                                                nearest, S), "batch_resize7")
+    R["batch_resize7_exact"] = bool((planes(ptrs[1], 64, 64, 64, 64)[0] == cv2.resize(
+        y[:128, 64:192], (64, 64), interpolation=cv2.INTER_NEAREST)).all())
     # convert color NV12 -> RGB888 (OpenCV BT.601) and the picture it came from
     small, sy, suv, srgb = nv12_source(320, 240, seed=5)
     rsz = align_up(320 * 3, 16) * 240
