@@ -158,9 +158,10 @@ class SocProfile:
 
     ``hbm_bytes`` is ``memory_size``: the card's main memory, the arena ``aclrtMalloc`` takes
     from. On the inference SoCs (Ascend310P3, Ascend310B1) that memory is DDR, not HBM
-    (``main_memory`` says which): npuemu still keeps it in its HBM arena, so
-    ``aclrtGetMemInfo(ACL_HBM_MEM)`` reports it there (the real runtime's split of those
-    SoCs' memory attributes is not emulated); ``npuemu smi`` shows it as Memory-Usage.
+    (``main_memory`` says which): npuemu still keeps it in its HBM arena, and
+    ``aclrtGetMemInfo`` answers both the HBM and the DDR attributes with it there, as CANN's
+    runtime maps those SoCs' HBM queries to DDR (``host/core/memory.py``); ``npuemu smi``
+    shows it as Memory-Usage.
     ``l2_bytes`` is ``l2_size``; ``core_types`` is ``core_type_list``. ``ddr_bytes`` (device
     DDR next to the main memory) has no ``.ini`` key: it is npuemu's choice, 8 GiB for every
     profile. ``hccs_group``: cards per HCCS mesh of the default topology, 0 for SoCs whose

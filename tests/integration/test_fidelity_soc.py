@@ -60,7 +60,16 @@ def test_profile_through_node_smi_op_and_model(npuemu_cli, node_name, run_prog, 
     assert r["cores"] == {"aicore": aicore, "aivector": aivector}
     assert r["compiled"] == {"k_Add": aivector, "k_MatMul": aicore} == r["ran"]
 
-    info = run_program(run_prog, "fidelity.py", "device_info", env=env, timeout=120)["info"]
+    r = run_program(run_prog, "fidelity.py", "device_info", env=env, timeout=120)
+    info, mem = r["info"], {int(k): v for k, v in r["mem"].items()}
+    assert all(ret == 0 for _f, _t, ret in mem.values()), mem
+    hbm = [mem[a][:2] for a in (1, 4, 5, 9)]  # ACL_HBM_MEM, HBM_MEM_HUGE, _NORMAL, _P2P_NORMAL
+    ddr = [mem[a][:2] for a in (0, 2, 3, 6)]  # ACL_DDR_MEM, DDR_MEM_HUGE, _NORMAL, _P2P_HUGE
+    assert hbm[0][1] == 1 << 30 and all(t == 1 << 30 for _f, t in hbm)
+    if soc_profile(soc).main_memory == "DDR":  # one memory: the runtime answers HBM with DDR
+        assert ddr == [hbm[0], hbm[1], hbm[2], hbm[1]], mem
+    else:
+        assert all(t == 256 << 20 for _f, t in ddr), mem
     profile = soc_profile(soc)
     assert info == {"aicpu": [profile.aicpu_num, 0], "aicore": [aicore, 0],
                     "cube": [profile.cube_core_num, 0], "vector": [aivector, 0],
