@@ -14,14 +14,17 @@ and that task is
 
 absorbs that task: the Conv / MatMul gets the folded filter and a bias input and writes the
 absorbed task's output. Chains fold one after another (Conv -> BatchNorm -> Mul -> Add is one
-Conv). The arithmetic is done in float64 and stored in the filter's dtype, so the folded model
-equals the unfused one within the dtype's rounding. The Conv's ``MatMul``-from-``Gemm`` twin is
-the same: ``Gemm`` lowers to ``MatMul`` (+ ``Mul`` alpha, + ``Add`` C), which folds to one
-``MatMul`` with a bias.
+Conv). A ``Relu`` that is the sole reader of such a Conv2D's output (after its chain, if any)
+is fused into it (``fused_relu``: the kernel applies ``max(., 0)`` to its output in place, so
+the Relu's task and its pass over memory are gone); nothing folds after it. The arithmetic
+is done in float64 and stored in the filter's dtype, so the folded model equals the unfused
+one within the dtype's rounding. The Conv's ``MatMul``-from-``Gemm`` twin is the same:
+``Gemm`` lowers to ``MatMul`` (+ ``Mul`` alpha, + ``Add`` C), which folds to one ``MatMul``
+with a bias.
 
-Not done here: Relu is not fused into the Conv (the op library's Conv2D has no activation
-attribute); a BatchNorm that follows anything but a Conv stays its own op; a Conv / MatMul
-whose output has several readers keeps them.
+Not done here: a Relu after a MatMul or after an Add (residuals) stays its own task; a
+BatchNorm that follows anything but a Conv stays its own op; a Conv / MatMul whose output has
+several readers keeps them.
 
 The passes are on by default; ``NPUEMU_ATC_FOLD=off`` (or ``0``/``no``/``false``) in the
 environment, or ``fold=False`` given to ``atc.convert``, keeps every op as lowered (the
@@ -61,6 +64,12 @@ def apply(graph: Graph) -> int:
         folded = False
         while (nxt := _sole_reader(graph, readers, node)) is not None and _absorb(graph, node,
                                                                                    nxt):
+            absorbed.add(id(nxt))
+            folded = True
+        if node.op == "Conv2D" and (nxt := _sole_reader(graph, readers, node)) is not None \
+                and nxt.op == "Relu" and nxt.inputs == [node.outputs[0]]:
+            node.attrs["fused_relu"] = True
+            node.outputs = list(nxt.outputs)
             absorbed.add(id(nxt))
             folded = True
         if folded:

@@ -11,16 +11,19 @@ once on store (a float32 or bfloat16 bias is added before that rounding). The dt
 CANN's: MatMul float16/float32/int32/bfloat16, MatMulV2 those and int8, BatchMatMul
 float16/float32/int32/bfloat16, Conv2D float16/float32/bfloat16/int8 (100026 otherwise).
 
-Conv2D is an im2col + matmul per tile (the cube's own formulation): the tile's windows are
-gathered (one strided copy per kernel offset) into one ``(groups, Cin*kh*kw, N*Ho*Wo)``
-matrix and the filter ``(groups, Cout/groups, Cin*kh*kw)`` multiplies it as one batched
-``np.matmul`` (BLAS), so the result comes out channel-major (NCHW without a copy at batch
-1). A 1x1 window without padding needs no gathering (x is the matrix). Conv2D declares a
-workspace (``OpDef.workspace``): the padded input and the im2col matrix of a whole batch;
-inside a model they live in a planned block of the model's workspace. Still numpy
-temporaries: the matmul result when N > 1 or NHWC (at batch 1 NCHW it is written straight
-into y), the batch-major reordering of the matrix when N > 1, and the scratch of a single-op
-launch (which passes no workspace).
+Conv2D is one GEMM per image (``shared/conv.py``, which its kernels import): the filter as a
+``(groups, Cout/groups, Cin/groups*kh*kw)`` matrix times the image's im2col matrix, so the
+product is the NCHW output as laid out and the matmul writes it straight into y (NCHW,
+not bfloat16: no copy after); the bias and, with ``fused_relu`` (set by ATC when a Relu
+is the Conv's only reader, ``host/models/fold.py``; our attribute, CANN fuses in its own
+graph passes), ``max(., 0)`` are applied in place on that output. The im2col matrix is built
+without a padded copy (one strided copy per kernel offset, the padding's strips zeroed); a
+1x1 window with stride 1 and no padding has none (x is the matrix). Conv2D declares a
+workspace (``OpDef.workspace``): one image's im2col matrix; inside a model it is a planned
+block of the model's workspace, reused by every image and every execute. Still numpy
+temporaries: the result of an NHWC or bfloat16 Conv2D (copied or rounded into y), the
+widened inputs of int8 and bfloat16, and the scratch of a single-op launch (which passes no
+workspace).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 
 from npuemu.host.ops import types as T
 from npuemu.host.ops.registry import BF16, FLOATS, Body, OpDef, Spec, bad, broadcast, register
+from npuemu.shared import conv
 
 MM_DTYPES = frozenset({"float16", "float32", "int32", BF16})
 """MatMul's and BatchMatMul's input dtypes; MatMulV2 and Conv2D add int8 (int32 out)."""
@@ -140,50 +144,8 @@ def _bmm_linear(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> lis
 register(OpDef("BatchMatMul", "aicore", ("x1", "x2"), ("y",), MM_DTYPES, _bmm_infer, _bmm_source,
                attrs={"adj_x1": False, "adj_x2": False}, linear=_bmm_linear))
 
-_CONV = '''
-def _scratch(ws, used, shape, dtype):
-    """A ``shape`` array in the workspace ``ws`` after ``used`` bytes (64-byte aligned), or
-    a fresh one when there is no workspace or it is too small; returns it and the new use."""
-    dt = np.dtype(dtype)
-    size = math.prod(shape) * dt.itemsize
-    start = -(-used // 64) * 64
-    if ws is not None and start + size <= ws.size:
-        return ws[start:start + size].view(dt).reshape(shape), start + size
-    return np.empty(shape, dt), used
-
-
-def _conv(x, w, sh, sw, dh, dw, pads, groups, ws=None, out=None):
-    """The convolution of x (N, C, H, W) as (N, Cout, Ho, Wo); at batch 1 the matmul writes
-    straight into ``out`` (a C-contiguous NCHW array, returned) when one is given."""
-    cout, cin, kh, kw = w.shape
-    n, c, h, wd = x.shape
-    ho = (h + pads[0] + pads[1] - (kh - 1) * dh - 1) // sh + 1
-    wo = (wd + pads[2] + pads[3] - (kw - 1) * dw - 1) // sw + 1
-    if kh == kw == 1 and not any(pads):  # a 1x1 window: x itself (strided) is the matrix
-        cols = x[:, :, : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw]
-    else:
-        used = 0
-        if any(pads):
-            xp, used = _scratch(ws, used, (n, c, h + pads[0] + pads[1],
-                                           wd + pads[2] + pads[3]), x.dtype)
-            xp.fill(0)
-            xp[:, :, pads[0]:pads[0] + h, pads[2]:pads[2] + wd] = x
-            x = xp
-        cols, used = _scratch(ws, used, (n, c, kh, kw, ho, wo), x.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                cols[:, :, i, j] = x[:, :, i * dh : i * dh + (ho - 1) * sh + 1 : sh,
-                                     j * dw : j * dw + (wo - 1) * sw + 1 : sw]
-    wm = w.reshape(groups, cout // groups, cin * kh * kw)
-    cols = cols.reshape(n, groups, cin * kh * kw, ho * wo)
-    if n == 1:
-        if out is not None and out.flags.c_contiguous and out.dtype == wm.dtype:
-            np.matmul(wm, cols[0], out=out.reshape(groups, cout // groups, ho * wo))
-            return out
-        return np.matmul(wm, cols[0]).reshape(1, cout, ho, wo)
-    cols = cols.transpose(1, 2, 0, 3).reshape(groups, cin * kh * kw, n * ho * wo)
-    return np.matmul(wm, cols).reshape(cout, n, ho, wo).transpose(1, 0, 2, 3)
-'''
+_CONV = "from npuemu.shared.conv import conv2d as _conv\n"
+"""Conv2D's kernels import their body (``shared/conv.py``): a short source compiles fast."""
 
 
 def _layout(spec: Spec, attrs: dict[str, Any]) -> str:
@@ -242,29 +204,25 @@ def _conv_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Bo
     dt = ins[0].dtype
     xin = _widen(dt, "x0[s].transpose(0, 3, 1, 2)" if nhwc else "x0[s]")
     out = "None" if nhwc or dt == BF16 else "o_"
+    prep = f"w_ = {_widen(dt, 'x1')}\n"
+    prep += f"b_ = {_widen(ins[2].dtype, 'x2.reshape(-1)')}\n" if len(ins) > 2 else "b_ = None\n"
     tile = "o_ = y0[s]\n"
-    tile += f"r_ = _conv({xin}, w_, {sh}, {sw}, {dh}, {dw}, {pads}, {groups}, ws, {out})\n"
-    if len(ins) > 2:
-        tile += f"r_ += {_widen(ins[2].dtype, 'x2.reshape(1, -1, 1, 1)')}\n"
+    tile += (f"r_ = _conv({xin}, w_, {sh}, {sw}, {dh}, {dw}, {pads}, {groups}, ws, {out}, b_, "
+             f"{bool(attrs.get('fused_relu'))})\n")
     res = "r_.transpose(0, 2, 3, 1)" if nhwc else "r_"
     tile += (f"_bf.from_float32({res}, out=o_)\n" if dt == BF16 else
              f"if r_ is not o_:\n    o_[...] = {res}\n")
-    return Body(tile, prep=f"w_ = {_widen(dt, 'x1')}\n", helpers=_CONV)
+    return Body(tile, prep=prep, helpers=_CONV)
 
 
 def _conv_workspace(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> int:
-    """Bytes of the padded input and the im2col matrix of the whole batch (see _CONV)."""
-    layout, _sh, _sw, _dh, _dw, pads, _groups = _conv_params(ins, attrs)
+    """Bytes of one image's im2col matrix (``shared/conv.py``; images run one at a time)."""
+    layout, sh, sw, _dh, _dw, pads, _groups = _conv_params(ins, attrs)
     x, w, y = ins[0].shape, ins[1].shape, outs[0].shape
-    n, c, h, wd = x if layout == "NCHW" else (x[0], x[3], x[1], x[2])
+    c = x[1] if layout == "NCHW" else x[3]
     ho, wo = (y[2], y[3]) if layout == "NCHW" else (y[1], y[2])
-    kh, kw = w[2], w[3]
-    if kh == kw == 1 and not any(pads):
-        return 0
     item = 4 if ins[0].dtype in ("int8", BF16) else np.dtype(ins[0].dtype).itemsize
-    padded = n * c * (h + pads[0] + pads[1]) * (wd + pads[2] + pads[3]) * item if any(pads) \
-        else 0
-    return -(-padded // 64) * 64 + n * c * kh * kw * ho * wo * item
+    return conv.workspace_bytes(c, w[2], w[3], ho, wo, sh, sw, pads, item)
 
 
 CONV_DTYPES = FLOATS | {BF16, "int8"}
@@ -273,6 +231,6 @@ register(OpDef("Conv2D", "aicore", ("x", "filter", "bias"), ("y",),
                CONV_DTYPES | {"int32"}, _conv_infer,
                _conv_source, attrs={"strides": [1, 1, 1, 1], "pads": [0, 0, 0, 0],
                                     "dilations": [1, 1, 1, 1], "groups": 1,
-                                    "data_format": None},
+                                    "data_format": None, "fused_relu": False},
                optional=1, linear=lambda i, o, a: [(0, 0), (len(i), 0)],
                workspace=_conv_workspace))

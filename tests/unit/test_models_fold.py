@@ -1,10 +1,14 @@
-"""ATC's weight folding (``host/models/fold.py``): the folded graph computes what the unfused
-one does, within float32 rounding, on every light model (with random weights, so the
-light models' constant weights hide nothing), and on small graphs that exercise each
-pattern (BatchNorm, per-channel Mul / Add / Sub, Gemm's alpha and C) and the cases that must
-not fold (two readers, a graph output in between, a computed scale, a broadcasting Add).
-Both graphs are run by onnxruntime through the lowering tests' one-op-per-library-op
-translation; the card-side check is in ``tests/integration/test_models_fold_card.py``.
+"""ATC's weight folding and Relu fusion (``host/models/fold.py``): the folded graph computes
+what the unfused one does, within float32 rounding, on every light model (with random
+weights, so the light models' constant weights hide nothing), and on small graphs that
+exercise each pattern (BatchNorm, per-channel Mul / Add / Sub, Gemm's alpha and C, a Relu
+fused into the Conv) and the cases that must not fold (two readers, a graph output in
+between, a computed scale, a broadcasting Add). The unfused graph is run by onnxruntime
+through the lowering tests' one-op-per-library-op translation; the folded one by the same
+translation for the small graphs and, for the light models, by the op library's own kernels
+(``compiler.build``'s source run block by block, as the zoo test does), so the fused Conv2D
+kernel (bias, ``fused_relu``) is what is checked; the card-side check is in
+``tests/integration/test_models_fold_card.py``.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from npuemu.host.models import fold, lowering, onnx_front
 from npuemu.host.models.graph import Graph
 from tests.unit.test_models_frontend import light, random_feeds, run_ort
 from tests.unit.test_models_lowering import randomize_weights, to_onnx
+from tests.unit.test_models_zoo import run_graph
 
 LIGHT = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2",
          "densenet121", "bvlc_alexnet", "zfnet512", "vgg19"]
@@ -49,7 +54,14 @@ def test_light_model_folded_equals_unfused(name: str) -> None:
     assert len(folded.nodes) == len(plain.nodes) - absorbed
     if ops["BatchNorm"]:
         assert absorbed >= 1  # every light model with BatchNorm has one right after a Conv
-    assert_same_outputs(model, plain, folded)
+    fused = sum(bool(n.attrs.get("fused_relu")) for n in folded.nodes)
+    assert fused >= 1 and ops["Relu"] - fused == collections.Counter(
+        n.op for n in folded.nodes)["Relu"]  # every light model has a Conv -> Relu
+    feeds = random_feeds(model, 3)
+    want = run_ort(to_onnx(plain), feeds)
+    got = run_graph(folded, feeds)
+    for w, x in zip(want, got, strict=True):
+        np.testing.assert_allclose(x, w, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(w).max()))
 
 
 def _conv_chain(tail: list, extra_out: list | None = None, scale_shape=(1, 4, 1, 1),
@@ -81,8 +93,8 @@ def test_conv_batchnorm_mul_add_sub_fold_into_one_conv() -> None:
                          helper.make_node("Sub", ["q", "k"], ["r"]),
                          helper.make_node("Relu", ["r"], ["y"])])
     plain, folded, absorbed = folded_pair(model)
-    assert absorbed == 4
-    assert [n.op for n in folded.nodes] == ["Conv2D", "Relu"]
+    assert absorbed == 5
+    assert [n.op for n in folded.nodes] == ["Conv2D"] and folded.nodes[0].attrs["fused_relu"]
     assert len(folded.nodes[0].inputs) == 3  # the folded bias
     assert_same_outputs(model, plain, folded)
 

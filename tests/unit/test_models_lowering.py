@@ -55,8 +55,10 @@ def _node(g: Graph, n, extra: list) -> list:
         return [*nodes, make("MatMul", fixed, outs)]
     if n.op == "Conv2D":
         t, b, left, r = a["pads"]
-        return [make("Conv", ins, outs, strides=a["strides"][2:], pads=[t, left, b, r],
-                     dilations=a["dilations"][2:], group=a["groups"])]
+        conv_out = [f"{outs[0]}__prerelu"] if a.get("fused_relu") else outs
+        conv = make("Conv", ins, conv_out, strides=a["strides"][2:], pads=[t, left, b, r],
+                    dilations=a["dilations"][2:], group=a["groups"])
+        return [conv, make("Relu", conv_out, outs)] if a.get("fused_relu") else [conv]
     if n.op in ("MaxPool", "AvgPool"):
         assert a["padding"] == "VALID"
         return [make("MaxPool" if n.op == "MaxPool" else "AveragePool", ins, outs,

@@ -1,6 +1,6 @@
-"""Op workspaces (``OpDef.workspace``): Conv2D declares its padded input and im2col matrix,
-its kernel works in the scratch it is given (``pw``) and allocates it itself when given
-none (a single-op launch); the model runtime passes each task its planned block."""
+"""Op workspaces (``OpDef.workspace``): Conv2D declares one image's im2col matrix, its kernel
+works in the scratch it is given (``pw``) and allocates it itself when given none (a
+single-op launch); the model runtime passes each task its planned block."""
 
 from __future__ import annotations
 
@@ -55,10 +55,9 @@ def test_conv2d_uses_the_workspace_it_is_given_and_allocates_without_one(n: int)
     attrs = {"pads": [1, 1, 2, 0], "strides": [1, 1, 2, 1]}
     fn, binary, yspec = conv_kernel(Spec("float32", x.shape), Spec("float32", w.shape), attrs)
     want = reference(x, w, attrs["pads"], [2, 1])
-    # declared: padded input (64-byte aligned) + im2col matrix of the whole batch
+    # declared: one image's im2col matrix (64-byte aligned), whatever the batch
     ho, wo = yspec.shape[2:]
-    padded = -(-(n * 3 * (9 + 2) * (8 + 2) * 4) // 64) * 64
-    assert binary.workspace == padded + n * 3 * 9 * ho * wo * 4
+    assert binary.workspace == -(-(3 * 9 * ho * wo * 4) // 64) * 64
     for given in (True, False):
         y = np.zeros(yspec.shape, np.float32)
         ws = np.zeros(binary.workspace, np.uint8)
@@ -73,3 +72,7 @@ def test_conv2d_without_padding_or_window_declares_no_workspace() -> None:
     _fn, binary, _y = conv_kernel(Spec("float32", (1, 8, 5, 5)), Spec("float32", (4, 8, 1, 1)),
                                   {})
     assert binary.workspace == 0 and "pw" not in binary.source
+    # a stride gathers the window positions: one offset's matrix
+    _fn, binary, y = conv_kernel(Spec("float32", (1, 8, 5, 5)), Spec("float32", (4, 8, 1, 1)),
+                                 {"strides": [1, 1, 2, 2]})
+    assert y.shape == (1, 4, 3, 3) and binary.workspace == -(-(8 * 9 * 4) // 64) * 64

@@ -1,0 +1,126 @@
+"""The body of the op library's Conv2D kernels (imported by their generated source on the card;
+no state, no threads, nothing of host/ or device/).
+
+``conv2d`` computes an NCHW convolution image by image as one GEMM per image: the filter as
+a ``(groups, Cout/groups, Cin/groups*kh*kw)`` matrix times that image's im2col matrix
+``(groups, Cin/groups*kh*kw, Ho*Wo)``, so the product is the image's NCHW output as it is laid
+out (written straight into ``out`` when that is a C-contiguous array of the result's dtype:
+no transposed copy after). Then the bias and the fused Relu are applied in place on that
+image's output while it is still in cache.
+
+The im2col matrix is built without a padded copy of the input: for each kernel offset the
+rows and columns of the output whose window position falls inside the image are copied in
+one strided copy (``x[:, i0::sh, j0::sw]``), and only the border strips that fall in the
+padding are zeroed. A 1x1 window with stride 1 and no padding needs no matrix (the image is
+its own im2col); a 1x1 window with stride or padding is one offset of the general path. The
+matrix lives in ``ws`` (the planned scratch a model passes, see ``workspace_bytes``) when it
+is given and large enough, else in a fresh array.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+ALIGN = 64
+
+
+def out_hw(h: int, w: int, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int,
+           pads: Any) -> tuple[int, int]:
+    """Output height and width of a window ``kh x kw`` over ``h x w`` (pads: top, bottom,
+    left, right)."""
+    ho = (h + pads[0] + pads[1] - (kh - 1) * dh - 1) // sh + 1
+    wo = (w + pads[2] + pads[3] - (kw - 1) * dw - 1) // sw + 1
+    return ho, wo
+
+
+def needs_matrix(kh: int, kw: int, sh: int, sw: int, pads: Any) -> bool:
+    """Whether an im2col matrix is built (else the image itself is the matrix)."""
+    return not (kh == kw == 1 and sh == sw == 1 and not any(pads))
+
+
+def workspace_bytes(c: int, kh: int, kw: int, ho: int, wo: int, sh: int, sw: int, pads: Any,
+                    itemsize: int) -> int:
+    """Bytes of scratch ``conv2d`` uses for one image: its im2col matrix (0 if none)."""
+    if not needs_matrix(kh, kw, sh, sw, pads):
+        return 0
+    return -(-c * kh * kw * ho * wo * itemsize // ALIGN) * ALIGN
+
+
+def _scratch(ws: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    """A ``shape`` array at the start of the uint8 workspace ``ws``, or a fresh one when
+    there is no workspace or it is too small."""
+    dt = np.dtype(dtype)
+    size = math.prod(shape) * dt.itemsize
+    if ws is not None and size <= ws.size:
+        return ws[:size].view(dt).reshape(shape)
+    return np.empty(shape, dt)
+
+
+def _span(size: int, k: int, d: int, pad: int, s: int, n_out: int) -> tuple[int, int, int]:
+    """For kernel offset ``k``: the output range ``[lo, hi)`` whose input position
+    ``o * s + k * d - pad`` lies inside ``[0, size)``, and the input position of ``lo``."""
+    off = k * d - pad
+    lo = max(0, -(off // s))
+    hi = min(n_out, (size - 1 - off) // s + 1)
+    return lo, max(lo, hi), lo * s + off
+
+
+def im2col(x: Any, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, pads: Any,
+           cols: Any) -> Any:
+    """Fill ``cols`` (C, kh, kw, Ho, Wo) from one image ``x`` (C, H, W); returns ``cols``."""
+    _c, h, w = x.shape
+    ho, wo = cols.shape[3], cols.shape[4]
+    for i in range(kh):
+        r0, r1, ih = _span(h, i, dh, pads[0], sh, ho)
+        for j in range(kw):
+            c0, c1, iw = _span(w, j, dw, pads[2], sw, wo)
+            dst = cols[:, i, j]
+            if r0 >= r1 or c0 >= c1:
+                dst.fill(0)
+                continue
+            dst[:, r0:r1, c0:c1] = x[:, ih:ih + (r1 - r0 - 1) * sh + 1:sh,
+                                     iw:iw + (c1 - c0 - 1) * sw + 1:sw]
+            if r0:
+                dst[:, :r0].fill(0)
+            if r1 < ho:
+                dst[:, r1:].fill(0)
+            if c0:
+                dst[:, r0:r1, :c0].fill(0)
+            if c1 < wo:
+                dst[:, r0:r1, c1:].fill(0)
+    return cols
+
+
+def conv2d(x: Any, w: Any, sh: int, sw: int, dh: int, dw: int, pads: Any, groups: int,
+           ws: Any = None, out: Any = None, bias: Any = None, relu: bool = False) -> Any:
+    """The convolution of ``x`` (N, C, H, W) by ``w`` (Cout, C/groups, kh, kw) as
+    (N, Cout, Ho, Wo), plus ``bias`` (Cout values) and then ``max(., 0)`` if ``relu``.
+    Written into ``out`` (returned) when it is a C-contiguous array of that shape and of the
+    product's dtype; otherwise a new array is returned."""
+    n, c, h, wd = x.shape
+    cout, cin, kh, kw = w.shape
+    ho, wo = out_hw(h, wd, kh, kw, sh, sw, dh, dw, pads)
+    k, m = cin * kh * kw, cout // groups
+    dtype = np.result_type(x.dtype, w.dtype)
+    shape = (n, cout, ho, wo)
+    if out is None or not out.flags.c_contiguous or out.dtype != dtype or out.shape != shape:
+        out = np.empty(shape, dtype)
+    wm = np.ascontiguousarray(w).reshape(groups, m, k)
+    matrix = needs_matrix(kh, kw, sh, sw, pads)
+    cols = _scratch(ws, (c, kh, kw, ho, wo), x.dtype) if matrix else None
+    b = None if bias is None else np.asarray(bias).reshape(cout, 1)
+    for img in range(n):
+        if cols is not None:
+            mat = im2col(x[img], kh, kw, sh, sw, dh, dw, pads, cols).reshape(groups, k, ho * wo)
+        else:
+            mat = x[img].reshape(groups, k, ho * wo)
+        res = out[img].reshape(cout, ho * wo)
+        np.matmul(wm, mat, out=res.reshape(groups, m, ho * wo))
+        if b is not None:
+            res += b
+        if relu:
+            np.maximum(res, 0, out=res)
+    return out
