@@ -8,8 +8,8 @@ names). A ``dvpp_create_*`` call that fails returns 0 (the C call's NULL), with 
 
 Video decode (``vdec_*``, ``dvpp_*_stream_desc*``) is ``host/media/vdec.py``, video encode
 (``venc_*``) ``host/media/venc.py``. Partial: ``dvpp_vpc_pyr_down_async``,
-``dvpp_vpc_equalize_hist_async``, ``dvpp_vpc_calc_hist_async`` and the batch crop-and-paste /
-make-border variants are not provided (an ``AttributeError``, as for a pyACL without them).
+``dvpp_vpc_equalize_hist_async``, ``dvpp_vpc_calc_hist_async`` and the batch make-border
+variant are not provided (an ``AttributeError``, as for a pyACL without them).
 """
 
 from __future__ import annotations
@@ -242,16 +242,8 @@ def dvpp_vpc_batch_crop_async(channel: object, src: object, roi_nums: object, *r
     stream)`` (the count is the list's length; ``dst`` is 0 on failure) and the C call's
     ``ret = dvpp_vpc_batch_crop_async(channel, src, roi_nums, size, dst, areas, stream)``.
     Any other number of arguments is a ``TypeError``. Does not block."""
-    if len(rest) == 3:
-        size = len(roi_nums) if isinstance(roi_nums, list | tuple) else -1
-        dst, areas, stream = rest
-        ret = _batch_crop(channel, src, roi_nums, size, dst, areas, stream)
-        return (dst if ret == 0 and isinstance(dst, int) else 0), ret
-    if len(rest) == 4:
-        return _batch_crop(channel, src, roi_nums, *rest)
-    raise TypeError("dvpp_vpc_batch_crop_async takes 6 arguments (pyACL's: channel, src, "
-                    "roi_nums_list, dst, crop_area_list, stream) or 7 (the C call's, with size "
-                    f"after roi_nums), not {3 + len(rest)}")
+    return _forms(_batch_crop, "dvpp_vpc_batch_crop_async", 6, True, channel, src, roi_nums,
+                  rest)
 
 
 def _crop_resize(channel: object, src: object, roi_nums: object, size: object, dst: object,
@@ -267,13 +259,61 @@ def dvpp_vpc_batch_crop_resize_async(channel: object, src: object, roi_nums: obj
     """Mirrors ``acldvppVpcBatchCropResizeAsync``: pyACL's ``(channel, src, roi_nums_list,
     dst, crop_area_list, resize_config, stream)`` (the count is the list's length) or the C
     call's order with ``size`` after ``roi_nums``. Returns ``ret``. Does not block."""
-    if len(rest) == 4:
-        size = len(roi_nums) if isinstance(roi_nums, list | tuple) else -1
-        return _batch_crop_resize(channel, src, roi_nums, size, *rest)
-    if len(rest) == 5:
-        return _batch_crop_resize(channel, src, roi_nums, *rest)
-    raise TypeError("dvpp_vpc_batch_crop_resize_async takes 7 arguments (pyACL's) or 8 (with "
-                    f"size after roi_nums), not {3 + len(rest)}")
+    return _forms(_batch_crop_resize, "dvpp_vpc_batch_crop_resize_async", 7, False, channel,
+                  src, roi_nums, rest)
+
+
+_batch_paste = ret_only(_named("dvpp_vpc_batch_crop_and_paste_async",
+                              _ops.vpc_batch_crop_and_paste_async))
+
+
+def dvpp_vpc_batch_crop_and_paste_async(channel: object, src: object, roi_nums: object,
+                                        *rest: object) -> int | tuple[int, int]:
+    """Mirrors ``acldvppVpcBatchCropAndPasteAsync``, in pyACL's form ``dst, ret =
+    dvpp_vpc_batch_crop_and_paste_async(channel, src, roi_nums_list, dst, crop_area_list,
+    paste_area_list, stream)`` (the count is the list's length; ``dst`` is 0 on failure)
+    and the C call's ``ret = ...(channel, src, roi_nums, size, dst, crops, pastes,
+    stream)``. Any other number of arguments is a ``TypeError``. Does not block."""
+    return _forms(_batch_paste, "dvpp_vpc_batch_crop_and_paste_async", 7, True, channel, src,
+                  roi_nums, rest)
+
+
+def _resize_paste(channel: object, src: object, roi_nums: object, size: object, dst: object,
+                  crops: object, pastes: object, resize: object, stream: object) -> None:
+    _ops.vpc_batch_crop_and_paste_async(channel, src, roi_nums, size, dst, crops, pastes,
+                                        stream, resize)
+
+
+_batch_resize_paste = ret_only(_named("dvpp_vpc_batch_crop_resize_paste_async", _resize_paste))
+
+
+def dvpp_vpc_batch_crop_resize_paste_async(channel: object, src: object, roi_nums: object,
+                                           *rest: object) -> int:
+    """Mirrors ``acldvppVpcBatchCropResizePasteAsync``: pyACL's ``(channel, src,
+    roi_nums_list, dst, crop_area_list, paste_area_list, resize_config, stream)`` (the count
+    is the list's length) or the C call's order with ``size`` after ``roi_nums``. Returns
+    ``ret``. Does not block."""
+    return _forms(_batch_resize_paste, "dvpp_vpc_batch_crop_resize_paste_async", 8, False,
+                  channel, src, roi_nums, rest)
+
+
+def _forms(call: Callable[..., int], name: str, pyacl: int, returns_dst: bool,
+           channel: object, src: object, roi_nums: object, rest: tuple[object, ...]
+           ) -> Any:
+    """A batch VPC call in pyACL's form of ``pyacl`` arguments (the count is the length of
+    ``roi_nums_list``, -1 and refused if it is not a list; ``(dst, ret)`` with ``dst`` 0 on
+    failure when ``returns_dst``, else ``ret``) or the C call's, one more (``size`` after
+    ``roi_nums``; ``ret``). Any other number of arguments is a ``TypeError``."""
+    if 3 + len(rest) == pyacl:
+        count = len(roi_nums) if isinstance(roi_nums, list | tuple) else -1
+        ret = call(channel, src, roi_nums, count, *rest)
+        if not returns_dst:
+            return ret
+        return (rest[0] if ret == 0 and isinstance(rest[0], int) else 0), ret
+    if 3 + len(rest) == pyacl + 1:
+        return call(channel, src, roi_nums, *rest)
+    raise TypeError(f"{name} takes {pyacl} arguments (pyACL's) or {pyacl + 1} (the C call's, "
+                    f"with size after roi_nums), not {3 + len(rest)}")
 
 
 dvpp_vpc_convert_color_async = ret_only(_ops.vpc_convert_color_async)

@@ -218,21 +218,60 @@ def vpc_batch_crop_async(channel: object, src_batch: object, roi_nums: object, s
     """Mirrors ``acldvppVpcBatchCropAsync`` (``...BatchCropResizeAsync``): ``roi_nums[i]``
     areas of input ``i``, each scaled to its output picture (``size`` inputs; outputs in
     order). One task. Does not block."""
+    src, dst, counts, owners, crops = _batch(src_batch, roi_nums, size, dst_batch, crop_areas,
+                                             "crop")
+    areas = [(area, i, False) for area, i in zip(crops, owners, strict=True)]
+    _vpc(channel, stream, list(src.handles[:len(counts)]), list(dst.handles[:len(owners)]),
+         _BATCH_CROP, _interp(resize), rest=counts, areas=areas)
+
+
+def _batch(src_batch: object, roi_nums: object, size: object, dst_batch: object,
+           crop_areas: object, what: str
+           ) -> tuple[d.BatchPicDesc, d.BatchPicDesc, list[int], list[int], list[object]]:
+    """The checked batch arguments: both batch descriptors, the ROI count of each of the
+    ``size`` inputs, the input each crop area (and output picture) belongs to, the crop
+    areas."""
     src = d.lookup(src_batch, d.BatchPicDesc, "source batch picture descriptor")
     dst = d.lookup(dst_batch, d.BatchPicDesc, "destination batch picture descriptor")
     n = d._u32(size, "size")
     if not isinstance(roi_nums, list | tuple) or len(roi_nums) != n \
             or not 0 < n <= len(src.pics):
-        raise _param(f"batch crop: roi_nums must list {n} counts (1 to {len(src.pics)} inputs)")
+        raise _param(f"batch {what}: roi_nums must list {n} counts (1 to {len(src.pics)} "
+                     "inputs)")
     counts = [d._u32(c, "roi count") for c in roi_nums]
     total = sum(counts)
     if not isinstance(crop_areas, list | tuple) or len(crop_areas) != total \
             or not 0 < total <= len(dst.pics):
-        raise _param(f"batch crop: {total} crop areas and as many output pictures")
+        raise _param(f"batch {what}: {total} crop areas and as many output pictures")
     owners = [i for i, count in enumerate(counts) for _ in range(count)]
-    areas = [(area, i, False) for area, i in zip(crop_areas, owners, strict=True)]
-    _vpc(channel, stream, list(src.handles[:n]), list(dst.handles[:total]), _BATCH_CROP,
-         _interp(resize), rest=counts, areas=areas)
+    return src, dst, counts, owners, list(crop_areas)
+
+
+def vpc_batch_crop_and_paste_async(channel: object, src_batch: object, roi_nums: object,
+                                   size: object, dst_batch: object, crop_areas: object,
+                                   paste_areas: object, stream_handle: object,
+                                   resize: object = None) -> None:
+    """Mirrors ``acldvppVpcBatchCropAndPasteAsync`` (``...BatchCropResizePasteAsync`` with a
+    resize config): ``roi_nums[i]`` crop areas of input ``i``, area ``k`` scaled into paste
+    area ``k`` of output picture ``k`` (left offset a multiple of 16), the rest of each output
+    left as it was. Every argument is checked before anything is queued; then one
+    crop-and-paste task per area, in order (npuemu's; the card's batch is one task). Does
+    not block."""
+    src, dst, _counts, owners, crops = _batch(src_batch, roi_nums, size, dst_batch,
+                                              crop_areas, "crop and paste")
+    if not isinstance(paste_areas, list | tuple) or len(paste_areas) != len(owners):
+        raise _param(f"batch crop and paste: {len(owners)} paste areas, one per crop area")
+    d.channel_for(channel, VPC, "vpc")
+    stream = streams.resolve(stream_handle, for_submit=True)
+    interpolation, tasks = _interp(resize), []
+    for k, i in enumerate(owners):
+        pin = _vpc_pic(stream, src.handles[i], False, "vpc input")
+        pout = _vpc_pic(stream, dst.handles[k], True, "vpc output")
+        roi = (_area(crops[k], pin, "crop area", False)
+               + _area(paste_areas[k], pout, "paste area", True))
+        tasks.append(([pin, pout], [_CROP_PASTE, interpolation, 1, *roi]))
+    for pics, params in tasks:
+        submit(stream, "vpc", pics, params)
 
 
 def vpc_convert_color_async(channel: object, in_h: object, out_h: object,

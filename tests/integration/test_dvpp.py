@@ -81,6 +81,10 @@ def test_vpc_against_opencv_and_numpy(run_prog):
     assert r["batch6"] == [True, 0, True, True]                 # pyACL's 6-argument form
     assert r["batch6_bad"] == [0, 100000] and r["batch_arity"] == "TypeError"
     assert r["batch_resize7"] == 0 and r["batch_resize7_exact"]
+    assert r["batch_paste"] == [True, 0] and r["batch_paste_exact"] == [True, True]
+    assert r["batch_paste_unaligned"] == [0, 100000]
+    assert r["batch_paste_untouched"] == [True, True]     # nothing of the batch was queued
+    assert r["batch_resize_paste8"] == 0 and r["batch_resize_paste8_exact"]
     assert r["convert"] == 0 and r["convert_exact"] and r["convert_vs_source"] < 4
     assert r["border"] == 0 and r["border_exact"]
 

@@ -333,6 +333,33 @@ def vpc():
                                                                 nearest, S), "batch_resize7")
     R["batch_resize7_exact"] = bool((planes(ptrs[1], 64, 64, 64, 64)[0] == cv2.resize(
         y[:128, 64:192], (64, 64), interpolation=cv2.INTER_NEAREST)).all())
+    # batch crop and paste, pyACL's 7 arguments -> (dst, ret): each area scaled into its
+    # paste area of a zeroed output, the rest left 0; a paste area off the 16 grid refuses
+    # the whole batch before any task is queued; the resize form with nearest
+    for p in ptrs:
+        ok(acl.rt.memset(p, yuv420sp_size(64, 64), 0, yuv420sp_size(64, 64)))
+    pastes = [M.dvpp_create_roi_config(16, 47, 8, 39), M.dvpp_create_roi_config(0, 63, 32, 63)]
+    got_dst, ret7 = M.dvpp_vpc_batch_crop_and_paste_async(CH, src_b, [2], dst_b, areas,
+                                                          pastes, S)
+    R["batch_paste"] = [got_dst == dst_b, run(ret7, "batch_paste")]
+    wants = [np.zeros((64, 64), np.uint8) for _ in range(2)]
+    for want, crop_y, (x0, y0, w, h) in zip(wants, (y[:64, :64], y[:128, 64:192]),
+                                            ((16, 8, 32, 32), (0, 32, 64, 32)), strict=True):
+        want[y0:y0 + h, x0:x0 + w] = cv2.resize(crop_y, (w, h), interpolation=cv2.INTER_LINEAR)
+    R["batch_paste_exact"] = [bool((planes(p, 64, 64, 64, 64)[0] == w).all())
+                              for p, w in zip(ptrs, wants, strict=True)]
+    unaligned = [M.dvpp_create_roi_config(8, 39, 0, 31), pastes[1]]
+    for p in ptrs:
+        ok(acl.rt.memset(p, yuv420sp_size(64, 64), 0, yuv420sp_size(64, 64)))
+    R["batch_paste_unaligned"] = list(M.dvpp_vpc_batch_crop_and_paste_async(
+        CH, src_b, [2], dst_b, areas, unaligned, S))
+    ok(acl.rt.synchronize_stream(S))
+    R["batch_paste_untouched"] = [bool((planes(p, 64, 64, 64, 64)[0] == 0).all())
+                                  for p in ptrs]
+    R["batch_resize_paste8"] = run(M.dvpp_vpc_batch_crop_resize_paste_async(
+        CH, src_b, [2], dst_b, areas, pastes, nearest, S), "batch_resize_paste8")
+    R["batch_resize_paste8_exact"] = bool((planes(ptrs[1], 64, 64, 64, 64)[0][32:] == cv2.resize(
+        y[:128, 64:192], (64, 32), interpolation=cv2.INTER_NEAREST)).all())
     # convert color NV12 -> RGB888 (OpenCV BT.601) and the picture it came from
     small, sy, suv, srgb = nv12_source(320, 240, seed=5)
     rsz = align_up(320 * 3, 16) * 240
