@@ -179,6 +179,9 @@ class SocProfile:
     core_types: tuple[str, ...] = ("CubeCore", "VectorCore")
     hccs_group: int = 4
     main_memory: str = "HBM"
+    support_bf16: bool = True
+    """``support_bf16`` of the ``.ini``'s ``[SoCInfo]`` (absent on the 310 SoCs): whether its
+    op library has bfloat16 kernels (``host/ops/executor.py`` refuses them elsewhere)."""
 
     @property
     def chip_name(self) -> str:
@@ -208,9 +211,11 @@ PROFILES: dict[str, SocProfile] = {
                    hccs_group=16),
         SocProfile("Ascend310P3", _round_up(24_000_000_000, MEM_ALIGN), _DDR_BYTES, 8, 8, 7, 7,
                    16 * MiB,
-                   ("AICore", "VectorCore"), hccs_group=0, main_memory="DDR"),
+                   ("AICore", "VectorCore"), hccs_group=0, main_memory="DDR",
+                   support_bf16=False),
         SocProfile("Ascend310B1", 32 * GiB, _DDR_BYTES, 1, 1, 1, 4, 4 * MiB,
-                   ("AICore", "VectorCore", "CubeCore"), hccs_group=0, main_memory="DDR"),
+                   ("AICore", "VectorCore", "CubeCore"), hccs_group=0, main_memory="DDR",
+                   support_bf16=False),
     )
 }
 """Known SoCs by ``aclrtGetSocName`` string."""

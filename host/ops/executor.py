@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from npuemu.host.core import runtime
+from npuemu.host.core import device, runtime
 from npuemu.host.core.stream import resolve, submit, synchronize_stream
 from npuemu.host.ops import binaries, compiler, models, registry
 from npuemu.host.ops import desc as D
@@ -111,6 +111,8 @@ def compile_request(req: Request, link: Any, *, static: bool = False) -> Entry:
         if found is not None:
             return found
         cache.stats.misses += 1
+        if any(d.dtype == T.ACL_BF16 for d in (*req.present, *req.outs)):
+            _check_bf16(req.op_type)
         if any(d.dynamic for d in (*req.present, *req.outs)):
             return _compile_dynamic(cache, op, req, key)
         attrs = registry.attrs_of(op, S.attr_values(req.attr))
@@ -132,6 +134,15 @@ def compile_request(req: Request, link: Any, *, static: bool = False) -> Entry:
         if lkey is not None:
             cache.linear[lkey] = entry
         return entry
+
+
+def _check_bf16(op_type: str) -> None:
+    """100026 unless the node's SoC has bfloat16 kernels (``SocProfile.support_bf16``: not the
+    310 SoCs)."""
+    profile = device.soc_profile()
+    if not profile.support_bf16:
+        raise T.fail(T.ACL_ERROR_UNSUPPORTED_DATA_TYPE,
+                     f"{op_type}: {profile.name}'s op library has no bfloat16 kernels")
 
 
 def _retile(cache: DeviceOpCache, op: OpDef, req: Request, key: tuple, base: Entry,

@@ -83,14 +83,32 @@ def idle_memory():
 def device_info():
     """``aclrtGetDeviceInfo`` of card 0 for the attributes it answers, one it does not
     emulate (a SIMT grid limit) and an unknown one; a device the node lacks; then
-    ``aclrtGetMemInfo`` of card 0 for DDR and HBM attributes (``mem``, by attribute)."""
+    ``aclrtGetMemInfo`` of card 0 for DDR and HBM attributes (``mem``, by attribute) and a
+    bfloat16 Add (``bf16_add``)."""
     attrs = {"aicpu": 1, "aicore": 101, "cube": 102, "vector": 201, "memory": 301, "l2": 302,
              "chip": 402, "virtual": 501, "grid_x": 205, "unknown": 9999}
     R["info"] = {name: list(acl.rt.get_device_info(0, attr)) for name, attr in attrs.items()}
     R["bad_device"] = list(acl.rt.get_device_info(99, 1))
     ok(acl.rt.set_device(0))
     R["mem"] = {attr: list(acl.rt.get_mem_info(attr)) for attr in (0, 1, 2, 3, 4, 5, 6, 9)}
+    R["bf16_add"] = bf16_add()
     ok(acl.rt.reset_device(0))
+
+
+def bf16_add():
+    """1.5 + 1.5 in bfloat16 on card 0 (``run_op``), or the code of its refusal."""
+    import ml_dtypes
+
+    from npuemu.host.api import run_op
+    from npuemu.shared.errors import AclError
+
+    try:
+        (y,) = run_op("Add", [np.full(3, 1.5, ml_dtypes.bfloat16)] * 2)
+    except AclError as err:
+        return err.code
+    out = y.to_numpy().astype(float).tolist()
+    y.free()
+    return out
 
 
 @scenario
