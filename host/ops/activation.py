@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from npuemu.host.ops import types as T
 from npuemu.host.ops.elementwise import _linear_all, _unary_infer, _views
 from npuemu.host.ops.norm import _sm_axes
 from npuemu.host.ops.registry import FLOATS, NUMERIC, Body, OpDef, Spec, bad, lookup, register
@@ -54,14 +55,19 @@ def _lsm_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Bod
     axes = _sm_axes(ins[0], attrs)
     split = bool(ins[0].shape) and 0 not in axes
     view = "s" if split else "..."
-    tile = (f"v_ = x0[{view}]\n"
+    r = f"m_ - np.log(np.exp(m_).sum(axis={axes}, keepdims=True))"
+    v = f"x0[{view}]"
+    if ins[0].dtype == T.BF16:  # widened to float32, rounded once on store
+        v, r = f"_bf.to_float32({v})", f"_bf.from_float32({r})"
+    tile = (f"v_ = {v}\n"
             f"m_ = v_ - v_.max(axis={axes}, keepdims=True)\n"
-            f"y0[{view}] = m_ - np.log(np.exp(m_).sum(axis={axes}, keepdims=True))\n")
+            f"y0[{view}] = {r}\n")
     return Body(tile, split=split)
 
 
 _SOFTMAX = lookup("SoftmaxV2")
-register(OpDef("LogSoftmaxV2", "aivector", ("x",), ("y",), FLOATS, _SOFTMAX.infer, _lsm_source,
+register(OpDef("LogSoftmaxV2", "aivector", ("x",), ("y",), FLOATS | {T.BF16}, _SOFTMAX.infer,
+               _lsm_source,
                attrs={"axes": [-1]}, linear=_SOFTMAX.linear))
 
 

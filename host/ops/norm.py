@@ -101,14 +101,16 @@ def _sm_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> list[
 def _sm_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
     axes = _sm_axes(ins[0], attrs)
     split = bool(ins[0].shape) and 0 not in axes
-    tile = (f"v_ = x0[s] if {split} else x0\n"
+    bf16 = ins[0].dtype == T.BF16  # widened to float32, rounded once on store
+    v, r = ("_bf.to_float32(x0[s])", "_bf.from_float32(r_)") if bf16 else ("x0[s]", "r_")
+    tile = (f"v_ = {v} if {split} else {v.replace('[s]', '')}\n"
             f"e_ = np.exp(v_ - v_.max(axis={axes}, keepdims=True))\n"
             f"r_ = e_ / e_.sum(axis={axes}, keepdims=True)\n"
-            f"if {split}:\n    y0[s] = r_\nelse:\n    y0[...] = r_\n")
+            f"if {split}:\n    y0[s] = {r}\nelse:\n    y0[...] = {r}\n")
     return Body(tile, split=split)
 
 
-register(OpDef("SoftmaxV2", "aivector", ("x",), ("y",), FLOATS, _sm_infer, _sm_source,
+register(OpDef("SoftmaxV2", "aivector", ("x",), ("y",), FLOATS | {T.BF16}, _sm_infer, _sm_source,
                attrs={"axes": [-1]},
                linear=lambda i, o, a: [(0, 0), (len(i), 0)]
                if i[0].shape and 0 not in _sm_axes(i[0], a) else []))
