@@ -5,8 +5,9 @@ bfloat16 (``ACL_BF16``) has no numpy type: its name in a signature is ``"bfloat1
 kernels view it as its uint16 bits (``storage``) and compute through float32, rounding to
 nearest even on store (``npuemu.shared.bf16``). Host arrays of it are ``ml_dtypes.bfloat16``
 (``user_dtype``) when that package is installed, else the HCCL face's tagged uint16
-(``npuemu.host.hccl.types.BFLOAT16``); ``acl_dtype`` maps either to ``ACL_BF16``. ml_dtypes
-is imported only when a bf16 array is made (its import costs about a second of CPU).
+(``npuemu.host.hccl.types.BFLOAT16``); ``acl_dtype`` maps either to ``ACL_BF16``. npuemu
+never imports ml_dtypes itself (its import costs over a second of CPU): outputs are
+``ml_dtypes.bfloat16`` arrays once the program has imported it, tagged uint16 before.
 
 The values are CANN's (``aclDataType``, ``aclFormat`` and the op API's ``ACL_ERROR_*`` codes
 of ``acl_base.h`` / ``acl_op.h``). The ACL error codes of the op API are read from
@@ -15,6 +16,8 @@ module works before and after the shared table grows.
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
@@ -138,12 +141,12 @@ def is_bf16(np_dtype: object) -> bool:
 
 def user_dtype(dtype: str) -> np.dtype:
     """The host numpy dtype of arrays of signature dtype ``dtype`` (what ``run_op`` returns):
-    ``ml_dtypes.bfloat16`` for bfloat16 when installed, else the tagged uint16."""
+    for bfloat16 ``ml_dtypes.bfloat16`` once the program has imported ``ml_dtypes``, else the
+    tagged uint16 (``npuemu.host.hccl.types.BFLOAT16``)."""
     if dtype != BF16:
         return np.dtype(dtype)
-    try:
-        import ml_dtypes
-    except ImportError:
+    ml_dtypes = sys.modules.get("ml_dtypes")
+    if ml_dtypes is None:
         from npuemu.host.hccl.types import BFLOAT16
         return BFLOAT16
     return np.dtype(ml_dtypes.bfloat16)

@@ -96,17 +96,18 @@ def device_info():
 
 
 def bf16_add():
-    """1.5 + 1.5 in bfloat16 on card 0 (``run_op``), or the code of its refusal."""
-    import ml_dtypes
-
+    """1.5 + 1.5 in bfloat16 on card 0 (``run_op``, hccl.bfloat16's tagged uint16 bits in),
+    or the code of its refusal."""
     from npuemu.host.api import run_op
+    from npuemu.host.hccl.types import BFLOAT16
+    from npuemu.shared.bf16 import from_float32, to_float32
     from npuemu.shared.errors import AclError
 
     try:
-        (y,) = run_op("Add", [np.full(3, 1.5, ml_dtypes.bfloat16)] * 2)
+        (y,) = run_op("Add", [from_float32(np.full(3, 1.5, np.float32)).view(BFLOAT16)] * 2)
     except AclError as err:
         return err.code
-    out = y.to_numpy().astype(float).tolist()
+    out = to_float32(y.to_numpy().view(np.uint16)).tolist()
     y.free()
     return out
 

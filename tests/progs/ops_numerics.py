@@ -204,23 +204,27 @@ def activations_and_moves(big):
 
 def bf16_and_int8():
     """bfloat16 (float32 math, one round to nearest even on store) and int8 with int32
-    accumulation, through the card: the kernels' bf16 import and uint16 views included."""
-    import ml_dtypes
+    accumulation, through the card: the kernels' bf16 import and uint16 views included.
+    The expected bfloat16 arrays are rounded by shared/bf16 and typed as run_op returns
+    bfloat16 (ml_dtypes' once imported, as onnx does, else hccl.bfloat16's tagged uint16);
+    every comparison is exact."""
+    from npuemu.host.ops.types import user_dtype
+    from npuemu.shared.bf16 import from_float32, to_float32
 
-    bf = ml_dtypes.bfloat16
-    f32 = lambda v: v.astype(np.float32)  # noqa: E731
-    x, y = rnd(300, 17).astype(bf), rnd(17).astype(bf)
-    check("Add-bfloat16", "Add", [(x, 1), (y, 1)], None, (f32(x) + f32(y)).astype(bf), 0)
-    check("Sigmoid-bfloat16", "Sigmoid", [(x, 1)], None,
-          (1 / (1 + np.exp(-f32(x)))).astype(bf), 0)
-    check("ReduceSum-bfloat16", "ReduceSum", [(np.ones((3, 1000), bf), 1)], {"axes": [1]},
-          np.full(3, 1000, bf), 0)  # bf16 arithmetic would stop at 256
-    check("Cast-f32-bf16", "Cast", [(f32(x) * 1.001, 1)], {"dst_type": 27},
-          (f32(x) * 1.001).astype(bf), 0)
-    check("Cast-bf16-f32", "Cast", [(x, 1)], {"dst_type": 0}, f32(x), 0)
-    m1, m2 = rnd(70, 24).astype(bf), rnd(24, 9).astype(bf)
-    check("MatMul-bfloat16", "MatMul", [(m1, 1), (m2, 1)], None, (f32(m1) @ f32(m2)).astype(bf),
-          0)
+    def bf(v):  # float32 values -> bfloat16, rounded to nearest even
+        return from_float32(np.asarray(v, np.float32)).view(user_dtype("bfloat16"))
+
+    x, y = bf(rnd(300, 17)), bf(rnd(17))
+    fx, fy = to_float32(x.view(np.uint16)), to_float32(y.view(np.uint16))
+    check("Add-bfloat16", "Add", [(x, 1), (y, 1)], None, bf(fx + fy), 0)
+    check("Sigmoid-bfloat16", "Sigmoid", [(x, 1)], None, bf(1 / (1 + np.exp(-fx))), 0)
+    check("ReduceSum-bfloat16", "ReduceSum", [(bf(np.ones((3, 1000))), 1)], {"axes": [1]},
+          bf(np.full(3, 1000)), 0)  # bf16 arithmetic would stop at 256
+    check("Cast-f32-bf16", "Cast", [(fx * 1.001, 1)], {"dst_type": 27}, bf(fx * 1.001), 0)
+    check("Cast-bf16-f32", "Cast", [(x, 1)], {"dst_type": 0}, fx, 0)
+    m1, m2 = bf(rnd(70, 24)), bf(rnd(24, 9))
+    check("MatMul-bfloat16", "MatMul", [(m1, 1), (m2, 1)], None,
+          bf(to_float32(m1.view(np.uint16)) @ to_float32(m2.view(np.uint16))), 0)
     a8, b8 = (rng.integers(-128, 128, sh).astype(np.int8) for sh in ((40, 64), (64, 6)))
     bias = rnd(6, dtype=np.int32)
     check("MatMulV2-int8", "MatMulV2", [(a8, 1), (b8, 1), (bias, 1)], None,
