@@ -6,6 +6,8 @@ tensor descriptors of ACL_BF16."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -154,13 +156,15 @@ def test_dtypes_cann_has_no_kernel_for_are_refused(bf) -> None:
         assert refused(op, args) == 100026, op
 
 
-def test_acl_bf16_in_the_dtype_table_and_tensor_descs(bf) -> None:
+def test_acl_bf16_in_the_dtype_table_and_tensor_descs(bf, monkeypatch) -> None:
     assert acl.data_type_size(T.ACL_BF16) == 2
     assert T.numpy_dtype(T.ACL_BF16) == "bfloat16" and T.storage("bfloat16") == "uint16"
     assert T.acl_dtype(bf) == T.acl_dtype(np.dtype(bf)) == T.acl_dtype("bfloat16") == 27
     from npuemu.host.hccl.types import BFLOAT16
     assert T.acl_dtype(BFLOAT16) == 27 and T.acl_dtype(np.uint16) == 7
     assert T.user_dtype("bfloat16") == np.dtype(bf)
+    monkeypatch.delitem(sys.modules, "ml_dtypes")  # a program that never imported it
+    assert T.user_dtype("bfloat16") is BFLOAT16
     d = acl.create_tensor_desc(T.ACL_BF16, [3, 5], T.ACL_FORMAT_ND)
     assert acl.get_tensor_desc_type(d) == 27 and acl.get_tensor_desc_size(d) == 30
     acl.destroy_tensor_desc(d)
