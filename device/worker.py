@@ -11,7 +11,8 @@ Main loop, one pass:
   2. if nothing was there and no task is runnable: spin with ``sched_yield`` for a while
      after the last work (``shared/spin.py``: between ``SPIN_MIN_S`` and ``SPIN_S``, longer
      while work comes back within ``QUIET_S`` of the loop falling asleep, shorter while
-     it does not), then set ``sleeping``, re-check the rings and block on the doorbell semaphore (a
+     it does not; none while a collective runs: ``collective.running``), then set
+     ``sleeping``, re-check the rings and block on the doorbell semaphore (a
      timed wait: 10 ms right after activity, covering the rare missed-wake race of the flag
      handshake; ``HEARTBEAT_S`` when long idle, so an idle node costs well under 1 % CPU);
   3. housekeeping (at most every few ms): heartbeat, the loop's CPU counters
@@ -395,13 +396,13 @@ class Worker:
     # main loop -----------------------------------------------------------------------------
     def serve(self) -> int:
         """Drain every client's submission ring once; returns the number of frames handled."""
-        handled = 0
+        handled, handle = 0, dispatch.handle
         for client in self.active:
-            sub = client.sub
+            pop = client.sub.pop
             try:
-                while (payload := sub.pop()) is not None:
+                while (payload := pop()) is not None:
                     handled += 1
-                    dispatch.handle(self, client, payload)
+                    handle(self, client, payload)
             except RingCorrupt as err:
                 self.ctl[_C.BAD_FRAMES] += 1
                 self.log("ERROR", f"client slot {client.slot} detached: {err}")
@@ -424,14 +425,14 @@ class Worker:
             except BaseException as err:  # a bug of ours: keep the card up, say where
                 self._contain(err, "main loop")
                 served, until = 0, 0.01
-            working = bool(served) or not scheduler.idle()
-            cpu.end(working)
-            if working:
+            worked = bool(served) or scheduler.progressed  # frames served, tasks moved
+            cpu.end(worked)
+            if worked or scheduler.done:  # an engine reported since: reap it next pass
                 if slept:
                     spin.learn(now - last_work, True)
                     slept = False
                 last_work = now
-            elif now - last_work < spin.budget:
+            elif now - last_work < spin.budget and not collective.running():
                 os.sched_yield()
             else:
                 slice_s = HEARTBEAT_S if now - last_work > RECENT_S else 0.01
@@ -440,6 +441,7 @@ class Worker:
                 now = time.monotonic()
             if now - last_house > HOUSEKEEPING_S:
                 last_house = now
+                cpu.aside()  # housekeeping is no task's work
                 try:
                     self.housekeeping()
                 except BaseException as err:  # likewise: the next pass tries again

@@ -386,14 +386,18 @@ class COMM_RANK(Layout):
     PID = Field(1, "host pid of the rank")
     ERROR = Field(1, "HcclResult of the rank's first failed collective (its worker)")
     GROUP = Field(1, "HCCS group of the rank's card (the hierarchical algorithm)")
-    _PAD0 = pad(2)
+    PROGRESS = Field(1, "step at the arrival of its running collective << 24 | pieces of "
+                        "it the rank's card finished (monotonic; the one worker-written "
+                        "word of this line)")
+    _PAD0 = pad(1)
     STEP = Field(1, "phases of collectives this rank's card has completed (monotonic)")
     SEND = Field(1, "device pointer of the rank's input of the running collective")
     RECV = Field(1, "device pointer of the rank's output of the running collective")
     DESC = Field(2, "kind | dtype << 8 | op << 16 | algo << 24 | root << 32 of its collective "
                     "number 2k (word 0) or 2k+1 (word 1): a rank one call ahead writes the other")
     COUNT = Field(2, "element count of that collective (the same two words)")
-    WAITING = Field(1, "2 * step it sleeps for (+1: on its ring neighbours only); 0 awake")
+    WAITING = Field(1, "2 * step it sleeps for (+1: on its ring neighbours only); 1: "
+                       "asleep on a peer's PROGRESS or pair word; 0 awake")
 
 
 

@@ -12,8 +12,11 @@ worker loop or other streams) publishes the rank's buffer addresses in the rank'
 then runs phases; between phases a rank bumps its ``step`` counter, posts the semaphore of
 each peer that sleeps for a step all its awaited ranks have now reached (its ``waiting``
 word), and blocks on its own semaphore until those it needs have reached the same step
-(``Comm.sync``: no polling; every wake, and at least every ``_SLICE_S``, it checks the
-deadline, peers' liveness and errors). Data moves straight
+(``Comm.sync``: no polling; every wake it checks the deadline and the peers' error and
+state words, and after every ``_SLICE_S`` without progress their processes' liveness).
+Within a phase a rank may also wait for a piece of a peer's work: each rank publishes its
+``PROGRESS`` word (``step at arrival << 24 | pieces done``) and posts the peers asleep on
+it (``Comm.bump``, ``_Run.take``), so pipelined phases need no barrier. Data moves straight
 between arenas: peers' inputs are read where they lie and reduced with numpy ufuncs
 (``out=``) into the rank's own output, in ``CHUNK_BYTES`` pieces so the accumulator stays
 in cache. No staging buffer, no host thread.
@@ -22,13 +25,16 @@ in cache. No staging buffer, no host thread.
 |------------------------|-------|------------------------------------------------------|
 | all_reduce, ≤ 4 KiB    | 1     | copies its input into its segment slot (parity of the |
 |                        |       | call), then reduces every rank's slot in rank order  |
-| all_reduce mesh        | 3     | reduces slice r of every input into its output; then |
-|                        |       | copies slice j from rank j's output                  |
+| all_reduce mesh        | 2     | reduces slice r of every input into its output, one  |
+|                        |       | ``CHUNK_BYTES`` piece at a time (PROGRESS), and      |
+|                        |       | copies each finished piece of slice j from rank j's  |
+|                        |       | output as soon as it is published (pipelined)        |
 | all_reduce ring        | 2(p-1)+2 | p-1 reduce-scatter + p-1 all-gather steps reading |
 |                        |       | the left neighbour, synced with both neighbours only |
-| all_reduce hier        | 5     | mesh reduce of slice i within the group; reduce of   |
+| all_reduce hier        | 2     | mesh reduce of slice i within the group; reduce of   |
 |                        |       | sub-slice k with the same-place ranks of the other   |
 |                        |       | groups; gather those; gather the group's slices      |
+|                        |       | (each stage waits on PROGRESS of the ranks it reads) |
 | all_gather, reduce_scatter, all_to_all, broadcast, reduce | 2 | copy/reduce from peers' inputs |
 | all_to_allv            | 2     | checks every rank's counts against its peers' (the   |
 |                        |       | COMM_PAIR table), then copies from peers' inputs     |
@@ -141,11 +147,23 @@ MAX_COMM_ENGINES = 64
 """Engine threads of communicators in this worker, all clients together."""
 _R = COMM_RANK
 _P = COMM_PAIR
-_P2P_WAIT = 1
-"""``waiting`` of a rank asleep in a send or recv (a collective's is 2 * step >= 2)."""
+_WORD_WAIT = 1
+"""``waiting`` of a rank asleep on a peer's pair word (a send or recv) or ``PROGRESS`` word
+(a pipelined phase); a step sync's is 2 * step >= 2."""
+_PIECE_BITS = 24
+"""``PROGRESS`` is ``step at the call's arrival << _PIECE_BITS | pieces done`` (monotonic
+over calls; a piece is at least ``CHUNK_BYTES``, so far fewer than 2**24 of them)."""
 _PRESENT = (CommRankState.JOINED, CommRankState.ATTACHED)
 _free_engines: list[str] = []  # scheduler keys of engines of detached communicators
 _engines = [0]  # communicator engine threads started by this worker (loop thread)
+_all_engines: list[engines.Engine[Any]] = []  # every one of them (loop thread)
+
+
+def running() -> bool:
+    """A collective of this worker is on its engine (loop thread: ``Engine.running`` is the
+    loop's). The loop then sleeps on its doorbell instead of spinning: the engine posts it
+    when the collective ends, and its spin would only take a core from the ranks."""
+    return any(e.running for e in _all_engines)
 
 
 class CommClient(contracts.Client, Protocol):
@@ -249,25 +267,52 @@ class Comm:
         self.block(task, ranks, lambda: self._reached(ranks, target), 2 * target + mode,
                    deadline)
 
-    def block(self, task: Job, ranks: range | tuple[int, ...], ready: Callable[[], bool],
-              waiting: int, deadline: float) -> None:
+    def block(self, task: Job, ranks: range | tuple[int, ...] | list[int],
+              ready: Callable[[], bool], waiting: int, deadline: float) -> None:
         """Sleep on this rank's semaphore until ``ready()``, with ``waiting`` published so
-        the peer that makes it true posts it; checks ``ranks`` every wake (CollectiveError)."""
+        the peer that makes it true posts it. Every wake checks the cancel flag, the
+        deadline and the ``STATE`` / ``ERROR`` words of ``ranks``; their processes' liveness
+        (system calls) once a slice of ``_SLICE_S`` went by without ``ready()`` (a dead
+        peer posts nothing, so it is found within one slice). Raises CollectiveError."""
+        alive_at = 0.0
         while not ready():
-            self._check_waiting(task, ranks, deadline)
+            now = time.monotonic()
+            if not alive_at:
+                alive_at = now + _SLICE_S
+            elif now >= alive_at:
+                self._check_alive(ranks)
+                alive_at = now + _SLICE_S
+            self._check_waiting(task, ranks, deadline, now)
             self.check_intact()
             self.put(_R.WAITING, waiting)
             _fence()
             if not ready():  # a peer that came meanwhile saw WAITING
-                shm.wait(self.sems[self.rank],
-                         max(0.0, min(_SLICE_S, deadline - time.monotonic())))
+                shm.wait(self.sems[self.rank], max(0.0, min(_SLICE_S, deadline - now)))
             self.check_intact()
             self.put(_R.WAITING, 0)
+
+    def bump(self, value: int, ranks: range | list[int]) -> None:
+        """Publish this rank's ``PROGRESS`` and post those of ``ranks`` asleep on a word."""
+        self.put(_R.PROGRESS, value)
+        _fence()
+        words, base, stride, me = self.words, COMM_RANKS + _R.WAITING, _R.words, self.rank
+        for j in ranks:
+            if j != me and words[base + j * stride] == _WORD_WAIT:
+                self.sems[j].release()
+
+    def progress(self, rank: int) -> int:
+        return self.words[COMM_RANKS + rank * _R.words + _R.PROGRESS]
+
+    def wait_progress(self, task: Job, ranks: list[int], target: int, deadline: float) -> None:
+        """Block until every rank of ``ranks`` published ``PROGRESS`` >= ``target``."""
+        words, base, stride = self.words, COMM_RANKS + _R.PROGRESS, _R.words
+        self.block(task, ranks, lambda: all(words[base + j * stride] >= target for j in ranks),
+                   _WORD_WAIT, deadline)
 
     def poke(self, peer: int) -> None:
         """Wake ``peer`` if it sleeps in a send or recv (after a pair word was written)."""
         _fence()
-        if self.field(peer, _R.WAITING) == _P2P_WAIT:
+        if self.field(peer, _R.WAITING) == _WORD_WAIT:
             self.sems[peer].release()
 
     def _reached(self, ranks: range | tuple[int, ...], target: int) -> bool:
@@ -288,8 +333,10 @@ class Comm:
             if self._reached(theirs, waiting // 2):
                 self.sems[j].release()
 
-    def _check_waiting(self, task: Job, ranks: range | tuple[int, ...],
-                       deadline: float) -> None:
+    def _check_waiting(self, task: Job, ranks: range | tuple[int, ...] | list[int],
+                       deadline: float, now: float) -> None:
+        """The cheap checks of a wait: cancelled, past ``deadline``, a rank of ``ranks``
+        gone from the segment or failed (its words)."""
         if self.closed or task.cancelled:
             raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
                                   "collective cancelled")
@@ -306,6 +353,15 @@ class Comm:
             if failed:
                 raise CollectiveError(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, _E_REMOTE,
                                       f"rank {j} failed ({failed})")
+        if now >= deadline:
+            raise CollectiveError(errors.ACL_ERROR_RT_WAIT_TIMEOUT, _E_TIMEOUT,
+                                  "peers did not arrive within HCCL_EXEC_TIMEOUT")
+
+    def _check_alive(self, ranks: range | tuple[int, ...] | list[int]) -> None:
+        """CollectiveError (507057) if a card or host process of ``ranks`` is gone."""
+        for j in ranks:
+            if j == self.rank:
+                continue
             peer = self.peers.get(self.devs[j])
             if peer is not None and not self.card_alive(peer):
                 raise CollectiveError(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, _E_REMOTE,
@@ -313,9 +369,6 @@ class Comm:
             if not self.pid_alive(self.pids[j]):
                 raise CollectiveError(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, _E_REMOTE,
                                       f"rank {j}: host process {self.pids[j]} is gone")
-        if time.monotonic() >= deadline:
-            raise CollectiveError(errors.ACL_ERROR_RT_WAIT_TIMEOUT, _E_TIMEOUT,
-                                  "peers did not arrive within HCCL_EXEC_TIMEOUT")
 
     def card_alive(self, peer: Peer) -> bool:
         return peer.alive() and self.pid_alive(peer.ctl[layout.DEVICE_CTL.PID])
@@ -421,8 +474,9 @@ def attach(worker: Card, client: CommClient, name: str, rank: int) -> tuple[()] 
     comm = Comm(worker, name, rank)
     if not comm.engine:  # a DMA-class engine (its failure code) under a key of its own
         comm.engine = f"hccl{len(worker.scheduler.engines)}"
-        worker.scheduler.engines[comm.engine] = engines.Engine(
+        engine = worker.scheduler.engines[comm.engine] = engines.Engine(
             engines.DMA, worker.scheduler.done, worker.wake)
+        _all_engines.append(engine)
         _engines[0] += 1
     cid = 1 + max(client.comms, default=0)
     client.comms[cid] = comm
@@ -593,6 +647,7 @@ class _Run:
         self.dtype = 0  # index in _DTYPES
         self.parity = 0  # of the collective's number on this communicator (publish)
         self.counts: list[int] = []  # all_to_allv's four count lists
+        self.base = 0  # this call's PROGRESS base: step after ``arrive`` << _PIECE_BITS
 
     def publish(self, send: int, recv: int, desc: int) -> None:
         """The call's buffers and what it is. ``desc``/``count`` go to the words of the
@@ -608,9 +663,11 @@ class _Run:
         self.c.sync(self.task, self.all if ranks is None else ranks, self.deadline)
 
     def arrive(self) -> None:
-        """The first phase: every rank published; their calls must agree."""
+        """The first phase: every rank published; their calls must agree. Sets ``base``
+        (every rank's step is the same now, and greater than at any earlier call)."""
         self.sync()
         c = self.c
+        self.base = c.step << _PIECE_BITS
         p = self.parity
         mine = (c.field(self.r, _R.DESC + p), self.count)
         for j in self.all:
@@ -621,6 +678,32 @@ class _Run:
                     f"rank {j} called another collective than rank {self.r} (desc, count "
                     f"{theirs[0]:#x}, {theirs[1]} against {mine[0]:#x}, {mine[1]}; steps "
                     f"{c.field(j, _R.STEP)} and {c.step})")
+
+    def take(self, parts: dict[int, tuple[np.ndarray, np.ndarray]], first: int,
+             step: int) -> None:
+        """Copy each ``parts[j] = (src, dst)`` as its owner ``j`` finishes it: piece k
+        (``step`` elements) of ``src`` is final once j's ``PROGRESS`` >= first + k + 1.
+        Takes what any owner has ready, in turn; sleeps only while no owner has a piece
+        not yet taken (a late owner holds up only its own parts)."""
+        c = self.c
+        taken = {j: 0 for j, (src, _dst) in parts.items() if src.size}  # pieces copied
+        while taken:
+            moved = False
+            for j in tuple(taken):
+                src, dst = parts[j]
+                have = min(c.progress(j) - first, -(-src.size // step))
+                if have > taken[j]:
+                    a, b = taken[j] * step, min(have * step, src.size)
+                    np.copyto(dst[a:b], src[a:b])
+                    moved = True
+                    if b == src.size:
+                        del taken[j]
+                    else:
+                        taken[j] = have
+            if taken and not moved:
+                c.block(self.task, list(taken), lambda: any(
+                    c.progress(j) - first > done for j, done in taken.items()),
+                    _WORD_WAIT, self.deadline)
 
     def ptr(self, rank: int, which: int) -> int:
         return self.c.field(rank, which)
@@ -652,7 +735,7 @@ def _blocks(m: int, p: int) -> list[tuple[int, int]]:
 
 
 def _all_reduce(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
-    r, p, n = run.r, run.p, run.count
+    p, n = run.p, run.count
     if n * run.dt.itemsize <= layout.COMM_SMALL_BYTES:
         _all_reduce_small(run, send, recv)
     elif algo == "hier" and run.c.groups is not None:
@@ -660,17 +743,32 @@ def _all_reduce(run: _Run, algo: str, send: int, recv: int, root: int) -> None:
     elif algo in ("ring", "hier") and p > 2:
         _all_reduce_ring(run)
     else:
-        run.arrive()
-        blocks = _blocks(n, p)
-        lo, ln = blocks[r]
-        ins = [run.view(run.ptr((r + k) % p, _R.SEND), lo, ln) for k in range(p)]
-        run.reduce_into(run.view(recv, lo, ln), ins)
-        run.sync()
-        for j in range(1, p):
-            jlo, jln = blocks[(r + j) % p]
-            src = run.view(run.ptr((r + j) % p, _R.RECV), jlo, jln)
-            np.copyto(run.view(recv, jlo, jln), src)
-        run.sync()
+        _all_reduce_mesh(run, recv)
+
+
+def _all_reduce_mesh(run: _Run, recv: int) -> None:
+    """Reduce-scatter + all-gather, pipelined: rank r reduces slice r of every input into
+    its output piece by piece (``CHUNK_BYTES``), publishing each finished piece in its
+    ``PROGRESS`` word; meanwhile it copies every finished piece of the other slices from
+    their owners' outputs, whichever owner is ahead, sleeping only when no owner has a
+    piece it has not taken. 2 syncs (arrive, leave) instead of a barrier between the
+    phases: an early rank gathers while a late one still reduces. Piece k of slice j is
+    read only once rank j has finished reading every input's piece k (so writing it into
+    an in-place output, where it is the input too, harms no reader)."""
+    r, p, n, c = run.r, run.p, run.count, run.c
+    run.arrive()
+    blocks = _blocks(n, p)
+    step = max(1, CHUNK_BYTES // run.dt.itemsize)
+    base = run.base
+    lo, ln = blocks[r]
+    ins = [run.view(run.ptr((r + k) % p, _R.SEND), lo, ln) for k in range(p)]
+    out = run.view(recv, lo, ln)
+    for k, c0 in enumerate(range(0, ln, step), 1):
+        run.reduce_into(out[c0:c0 + step], [x[c0:c0 + step] for x in ins])
+        c.bump(base + k, run.all)
+    run.take({j: (run.view(run.ptr(j, _R.RECV), *blocks[j]), run.view(recv, *blocks[j]))
+              for j in run.all if j != r}, base, step)
+    run.sync()
 
 
 def _all_reduce_small(run: _Run, send: int, recv: int) -> None:
@@ -709,33 +807,37 @@ def _all_reduce_ring(run: _Run) -> None:
 
 def _all_reduce_hier(run: _Run, groups: list[list[int]]) -> None:
     """Mesh within each HCCS group, then across groups only between the ranks of the same
-    place in their groups (``counterparts``), then mesh again within the group: 5 syncs;
-    only 1/L of the message crosses between groups per rank (L ranks per group)."""
+    place in their groups (``counterparts``), then mesh again within the group; only 1/L
+    of the message crosses between groups per rank (L ranks per group). 2 syncs: between
+    the stages a rank waits only for the ``PROGRESS`` (stage done) of the ranks it reads
+    next, whose stage also means they finished reading what it overwrites."""
     r, n = run.r, run.count
     group = next(g for g in groups if r in g)
     i = group.index(r)
     mates = [g[i] for g in groups]  # this rank's counterparts, one per group
     gi = mates.index(r)
     recv = run.ptr(r, _R.RECV)
+    c = run.c
     run.arrive()
-    lo, ln = _blocks(n, len(group))[i]
+    base, whole = run.base, max(1, run.count)  # whole: a part is one piece here
+    slices = _blocks(n, len(group))
+    lo, ln = slices[i]
     ins = [run.view(run.ptr(m, _R.SEND), lo, ln) for m in group[i:] + group[:i]]
     run.reduce_into(run.view(recv, lo, ln), ins)  # the group's partial of slice i
-    run.sync()
+    c.bump(base + 1, mates)
+    others = [m for m in mates if m != r]
+    c.wait_progress(run.task, others, base + 1, run.deadline)
     subs = _blocks(ln, len(mates))
     slo, sln = subs[gi]
     ins = [run.view(run.ptr(m, _R.RECV), lo + slo, sln) for m in mates[gi:] + mates[:gi]]
     run.reduce_into(run.view(recv, lo + slo, sln), ins)  # final sub-slice gi of slice i
-    run.sync()
-    for k, m in enumerate(mates):
-        if m != r:
-            klo, kln = subs[k]
-            np.copyto(run.view(recv, lo + klo, kln), run.view(run.ptr(m, _R.RECV), lo + klo, kln))
-    run.sync()
-    for k, m in enumerate(group):
-        if m != r:
-            klo, kln = _blocks(n, len(group))[k]
-            np.copyto(run.view(recv, klo, kln), run.view(run.ptr(m, _R.RECV), klo, kln))
+    c.bump(base + 2, mates)
+    run.take({m: (run.view(run.ptr(m, _R.RECV), lo + subs[k][0], subs[k][1]),
+                  run.view(recv, lo + subs[k][0], subs[k][1]))
+              for k, m in enumerate(mates) if m != r}, base + 1, whole)
+    c.bump(base + 3, group)
+    run.take({m: (run.view(run.ptr(m, _R.RECV), *slices[k]), run.view(recv, *slices[k]))
+              for k, m in enumerate(group) if m != r}, base + 2, whole)
     run.sync()
 
 
@@ -812,7 +914,7 @@ def _send(run: _Run, algo: str, send: int, recv: int, peer: int) -> None:
     c.put_pair(peer, _P.DTYPE, run.dtype)
     c.put_pair(peer, _P.SENT, n)
     c.poke(peer)
-    c.block(run.task, (peer,), lambda: c.pair(peer, c.rank, _P.TAKEN) >= n, _P2P_WAIT,
+    c.block(run.task, (peer,), lambda: c.pair(peer, c.rank, _P.TAKEN) >= n, _WORD_WAIT,
             run.deadline)
     if c.pair(peer, c.rank, _P.STATUS):
         raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
@@ -822,7 +924,7 @@ def _send(run: _Run, algo: str, send: int, recv: int, peer: int) -> None:
 def _recv(run: _Run, algo: str, send: int, recv: int, peer: int) -> None:
     c, me = run.c, run.r
     n = c.taken[peer] = c.taken.get(peer, c.pair(me, peer, _P.TAKEN)) + 1
-    c.block(run.task, (peer,), lambda: c.pair(peer, me, _P.SENT) >= n, _P2P_WAIT,
+    c.block(run.task, (peer,), lambda: c.pair(peer, me, _P.SENT) >= n, _WORD_WAIT,
             run.deadline)
     count, dtype = c.pair(peer, me, _P.COUNT), c.pair(peer, me, _P.DTYPE)
     ok = (count, dtype) == (run.count, run.dtype)
