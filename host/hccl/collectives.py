@@ -25,12 +25,14 @@ copies into the CCL buffers, P2P pulls, AI Vector ``reduce`` tasks and host rend
 points (``comm.py``); across HCCS groups a pull reads the peer's pinned host mirror
 (``_Run.pull``/``publish``).
 
-Missing (stated, not emulated): chunks of one collective are not pipelined across phases
-(a phase runs over the whole message, in cache-sized pieces, then the ranks sync); ring and
-hier are used for all_reduce only; the algorithm does not depend on the size beyond the
-one-shot path (mesh measured fastest at every size here). The card runs one collective
-(or send/recv) of a communicator at a time, in the order they reach its engine, so calls on
-two streams of one communicator are serialised where a card might overlap them.
+Pipelining: mesh and hier all_reduce publish each finished piece (mesh: every
+``CHUNK_BYTES`` of a rank's slice; hier: each stage) in the rank's ``PROGRESS`` word, and
+peers take it from there at once, so the ranks meet only at arrival and at the end.
+Missing (stated, not emulated): ring and hier are used for all_reduce only; the algorithm
+does not depend on the size beyond the one-shot path (mesh measured fastest at every size
+here). The card runs one collective (or send/recv) of a communicator at a time, in the
+order they reach its engine, so calls on two streams of one communicator are serialised
+where a card might overlap them.
 """
 
 from __future__ import annotations
