@@ -221,9 +221,11 @@ def _assemble(graphs: list[Graph], gears: list[int], sched: streams.Schedule,
     tensors = []
     for name, t in big.tensors.items():
         shapes = [list(g.tensors[name].shape) for g in graphs]
-        where: Any = {"weight": lambda n: [offsets[n], big.tensors[n].nbytes],
-                      "intermediate": lambda n: n,
-                      "input": big.inputs.index, "output": big.outputs.index}[t.kind](name)
+        locate: dict[str, Callable[[str], Any]] = {
+            "weight": lambda n: [offsets[n], big.tensors[n].nbytes],
+            "intermediate": lambda n: mplan.aliases.get(n, n),  # its block (maybe shared)
+            "input": big.inputs.index, "output": big.outputs.index}
+        where = locate[t.kind](name)
         tensors.append([name, t.dtype, t.kind, shapes, where])
     report = {**mplan.report(), "streams": len(sched.streams), "events": len(sched.events),
               "tasks": len(big.nodes), "op_signatures": len(op_refs),

@@ -16,6 +16,12 @@ smallest plan wins. The report gives the naive size (sum of all blocks), the pla
 size, the lower bound (the largest total of bytes live at one step of the task order) and the
 saving against naive. Block sizes are rounded up to :data:`ALIGN` (the AI Core's 64-byte
 access granule) and every figure uses the rounded sizes.
+
+A ``Reshape`` from an intermediate to an intermediate moves no data: its output is an
+*alias* of its input's block (:func:`aliases`; chains resolve to the first block), whose
+users include the alias's users, so the block lives until the last of them. The model
+runtime gives such a Reshape no kernel (an empty step: its events still order the streams),
+as CANN's graph engine turns a Reshape into no task.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ class MemoryPlan:
     naive: int
     lower_bound: int
     conflicts: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    aliases: dict[str, str] = field(default_factory=dict)
+    """Reshape outputs -> the block they share (see module doc)."""
 
     @property
     def savings(self) -> float:
@@ -66,16 +74,33 @@ class MemoryPlan:
                 if self.lower_bound else 1.0}
 
 
+def aliases(graph: Graph) -> dict[str, str]:
+    """Each Reshape output that shares its input's block -> that block's tensor: a
+    one-input Reshape from an intermediate to an intermediate of the same byte size."""
+    out: dict[str, str] = {}
+    for n in graph.nodes:
+        if n.op != "Reshape" or len([x for x in n.inputs if x]) != 1 or len(n.outputs) != 1:
+            continue
+        src, dst = graph.tensors[n.inputs[0]], graph.tensors[n.outputs[0]]
+        if src.kind == dst.kind == "intermediate" and src.nbytes == dst.nbytes:
+            out[dst.name] = out.get(src.name, src.name)
+    return out
+
+
 def collect_blocks(graph: Graph,
                    workspace: Callable[[Node], int] | None = None) -> list[Block]:
-    """Blocks of ``graph``: its intermediates, then one per task with a workspace need."""
+    """Blocks of ``graph``: its intermediates (not the Reshape aliases: their users count
+    as users of the block they share), then one per task with a workspace need."""
     made_by = {o: i for i, n in enumerate(graph.nodes) for o in n.outputs}
+    alias = aliases(graph)
     users: dict[str, list[int]] = {}
     for i, n in enumerate(graph.nodes):
         for x in n.inputs:
-            users.setdefault(x, []).append(i)
+            users.setdefault(alias.get(x, x), []).append(i)
     blocks = []
     for name in graph.intermediates():
+        if name in alias:
+            continue
         p = made_by[name]
         blocks.append(Block(name, align(graph.tensors[name].nbytes), p, users.get(name, [p])))
     for i, n in enumerate(graph.nodes):
@@ -98,7 +123,7 @@ def plan(graph: Graph, sched: Schedule,
     pairs = [(blocks[i].name, blocks[j].name) for i, cs in enumerate(conflicts) for j in cs
              if i < j]
     return MemoryPlan({b.name: b for b in blocks}, size, sum(b.size for b in blocks),
-                      lower_bound(graph, blocks), pairs)
+                      lower_bound(graph, blocks), pairs, aliases(graph))
 
 
 def _conflicts(blocks: list[Block], before: list[int]) -> list[list[int]]:
@@ -189,7 +214,19 @@ def verify(plan_: MemoryPlan, graph: Graph, sched: Schedule) -> None:
             acc |= {p} | done_before[p]
         assert all(p in acc for p in deps[i]), f"task {i} may start before its inputs exist"
         done_before.append(acc)
+    readers: dict[str, set[int]] = {}
+    for i, n in enumerate(graph.nodes):
+        for x in n.inputs:
+            root = x
+            while root in plan_.aliases:
+                root = plan_.aliases[root]
+            readers.setdefault(root, set()).add(i)
+    for name, alias_of in plan_.aliases.items():
+        assert alias_of in plan_.blocks and name not in plan_.blocks, f"alias {name} -> {alias_of}"
+        assert plan_.blocks[alias_of].size >= graph.tensors[name].nbytes, f"alias {name} too big"
     blocks = list(plan_.blocks.values())
+    for a in blocks:
+        assert readers.get(a.name, set()) <= set(a.users), f"{a.name} lives too short"
     for i, a in enumerate(blocks):
         assert a.offset >= 0 and a.offset % ALIGN == 0 and a.offset + a.size <= plan_.size
         for b in blocks[i + 1:]:

@@ -274,6 +274,10 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
     for t, (op_ref, ins, outs, stream_no) in enumerate(prog["tasks"]):
         op_type, attrs, _tiling = om.op_refs[op_ref]
         names = [n for n in ins if n] + list(outs)
+        if op_type == "Reshape" and _shares_block(names, info, k):
+            tasks.append(_Task(0, "", 0, [], [], stream_no, waits.get(t, []),
+                               records.get(t, [])))
+            continue  # its output is its input's block (planner.aliases): nothing to move
         descs = [_desc(info[n], k) for n in names]
         if op_ref not in cache:
             req = executor.Request(op_type, descs[:len(names) - len(outs)],
@@ -313,6 +317,14 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
     out_sizes, out_dims = sizes("output")
     return Program(prog["batch"], tasks, in_sizes, out_sizes, in_dims, out_dims,
                    len(prog["streams"]), len(prog["events"]), hw=prog.get("hw"))
+
+
+def _shares_block(names: list[str], info: dict[str, Any], k: int) -> bool:
+    """Whether every tensor of a task is an intermediate of program ``k``'s byte size in one
+    and the same block (else the op is compiled and checked as any other)."""
+    rows = [info[n] for n in names]
+    return all(r[2] == "intermediate" for r in rows) and len({r[4] for r in rows}) == 1 \
+        and len({math.prod(r[3][k]) * np.dtype(r[1]).itemsize for r in rows}) == 1
 
 
 def _compile(req: executor.Request, link: Any) -> Any:

@@ -83,7 +83,8 @@ def test_round_trip_keeps_weights_tasks_and_plan(cnn_path, tmp_path) -> None:
         np.testing.assert_array_equal(got, src[name])
     (prog,) = om.programs
     ops = [om.op_refs[t[0]][0] for t in prog["tasks"]]
-    assert ops == ["Conv2D", "Relu", "MaxPool", "AvgPool", "Concat", "Reshape", "MatMul"]
+    assert ops == ["Conv2D", "MaxPool", "AvgPool", "Concat", "Reshape", "MatMul"]
+    assert om.op_refs[prog["tasks"][0][0]][1]["fused_relu"]  # ATC fused the Relu
     assert len(prog["streams"]) == 2 and prog["events"]  # the two pooling branches
     plan = om.memory_plan
     assert plan["size"] == report["planned_bytes"] <= plan["naive"]
@@ -184,11 +185,12 @@ def test_dump_json_has_the_plan_and_no_weight_bytes(cnn_path, tmp_path) -> None:
     doc = json.loads((tmp_path / "cnn.json").read_text())
     assert doc["memory_plan"]["size"] == report["planned_bytes"]
     assert doc["model_def"]["report"]["lower_bound_bytes"] == report["lower_bound_bytes"]
-    # a block per intermediate, and one per op scratch (the padded Conv2D's im2col)
+    # a block per intermediate but the Flatten's output (a Reshape sharing its input's
+    # block), and one per op scratch (the padded Conv2D's im2col)
     scratch = {ws for p in doc["programs"] for ws in p["workspaces"] if ws}
     assert scratch == {"conv::workspace"}
     assert {b[0] for b in doc["memory_plan"]["blocks"]} == \
-        {t["name"] for t in doc["tensors"] if t["kind"] == "intermediate"} | scratch
+        {t["name"] for t in doc["tensors"] if t["kind"] == "intermediate"} - {"f"} | scratch
     assert doc["weights_bytes"] == report["weight_bytes"] and "weights" not in doc
 
 
@@ -227,7 +229,7 @@ def test_dynamic_batch_gears_share_weights_and_one_plan(tmp_path) -> None:
     assert shapes["x"] == [[1, 3, 8, 8], [2, 3, 8, 8], [4, 3, 8, 8]]
     assert shapes["y"] == [[1, 5], [2, 5], [4, 5]]
     blocks = {b[0]: b for b in om.memory_plan["blocks"]}
-    assert blocks["c"][2] == 4 * 4 * 8 * 8 * 4  # planned at the largest gear
+    assert blocks["r"][2] == 4 * 4 * 8 * 8 * 4  # planned at the largest gear (Conv + Relu)
 
 
 @pytest.mark.parametrize(("shape", "gears"), [
