@@ -11,9 +11,12 @@ so a descriptor follows the stream's order as the real runtime's device-side cop
 
 Geometry (CANN's tables for the Atlas A2 inference and training products):
 
-* JPEGD output YUV420SP (NV12/NV21): width and height rounded down to even; width stride
-  the width rounded up to 64, height stride the height rounded up to 16; buffer at least
-  ``stride_w * stride_h * 3 / 2``. Input 32x32 to 8192x8192, baseline Huffman only.
+* JPEGD output YUV420SP (NV12/NV21) from any 4:4:4, 4:2:2, 4:2:0, 4:4:0 or grey file; the
+  file's own YUV444SP, YUV422SP or YUV440SP (either chroma order) from such a file; UNKNOWN
+  for the file's own, V first. Width and height rounded down to even (YUV444SP: kept);
+  width stride the width rounded up to 64, height stride the height rounded up to 16;
+  buffer at least ``stride_w * stride_h`` times 3/2 (YUV420SP), 2 (YUV422SP, YUV440SP) or 3
+  (YUV444SP). Input 32x32 to 8192x8192, baseline Huffman only.
 * PNGD output RGB888 (RGBA8888): width stride the width rounded up to 128, times 3 (4);
   height stride the height rounded up to 16; buffer ``stride_w * stride_h``. 32x32 to
   4096x4096.
@@ -212,17 +215,77 @@ def bytes_per_pixel(fmt: int) -> int:
 
 
 def picture_bytes(fmt: int, stride_w: int, stride_h: int) -> int:
-    """Buffer bytes of a picture of these strides (YUV420SP: 3/2 of the luma plane)."""
-    if fmt in YUV420SP:
-        return stride_w * stride_h * 3 // 2
+    """Buffer bytes of a picture of these strides (semi-planar: the luma plane and the
+    chroma plane, 3/2, 2 or 3 times the luma's)."""
+    if fmt in SUBSAMPLING:
+        hs, vs = SUBSAMPLING[fmt]
+        return stride_w * stride_h + 2 * stride_w * stride_h // (hs * vs)
     return stride_w * stride_h
 
 
-def jpegd_geometry(width: int, height: int) -> tuple[int, int, int, int, int]:
-    """``(width, height, stride_w, stride_h, size)`` of a JPEGD YUV420SP output."""
-    w, h = width & ~1, height & ~1
+YUV422SP = frozenset((PixelFormat.PIXEL_FORMAT_YUV_SEMIPLANAR_422,
+                      PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_422))
+YUV444SP = frozenset((PixelFormat.PIXEL_FORMAT_YUV_SEMIPLANAR_444,
+                      PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_444))
+YUV440SP = frozenset((PixelFormat.PIXEL_FORMAT_YUV_SEMIPLANAR_440,
+                      PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_440))
+V_FIRST = frozenset((NV21, PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_422,
+                     PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_444,
+                     PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_440))
+"""Semi-planar formats whose chroma plane starts with V."""
+UNKNOWN = PixelFormat.PIXEL_FORMAT_UNKNOWN
+JPEGD_FORMATS = YUV420SP | YUV422SP | YUV444SP | YUV440SP | {UNKNOWN}
+"""Output formats a JPEGD call takes; which of them a file allows is ``jpegd_output``'s."""
+SUBSAMPLING: dict[int, tuple[int, int]] = {
+    **dict.fromkeys(YUV420SP, (2, 2)), **dict.fromkeys(YUV422SP, (2, 1)),
+    **dict.fromkeys(YUV440SP, (1, 2)), **dict.fromkeys(YUV444SP, (1, 1))}
+"""Chroma subsampling (horizontal, vertical) of each semi-planar format."""
+_CSS = {(1, 1): JpegFormat.ACL_JPEG_CSS_444, (2, 1): JpegFormat.ACL_JPEG_CSS_422,
+        (2, 2): JpegFormat.ACL_JPEG_CSS_420, (1, 2): JpegFormat.ACL_JPEG_CSS_440,
+        (4, 1): JpegFormat.ACL_JPEG_CSS_411}
+_SOURCE: dict[int, frozenset[PixelFormat]] = {
+    JpegFormat.ACL_JPEG_CSS_444: YUV444SP, JpegFormat.ACL_JPEG_CSS_422: YUV422SP,
+    JpegFormat.ACL_JPEG_CSS_440: YUV440SP, JpegFormat.ACL_JPEG_CSS_420: YUV420SP,
+    JpegFormat.ACL_JPEG_CSS_GRAY: frozenset()}
+
+
+def jpeg_css(sampling: list[tuple[int, int]]) -> JpegFormat:
+    """The ``acldvppJpegFormat`` of a JPEG from each component's (horizontal, vertical)
+    sampling factors in its frame header: one component is GRAY; three with chroma at 1x1
+    are named by the luma's factors; anything else is UNKNOWN."""
+    if len(sampling) == 1:
+        return JpegFormat.ACL_JPEG_CSS_GRAY
+    if len(sampling) != 3 or sampling[1] != (1, 1) or sampling[2] != (1, 1):
+        return JpegFormat.ACL_JPEG_CSS_UNKNOWN
+    return _CSS.get(sampling[0], JpegFormat.ACL_JPEG_CSS_UNKNOWN)
+
+
+def jpegd_output(css: int, fmt: int) -> int | None:
+    """The format JPEGD writes for a file of subsampling ``css`` asked for ``fmt``, or None
+    where the reference refuses the pair. YUV420SP (NV12/NV21) comes from every file JPEGD
+    reads (4:4:4, 4:2:2, 4:2:0, 4:4:0 and grey, whose chroma is 0x80); a file's own sampling
+    (YUV444SP, YUV422SP, YUV440SP, either order) only from such a file; UNKNOWN gives the
+    file's own sampling, V first (grey: NV21). 4:1:1 and other samplings are refused."""
+    source = _SOURCE.get(css)
+    if source is None:
+        return None
+    if fmt == UNKNOWN:
+        return next((f for f in source if f in V_FIRST), NV21)
+    if fmt in YUV420SP or fmt in source:
+        return fmt
+    return None
+
+
+def jpegd_geometry(width: int, height: int, fmt: int = NV12) -> tuple[int, int, int, int, int]:
+    """``(width, height, stride_w, stride_h, size)`` of a JPEGD output of ``fmt`` (a
+    semi-planar format ``jpegd_output`` gives): width and height rounded down to even
+    (YUV444SP: as they are), width stride the width rounded up to 64, height stride the
+    height rounded up to 16; the buffer is 3/2 (YUV420SP), 2 (YUV422SP, YUV440SP) or 3
+    (YUV444SP) times ``stride_w * stride_h``."""
+    w, h = (width, height) if fmt in YUV444SP else (width & ~1, height & ~1)
     sw, sh = align_up(width, 64), align_up(height, 16)
-    return w, h, sw, sh, sw * sh * 3 // 2
+    hs, vs = SUBSAMPLING[fmt]
+    return w, h, sw, sh, sw * sh + 2 * sw * sh // (hs * vs)
 
 
 def pngd_geometry(width: int, height: int, fmt: int) -> tuple[int, int, int, int, int]:

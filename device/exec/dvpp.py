@@ -39,8 +39,9 @@ colour conversion runs at the smaller size: a downscale converts at the output s
 to RGB with luma and chroma both scaled to it), an upscale at the input size.
 
 Partial: progressive JPEGs are refused as the hardware refuses them; arithmetic-coded
-ones are not looked for; JPEGD writes YUV420SP only (no YUV422SP/444SP/440 outputs, no
-PIXEL_FORMAT_UNKNOWN); VPC takes YUV400, YUV420SP and RGB888/BGR888 only; EXIF rotation
+ones are not looked for; JPEGD writes YUV420SP from every file it reads and the file's
+own YUV422SP/YUV440SP/YUV444SP (UNKNOWN: that, V first), refusing other pairs; VPC
+takes YUV400, YUV420SP and RGB888/BGR888 only; EXIF rotation
 is not applied.
 
 Threading model: ``prepare`` runs in the worker's loop thread; the job (``run``) on the DVPP
@@ -146,8 +147,10 @@ def _open(data: bytes, what: str) -> Image.Image:
 
 
 _PLANAR = {"yuvj420p": (2, 2), "yuvj422p": (2, 1), "yuvj440p": (1, 2), "yuvj444p": (1, 1),
-           "yuv420p": (2, 2), "yuv422p": (2, 1), "yuv440p": (1, 2), "yuv444p": (1, 1)}
-"""FFmpeg's planar pixel formats of a decoded JPEG: chroma subsampling (horizontal, vertical)."""
+           "yuv420p": (2, 2), "yuv422p": (2, 1), "yuv440p": (1, 2), "yuv444p": (1, 1),
+           "gray": (0, 0)}
+"""FFmpeg's pixel formats of a decoded JPEG JPEGD reads: chroma subsampling (horizontal,
+vertical); grey has no chroma."""
 
 
 def _decode_jpeg(blob: bytes) -> Any:
@@ -171,12 +174,15 @@ def _plane(frame: Any, index: int) -> np.ndarray:
     return rows[:, :plane.width]
 
 
+_UNSUPPORTED = "just support jpeg with YUV 444 440 422 420 400"
+
+
 def _jpegd(worker: Card, client: contracts.Client, pics: list[Picture],
            params: list[int]) -> Callable[[], None]:
     (out,), (data, size) = pics, params
     src = worker.resolve(client, data, size)
-    if out.fmt not in m.YUV420SP:
-        raise DvppFailure(f"JPEGD writes YUV420SP (1, 2), not format {out.fmt}")
+    if out.fmt not in m.JPEGD_FORMATS:
+        raise DvppFailure(f"JPEGD writes semi-planar YUV or UNKNOWN, not format {out.fmt}")
     blob = ctypes.string_at(src, size)  # read once: the task runs next, in stream order
     probe = _open(blob, "JPEG")
     width, height = probe.size
@@ -186,40 +192,54 @@ def _jpegd(worker: Card, client: contracts.Client, pics: list[Picture],
     if probe.info.get("progressive") or probe.info.get("progression"):
         raise DvppFailure("do not support progressive mode")
     if probe.mode not in ("L", "RGB"):
-        raise DvppFailure(f"just support jpeg with YUV 444 440 422 420 400, not {probe.mode}")
-    w, h, sw, sh, need = m.jpegd_geometry(width, height)
+        raise DvppFailure(f"{_UNSUPPORTED}, not {probe.mode}")
+    css = m.jpeg_css([(layer[1], layer[2]) for layer in getattr(probe, "layer", [])])
+    fmt = m.jpegd_output(css, out.fmt)
+    if fmt is None:
+        name = m.JpegFormat(css).name
+        if css not in _SOURCES:
+            raise DvppFailure(f"{_UNSUPPORTED}, not {name}")
+        raise DvppFailure(f"a {name} file does not decode to format {out.fmt}")
+    w, h, sw, sh, need = m.jpegd_geometry(width, height, fmt)
     if out.size < need:
         raise DvppFailure(f"output buffer of {out.size} bytes; the picture needs {need}")
     pictures.resolve(worker, client, out, need)
 
     def job() -> None:
         frame = _decode_jpeg(blob)
-        name = frame.format.name
-        if name != "gray" and name not in _PLANAR:
-            raise DvppFailure(f"just support jpeg with YUV 444 440 422 420 400, not {name}")
+        sampling = _PLANAR.get(frame.format.name)
+        if sampling is None:
+            raise DvppFailure(f"{_UNSUPPORTED}, not {frame.format.name}")
         rec = out.record
+        rec[_P.FORMAT] = fmt  # UNKNOWN becomes the format written
         rec[_P.WIDTH], rec[_P.HEIGHT], rec[_P.WIDTH_STRIDE], rec[_P.HEIGHT_STRIDE] = w, h, sw, sh
-        luma, chroma = pictures.yuv420_views(out.addr, sw, sh, w, h)
+        luma, chroma = pictures.semiplanar_views(out.addr, fmt, sw, sh, w, h)
         luma[...] = _plane(frame, 0)[:h, :w]
-        if name == "gray":
+        if sampling == (0, 0):
             chroma[...] = 128
-            return
-        _chroma_into(frame, _PLANAR[name], chroma, out.fmt == m.NV21)
+        else:
+            _chroma_into(frame, sampling, m.SUBSAMPLING[fmt], chroma, fmt in m.V_FIRST)
 
     return job
 
 
-def _chroma_into(frame: Any, sampling: tuple[int, int], chroma: np.ndarray, v_first: bool
-                 ) -> None:
-    """The frame's chroma planes brought to ``chroma``'s size (a 2:1 average in each
-    direction the file samples finer than the output: OpenCV's ``INTER_AREA``) and
-    interleaved into it, U first unless ``v_first``."""
+_SOURCES = frozenset((m.JpegFormat.ACL_JPEG_CSS_444, m.JpegFormat.ACL_JPEG_CSS_422,
+                      m.JpegFormat.ACL_JPEG_CSS_420, m.JpegFormat.ACL_JPEG_CSS_440,
+                      m.JpegFormat.ACL_JPEG_CSS_GRAY))
+"""The samplings JPEGD reads."""
+
+
+def _chroma_into(frame: Any, sampling: tuple[int, int], target: tuple[int, int],
+                 chroma: np.ndarray, v_first: bool) -> None:
+    """The frame's chroma planes (subsampled by ``sampling``, horizontal and vertical)
+    brought to ``chroma``'s (subsampled by ``target``: never finer) by a 2:1 average in
+    each direction the file samples finer (OpenCV's ``INTER_AREA``), and interleaved into
+    it, U first unless ``v_first``."""
     ch, cw = chroma.shape[:2]
-    fw, fh = sampling
+    rows, cols = ch * target[1] // sampling[1], cw * target[0] // sampling[0]
     planes = []
     for index in (2, 1) if v_first else (1, 2):
-        plane = _plane(frame, index)
-        plane = plane[:ch * 2 // fh, :cw * 2 // fw]  # the rows and columns that count
+        plane = _plane(frame, index)[:rows, :cols]  # the samples that count
         if plane.shape != (ch, cw):
             plane = cv2.resize(plane, (cw, ch), interpolation=cv2.INTER_AREA)
         planes.append(plane)

@@ -62,9 +62,20 @@ def as_bytes(addr: int, count: int) -> np.ndarray:
 def yuv420_views(addr: int, sw: int, sh: int, w: int, h: int) -> tuple[np.ndarray, np.ndarray]:
     """Writable views (never copies) of a YUV420SP picture: luma (h, w) and chroma
     (h/2, w/2, 2)."""
-    frame = as_bytes(addr, sw * sh * 3 // 2)
+    return semiplanar_views(addr, m.NV12, sw, sh, w, h)
+
+
+def semiplanar_views(addr: int, fmt: int, sw: int, sh: int, w: int,
+                     h: int) -> tuple[np.ndarray, np.ndarray]:
+    """Writable views (never copies) of a semi-planar picture of ``fmt`` (YUV420SP,
+    YUV422SP, YUV440SP, YUV444SP): luma (h, w) and chroma (rows, columns, 2) in the
+    picture's byte order, its rows ``sw`` bytes apart per two chroma samples of width
+    subsampling (``2 * sw`` for 4:4:4 and 4:4:0)."""
+    hs, vs = m.SUBSAMPLING[fmt]
+    frame = as_bytes(addr, m.picture_bytes(fmt, sw, sh))
     luma = frame[:sw * sh].reshape(sh, sw)[:h, :w]
-    chroma = as_strided(frame[sw * sh:], shape=(h // 2, w // 2, 2), strides=(sw, 2, 1))
+    chroma = as_strided(frame[sw * sh:], shape=(h // vs, w // hs, 2),
+                        strides=(2 * sw // hs, 2, 1))
     return luma, chroma
 
 

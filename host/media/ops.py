@@ -70,9 +70,12 @@ def _pic(handle: object, what: str) -> d.PicDesc:
 def jpeg_decode_async(channel: object, data: object, size: object, out_handle: object,
                       stream_handle: object) -> None:
     """Mirrors ``acldvppJpegDecodeAsync``: the JPEG at ``data`` (device memory) into the
-    output picture (YUV420SP NV12/NV21); the card writes the picture's width, height and
-    strides (``shared/media.py``: ``jpegd_geometry``). Does not block."""
-    _decode(channel, data, size, out_handle, stream_handle, "jpegd", JPEGD, m.YUV420SP)
+    output picture (YUV420SP NV12/NV21 from any file; the file's own YUV422SP, YUV440SP or
+    YUV444SP; UNKNOWN: the file's own, V first); the card writes the picture's format,
+    width, height and strides (``shared/media.py``: ``jpegd_output``, ``jpegd_geometry``)
+    and fails the task (507018) for a format the file does not decode to. Does not
+    block."""
+    _decode(channel, data, size, out_handle, stream_handle, "jpegd", JPEGD, m.JPEGD_FORMATS)
 
 
 def png_decode_async(channel: object, data: object, size: object, out_handle: object,

@@ -5,15 +5,16 @@ and never block on the card. The data may be host memory (as CANN documents) or 
 memory of this process (as some samples pass: read through the host's mapping).
 
 Codes: 100000 for a pointer or size that cannot be read, a file that is not a JPEG (PNG), an
-output format outside ``acldvppPixelFormat``; 200006 for a format the emulated decoder does
-not write (JPEGD: YUV420SP only; PNGD: RGB888 and RGBA8888).
+output format outside ``acldvppPixelFormat`` or one the file does not decode to; 200006 for
+a format the decoder never writes (JPEGD writes the semi-planar YUV formats and UNKNOWN;
+PNGD RGB888 and RGBA8888).
 """
 
 from __future__ import annotations
 
 import io
 
-from PIL import Image, JpegImagePlugin
+from PIL import Image
 
 from npuemu.host.core import hostread, memory
 from npuemu.host.media import desc as d
@@ -45,26 +46,13 @@ def _open(blob: bytes, kind: str, what: str) -> Image.Image:
     return image
 
 
-_SAMPLING = {0: m.JpegFormat.ACL_JPEG_CSS_444, 1: m.JpegFormat.ACL_JPEG_CSS_422,
-             2: m.JpegFormat.ACL_JPEG_CSS_420}
-
-
 def jpeg_info(data: object, size: object) -> tuple[int, int, int, int]:
     """``(width, height, components, acldvppJpegFormat)`` of a JPEG's header."""
     image = _open(read(data, size, "jpeg_get_image_info"), "JPEG", "jpeg_get_image_info")
     width, height = image.size
     components = len(image.getbands())
-    if image.mode == "L":
-        return width, height, 1, m.JpegFormat.ACL_JPEG_CSS_GRAY
-    fmt = _SAMPLING.get(JpegImagePlugin.get_sampling(image), m.JpegFormat.ACL_JPEG_CSS_UNKNOWN)
     layers = getattr(image, "layer", [])  # the JPEG plugin's (id, h, v, table) per component
-    if fmt == m.JpegFormat.ACL_JPEG_CSS_UNKNOWN and len(layers) == 3:
-        h0, v0 = layers[0][1:3]
-        if (h0, v0) == (1, 2):
-            fmt = m.JpegFormat.ACL_JPEG_CSS_440
-        elif (h0, v0) == (4, 1):
-            fmt = m.JpegFormat.ACL_JPEG_CSS_411
-    return width, height, components, fmt
+    return width, height, components, m.jpeg_css([(layer[1], layer[2]) for layer in layers])
 
 
 def _format(fmt: object, allowed: frozenset[int], what: str) -> int:
@@ -73,17 +61,24 @@ def _format(fmt: object, allowed: frozenset[int], what: str) -> int:
         raise _param(f"{what}: {number} is not an acldvppPixelFormat")
     if number not in allowed:
         raise errors.error_for(errors.ACL_ERROR_FEATURE_UNSUPPORTED,
-                               f"{what}: output format {number} is not emulated (YUV420SP "
-                               "NV12/NV21 for JPEG, RGB888/RGBA8888 for PNG)")
+                               f"{what}: output format {number} is not one the decoder writes "
+                               "(JPEG: YUV420SP, YUV422SP, YUV440SP, YUV444SP or UNKNOWN; "
+                               "PNG: RGB888, RGBA8888)")
     return number
 
 
 def jpeg_predict_dec_size(data: object, size: object, fmt: object) -> int:
-    """Bytes a JPEGD output of ``fmt`` needs: ``stride_w * stride_h * 3 / 2`` with the
-    width rounded up to 64 and the height to 16 (``shared/media.py``)."""
-    _format(fmt, m.YUV420SP, "jpeg_predict_dec_size")
-    width, height, _c, _f = jpeg_info(data, size)
-    return m.jpegd_geometry(width, height)[4]
+    """Bytes a JPEGD output of ``fmt`` needs for this file (``shared/media.py``:
+    ``jpegd_output`` and ``jpegd_geometry``: the width rounded up to 64 and the height to
+    16, times 3/2, 2 or 3 by the format; UNKNOWN: the file's own sampling). 100000 for a
+    format the file does not decode to (a 4:2:0 file as YUV444SP, a 4:1:1 file)."""
+    number = _format(fmt, m.JPEGD_FORMATS, "jpeg_predict_dec_size")
+    width, height, _c, css = jpeg_info(data, size)
+    written = m.jpegd_output(css, number)
+    if written is None:
+        raise _param(f"jpeg_predict_dec_size: a {m.JpegFormat(css).name} JPEG does not decode "
+                     f"to format {number}")
+    return m.jpegd_geometry(width, height, written)[4]
 
 
 def png_info(data: object, size: object) -> tuple[int, int, int]:

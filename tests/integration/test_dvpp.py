@@ -51,6 +51,18 @@ def test_jpeg_decode_matches_the_library_with_the_hardware_strides(run_prog):
     assert r["gray"][:4] == [0, True, True, "gray"]              # YUV400 JPEG: UV = 0x80
     assert r["gray"][4] < 0.1                                    # libjpeg's IDCT: +-1 at most
     assert "dvpp" in r["usage"]
+    # the file's own sampling: 202x100 in strides 256x112, YUV444SP x3, YUV422SP x2;
+    # UNKNOWN is written back as the V-first format; planes equal FFmpeg's of the file
+    own = r["own"]
+    for fmt, written in ((5, 5), (6, 6), (10000, 6)):
+        assert own[f"0:{fmt}"] == [0, written, 256 * 112 * 3, 202, 100, 256, 112, "yuvj444p",
+                                   True, True], fmt
+    for fmt, written in ((3, 3), (4, 4), (10000, 4)):
+        assert own[f"1:{fmt}"] == [0, written, 256 * 112 * 2, 202, 100, 256, 112, "yuvj422p",
+                                   True, True], fmt
+    assert r["predict_420_as_444"] == 100000
+    assert r["predict_420_unknown"] == [256 * 112 * 3 // 2, 0]
+    assert r["decode_420_as_444"] == [507018, True, 5]           # refused by the card
 
 
 def test_jpeg_encode_is_the_library_encoding_and_size_comes_back(run_prog):

@@ -158,7 +158,48 @@ def decode_roundtrip():
     R["gray"] = [code_g, bool((uvg == 128).all()),
                  bool((yg == frame.to_ndarray().reshape(48, 64)).all()), frame.format.name,
                  float(np.abs(yg.astype(int) - np.asarray(Image.open(io.BytesIO(gray)))).mean())]
+    own_formats()
     R["usage"] = [e["name"] for e in acl.rt.get_mem_usage_info(0)[0]]
+
+
+def file_planes(data):
+    """FFmpeg's planes of a JPEG (the file's own sampling) and its pixel format name."""
+    frame = av.CodecContext.create("mjpeg", "r").decode(av.Packet(data))[0]
+    return [np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, :p.width]
+            for p in frame.planes], frame.format.name
+
+
+def own_formats():
+    """A file decoded in its own sampling (YUV444SP / YUV422SP, either order, and UNKNOWN,
+    which the card turns into the V-first one), the planes equal to the file's; a format
+    the file does not decode to refused by the probe (100000) and failed by the card."""
+    rgb = picture(202, 100, seed=3)
+    got = {}
+    for sub, fmts in ((0, (5, 6, 10000)), (1, (3, 4, 10000))):
+        data = jpeg_bytes(rgb, subsampling=sub)
+        (fy, fu, fv), name = file_planes(data)
+        for fmt in fmts:
+            desc, out, code, size = decode(data, fmt)
+            written = M.dvpp_get_pic_desc_format(desc)
+            w, h, sw, sh, _ret = fields(desc)
+            raw = np.frombuffer(d2h(out, size), np.uint8)
+            cw = w if sub == 0 else w // 2
+            uv = raw[sw * sh:].reshape(sh, -1)[:h, :2 * cw].reshape(h, cw, 2)
+            u, v = (uv[:, :, 1], uv[:, :, 0]) if written in (4, 6) else (uv[:, :, 0], uv[:, :, 1])
+            got[f"{sub}:{fmt}"] = [code, written, size, w, h, sw, sh, name,
+                                   bool((raw[:sw * sh].reshape(sh, sw)[:h, :w] == fy).all()),
+                                   bool((u == fu[:h, :cw]).all() and (v == fv[:h, :cw]).all())]
+    R["own"] = got
+    data = jpeg_bytes(rgb)                                        # 4:2:0
+    hptr = acl.util.bytes_to_ptr(data)
+    R["predict_420_as_444"] = M.dvpp_jpeg_predict_dec_size(hptr, len(data), 5)[1]
+    R["predict_420_unknown"] = list(M.dvpp_jpeg_predict_dec_size(hptr, len(data), 10000))
+    size = 256 * 112 * 3
+    ptr, _ret = M.dvpp_malloc(size)
+    desc = pic_desc(ptr, size, 5, 202, 100, 256, 112)
+    ok(M.dvpp_jpeg_decode_async(CH, to_dvpp(data), len(data), desc, S), "jpeg_decode_async")
+    R["decode_420_as_444"] = [acl.rt.synchronize_stream(S), M.dvpp_get_pic_desc_ret_code(desc)
+                              != 0, M.dvpp_get_pic_desc_format(desc)]
 
 
 @scenario
