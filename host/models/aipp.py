@@ -45,7 +45,6 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
-from npuemu.host.models import lowering
 from npuemu.host.models.codes import ACL_ERROR_GE_PARAM_INVALID, ModelError
 from npuemu.host.models.graph import Graph, Node, Tensor
 from npuemu.shared import aipp as A
@@ -290,6 +289,8 @@ def insert(graph: Graph, configs: list[Config], fp16_nodes: set[str],
         dyn = sum(1 for e in entries if e["mode"] == "dynamic")
         records = (batches or {}).get(name, graph.tensors[name].shape[0])
         node, entry = _aipp_node(graph, cfg, name, (k, dyn, records), layout == "NHWC")
+        from npuemu.host.models import lowering  # onnx: over a second to import, only here
+
         node.tiling = lowering.check_node(graph, node)
         new_nodes.append(node)
         entries.append(entry)
