@@ -5,11 +5,13 @@ saying whether the pass did work (frames served, tasks started or completed) or 
 nothing (a pass of its bounded spin before it sleeps). The thread's CPU clock
 (``time.thread_time_ns``, a system call) is read at the end of a working pass and at the
 start of a pass that follows an idle one, so work and idle CPU are split exactly and a
-backlog worked through in one pass pays for one read. ``work_ns`` over the tasks completed
-is the card's CPU per task (``npuemu bench``: "card CPU per tiny task"); the control block
-publishes both totals and the whole process's CPU (``LOOP_WORK_CPU_NS``,
-``LOOP_IDLE_CPU_NS``, ``PROCESS_CPU_NS``). Sleeping costs no CPU and counts nowhere; the
-loop's housekeeping, between passes, counts with the pass after it.
+backlog worked through in one pass pays for one read. A working pass is one that served
+frames or started or reaped tasks; a pass that only finds work still running on an engine,
+or a stream blocked on an event, is idle. ``work_ns`` over the tasks completed is the card's
+CPU per task from intake (the ring pop) to completion (``npuemu bench``: "card CPU per tiny
+task"); the control block publishes both totals and the whole process's CPU
+(``LOOP_WORK_CPU_NS``, ``LOOP_IDLE_CPU_NS``, ``PROCESS_CPU_NS``). Sleeping costs no CPU and
+counts nowhere; the loop's housekeeping (``aside``) and its idle spin count as idle.
 
 Threading model: the loop thread only (the clock is that thread's own).
 """
@@ -45,3 +47,8 @@ class LoopCpu:
             self.work_ns += now - self._since
             self._since = now
         self._idle = not working
+
+    def aside(self) -> None:
+        """What runs from here to the next pass is no task's work (the loop's housekeeping):
+        it counts as idle, read at the next ``begin``."""
+        self._idle = True
