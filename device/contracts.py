@@ -7,14 +7,14 @@ tasks of ``exec/`` name the worker only through these protocols, so none of them
 ``worker.py`` or ``scheduler.py`` back, not even for types, and each says exactly what it
 uses (a new part of ``exec/`` had best do the same):
 
-| protocol        | stands for            | used by                                     |
-|-----------------|-----------------------|---------------------------------------------|
-| ``Card``        | ``worker.Worker``     | faults; exec/ (kernels, opbin, model, collective, dvpp) |
-| ``Peer``        | ``worker.Peer``       | faults, collectives: a peer card's control block |
-| ``Client``      | ``worker.Client``     | ``Card.resolve``; exec/ extends it per feature |
-| ``Job``         | ``scheduler.Task``    | the bodies engines run (kernels, models, collectives, DVPP) |
-| ``FaultChecks`` | ``faults.Faults``     | exec/: the checks a task makes before it runs |
-| ``EngineTable`` | ``scheduler.Scheduler`` | collectives: one engine thread per communicator |
+| protocol        | stands for              | used by                                    |
+|-----------------|-------------------------|--------------------------------------------|
+| ``Card``        | ``worker.Worker``       | faults; exec/ (kernels, opbin, model, ...) |
+| ``Peer``        | ``worker.Peer``         | faults, collectives: a peer card's block   |
+| ``Client``      | ``worker.Client``       | ``Card.resolve``; exec/ extends it         |
+| ``Job``         | ``scheduler.Task``      | the bodies engines run (kernels, DVPP ...) |
+| ``FaultChecks`` | ``faults.Faults``       | exec/: the checks a task makes first       |
+| ``EngineTable`` | ``scheduler.Scheduler`` | collectives: one engine per communicator   |
 
 A feature's own state on a client is declared where the feature lives, as a protocol that
 extends ``Client`` (``exec/kernels.py`` ``KernelClient``: binaries and tensor views;
