@@ -8,8 +8,10 @@ names). A ``dvpp_create_*`` call that fails returns 0 (the C call's NULL), with 
 
 Video decode (``vdec_*``, ``dvpp_*_stream_desc*``) is ``host/media/vdec.py``, video encode
 (``venc_*``) ``host/media/venc.py``. Partial: ``dvpp_vpc_pyr_down_async``,
-``dvpp_vpc_equalize_hist_async``, ``dvpp_vpc_calc_hist_async`` and the batch make-border
-variant are not provided (an ``AttributeError``, as for a pyACL without them).
+``dvpp_vpc_equalize_hist_async``, ``dvpp_vpc_calc_hist_async`` (and the hist and LUT map
+calls), the batch make-border variant, ``dvpp_malloc_with_cfg`` and
+``dvpp_set/get_channel_desc_param`` are not provided (an ``AttributeError``, as for a pyACL
+without them); every other name of pyACL's media table is.
 """
 
 from __future__ import annotations
@@ -336,6 +338,15 @@ for _pyname, _field in _VDEC_FIELDS.items():
         lambda h, _f=_field: _d.getter(h, _vdec.VdecChannelDesc, _f,
                                        None if _f == "callback" else 0))
 vdec_create_channel = ret_only(_vdec.create_channel)
+
+
+def vdec_set_channel_desc_param(handle: object, param_type: object,
+                                value: object) -> tuple[object, int]:
+    """Mirrors ``aclvdecSetChannelDescParam``; pyACL returns ``(channel_desc, ret)``."""
+    return handle, ret_only(_vdec.set_param)(handle, param_type, value)
+
+
+vdec_get_channel_desc_param = with_result(0, 0)(_vdec.get_param)
 vdec_destroy_channel = ret_only(_vdec.destroy_channel)
 vdec_send_frame = ret_only(_vdec.send_frame)
 
@@ -366,6 +377,9 @@ _VENC_FIELDS = {"thread_id": "thread_id", "callback": "callback", "entype": "en_
                 "pic_height": "pic_height", "key_frame_interval": "key_frame_interval",
                 "buf_addr": "buf_addr", "buf_size": "buf_size", "rc_mode": "rc_mode",
                 "src_rate": "src_rate", "max_bit_rate": "max_bit_rate"}
+venc_set_channel_desc_param = ret_only(_venc.set_param)
+venc_get_channel_desc_param = with_result(0)(_venc.get_param)
+venc_get_channel_desc_channel_id = _venc.channel_id
 venc_create_channel_desc = _creator(_venc.VencChannelDesc, "venc_create_channel_desc")
 venc_destroy_channel_desc = _destroyer(_venc.VencChannelDesc, "venc channel descriptor",
                                        "venc_destroy_channel_desc")

@@ -65,6 +65,7 @@ class VdecChannelDesc:
     ref_frame_num: int = 0
     bit_depth: int = 0
     out_mode: int = 0
+    csc_matrix: int = 0
     stream: streams.Stream | None = None
     status: d.PicDesc | None = None
     key: int = 0
@@ -116,6 +117,33 @@ def set_channel_field(handle: object, name: str, value: object) -> None:
     if name == "channel_id" and number > 255:
         raise _param(f"channel id {number} not in [0, 255]")
     setattr(chan, name, number)
+
+
+CSC_MATRICES = 6
+"""``acldvppCscMatrix``: BT601 wide and narrow, BT709 wide and narrow, BT2020 wide and
+narrow (0 to 5)."""
+
+
+def set_param(handle: object, param_type: object, value: object) -> None:
+    """Mirrors ``aclvdecSetChannelDescParam``: ``ACL_VDEC_CSC_MATRIX_UINT32`` (0), the only
+    type, takes an ``acldvppCscMatrix``. The matrix converts YUV to RGB: VDEC writes YUV420SP
+    here, so it is kept and read back, and changes no output."""
+    chan = d.lookup(handle, VdecChannelDesc, "vdec channel descriptor")
+    if runtime.index(param_type, errors.ACL_ERROR_INVALID_PARAM, "param type") != 0:
+        raise _param(f"{param_type} is not an aclvdecChannelDescParamType (0)")
+    number = d._u32(value, "csc matrix")
+    if number >= CSC_MATRICES:
+        raise _param(f"csc matrix {number} is not an acldvppCscMatrix (0 to 5)")
+    chan.csc_matrix = number
+
+
+def get_param(handle: object, param_type: object) -> tuple[int, int]:
+    """Mirrors ``aclvdecGetChannelDescParam``: ``(size written, value)``, 4 bytes of the
+    CSC matrix."""
+    chan = d.lookup(handle, VdecChannelDesc, "vdec channel descriptor")
+    if runtime.index(param_type, errors.ACL_ERROR_INVALID_PARAM, "param type") != 0:
+        raise _param(f"{param_type} is not an aclvdecChannelDescParamType (0)")
+    return 4, chan.csc_matrix
 
 
 def create_channel(handle: object) -> None:

@@ -65,6 +65,7 @@ class VencChannelDesc:
     rc_mode: int = 0
     src_rate: int = 0
     max_bit_rate: int = 0
+    ip_prop: int = 0
     stream: streams.Stream | None = None
     status: int = 0  # pinned block address
     owned_buffer: int = 0
@@ -98,7 +99,47 @@ def set_channel_field(handle: object, name: str, value: object) -> None:
         raise _param(f"en_type {number} is not an acldvppStreamFormat")
     if name == "pic_format" and number not in m.YUV420SP:
         raise _param(f"VENC takes YUV420SP (1, 2), not format {number}")
+    if name == "ip_prop" and number > 100:
+        raise _param(f"ip_prop {number}: 0 (the default) or 1 to 100")
     setattr(chan, name, number)
+
+
+PARAMS = ("thread_id", "callback", "pic_format", "en_type", "pic_width", "pic_height",
+          "key_frame_interval", "buf_addr", "buf_size", "rc_mode", "src_rate", "max_bit_rate",
+          "ip_prop")
+"""The fields ``aclvencChannelDescParamType`` names, by value (``ACL_VENC_THREAD_ID_UINT64``
+= 0 to ``ACL_VENC_MAX_IP_PROP_UINT32`` = 12)."""
+
+
+def _param_field(param_type: object) -> str:
+    number = runtime.index(param_type, errors.ACL_ERROR_INVALID_PARAM, "param type")
+    if not 0 <= number < len(PARAMS):
+        raise _param(f"{number} is not an aclvencChannelDescParamType (0 to {len(PARAMS) - 1})")
+    return PARAMS[number]
+
+
+def set_param(handle: object, param_type: object, value: object) -> None:
+    """Mirrors ``aclvencSetChannelDescParam``: the setter of the field ``param_type``
+    names, with its checks."""
+    set_channel_field(handle, _param_field(param_type), value)
+
+
+def get_param(handle: object, param_type: object) -> Any:
+    """Mirrors ``aclvencGetChannelDescParam``: the field ``param_type`` names (the callback
+    itself for ``ACL_VENC_CALLBACK_PTR``; pyACL raises ``RuntimeError`` when none is set)."""
+    chan = d.lookup(handle, VencChannelDesc, "venc channel descriptor")
+    name = _param_field(param_type)
+    if name == "callback" and chan.callback is None:
+        raise RuntimeError("did not set callback, failed")
+    return getattr(chan, name)
+
+
+def channel_id(handle: object) -> int:
+    """Mirrors ``aclvencGetChannelDescChannelId``: the number the channel got at
+    ``aclvencCreateChannel`` (npuemu numbers a process's VENC channels from 1 in creation
+    order); 0 before the channel is created or for an unknown handle."""
+    chan = d.getter(handle, VencChannelDesc, "stream", None)
+    return d.getter(handle, VencChannelDesc, "key") if chan is not None else 0
 
 
 def set_frame_field(handle: object, name: str, value: object) -> None:

@@ -162,6 +162,7 @@ def test_vdec_h264_clip_calls_back_on_its_thread_frame_by_frame(run_prog):
     r = scenario(run_prog, "vdec")
     assert r["create_no_callback"] == 100000 and r["bad_entype"] == 100000
     assert r["bad_output"] == 100000
+    assert r["csc"] == [0, [4, 3, 0], 100000, 100000]
     assert r["frames"] == 30 and r["callbacks"] == 30
     assert r["order"] == list(range(30)) and r["widths"] == [320] and r["thread"]
     assert r["exact"] == [True] * 30, r["mismatch"]
@@ -177,6 +178,8 @@ def test_venc_encodes_frame_by_frame_and_the_stream_decodes(run_prog):
     (x264's default quality)."""
     r = scenario(run_prog, "venc")
     assert r["wrong_size"] == 100000
+    assert r["params"] == [[5, 0], [70, 0], True, 100000, 100000, [0, 100000], 0]
+    assert r["channel_id"] > 0
     assert r["order"] == list(range(10)) and r["thread"]
     assert r["eos"] == [0] * 9 + [1]
     assert r["decoded"] == 10 and r["min_psnr"] > 35

@@ -572,6 +572,11 @@ def vdec():
                         ("entype", 2), ("out_pic_format", NV12)):
         ok(getattr(M, f"vdec_set_channel_desc_{name}")(ch, value), name)
     R["bad_entype"] = M.vdec_set_channel_desc_entype(ch, 9)
+    # ACL_VDEC_CSC_MATRIX_UINT32 (0): pyACL's (desc, ret) and (size, value, ret)
+    R["csc"] = [M.vdec_set_channel_desc_param(ch, 0, 3)[1],
+                M.vdec_get_channel_desc_param(ch, 0),
+                M.vdec_set_channel_desc_param(ch, 0, 6)[1],
+                M.vdec_set_channel_desc_param(ch, 1, 0)[1]]
     ok(M.vdec_create_channel(ch), "vdec_create_channel")
     cfg = M.vdec_create_frame_config()
     for i, packet in enumerate(packets):
@@ -654,7 +659,16 @@ def venc():
                         ("pic_format", NV12), ("pic_width", w), ("pic_height", h),
                         ("key_frame_interval", 5)):
         ok(getattr(M, f"venc_set_channel_desc_{name}")(ch, value), name)
+    # aclvencChannelDescParamType: 6 key frame interval, 12 I/P bit ratio, 1 the callback
+    ok(M.venc_set_channel_desc_param(ch, 12, 70), "param ip_prop")
+    R["params"] = [M.venc_get_channel_desc_param(ch, 6), M.venc_get_channel_desc_param(ch, 12),
+                   M.venc_get_channel_desc_param(ch, 1)[0] is on_packet,
+                   M.venc_set_channel_desc_param(ch, 12, 101),
+                   M.venc_set_channel_desc_param(ch, 13, 0),
+                   M.venc_get_channel_desc_param(ch, 13),
+                   M.venc_get_channel_desc_channel_id(ch)]
     ok(M.venc_create_channel(ch), "venc_create_channel")
+    R["channel_id"] = M.venc_get_channel_desc_channel_id(ch)
     cfg = M.venc_create_frame_config()
     sources = []
     for i in range(n):
