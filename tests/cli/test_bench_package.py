@@ -1,4 +1,4 @@
-"""The bench as a package (no figure is run here; tests/cli/test_bench.py runs them all):
+"""The bench as a package (no figure is run here; tests/cli/test_bench.py runs two, end to end):
 its public names, the order of its figure families, the optional extra figure modules, and
 the one size formatter that the tools share."""
 
