@@ -11,7 +11,9 @@ so a descriptor follows the stream's order as the real runtime's device-side cop
 
 Geometry (CANN's tables for the Atlas A2 inference and training products):
 
-* JPEGD output YUV420SP (NV12/NV21) from any 4:4:4, 4:2:2, 4:2:0, 4:4:0 or grey file; the
+* JPEGD applies the file's EXIF orientation (turns a quarter, a half, or mirrors), the
+  geometry below being the turned picture's. Output YUV420SP (NV12/NV21) from any 4:4:4,
+  4:2:2, 4:2:0, 4:4:0 or grey file, YUV400 from a grey one (our choice), the
   file's own YUV444SP, YUV422SP or YUV440SP (either chroma order) from such a file; UNKNOWN
   for the file's own, V first. Width and height rounded down to even (YUV444SP: kept);
   width stride the width rounded up to 64, height stride the height rounded up to 16;
@@ -34,6 +36,7 @@ added (``dvpp_block_size``).
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 from npuemu.shared.layout import Field, Layout
 
@@ -234,7 +237,7 @@ V_FIRST = frozenset((NV21, PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_422,
                      PixelFormat.PIXEL_FORMAT_YVU_SEMIPLANAR_440))
 """Semi-planar formats whose chroma plane starts with V."""
 UNKNOWN = PixelFormat.PIXEL_FORMAT_UNKNOWN
-JPEGD_FORMATS = YUV420SP | YUV422SP | YUV444SP | YUV440SP | {UNKNOWN}
+JPEGD_FORMATS = YUV420SP | YUV422SP | YUV444SP | YUV440SP | {YUV400, UNKNOWN}
 """Output formats a JPEGD call takes; which of them a file allows is ``jpegd_output``'s."""
 SUBSAMPLING: dict[int, tuple[int, int]] = {
     **dict.fromkeys(YUV420SP, (2, 2)), **dict.fromkeys(YUV422SP, (2, 1)),
@@ -246,7 +249,7 @@ _CSS = {(1, 1): JpegFormat.ACL_JPEG_CSS_444, (2, 1): JpegFormat.ACL_JPEG_CSS_422
 _SOURCE: dict[int, frozenset[PixelFormat]] = {
     JpegFormat.ACL_JPEG_CSS_444: YUV444SP, JpegFormat.ACL_JPEG_CSS_422: YUV422SP,
     JpegFormat.ACL_JPEG_CSS_440: YUV440SP, JpegFormat.ACL_JPEG_CSS_420: YUV420SP,
-    JpegFormat.ACL_JPEG_CSS_GRAY: frozenset()}
+    JpegFormat.ACL_JPEG_CSS_GRAY: frozenset((YUV400,))}
 
 
 def jpeg_css(sampling: list[tuple[int, int]]) -> JpegFormat:
@@ -265,7 +268,9 @@ def jpegd_output(css: int, fmt: int) -> int | None:
     where the reference refuses the pair. YUV420SP (NV12/NV21) comes from every file JPEGD
     reads (4:4:4, 4:2:2, 4:2:0, 4:4:0 and grey, whose chroma is 0x80); a file's own sampling
     (YUV444SP, YUV422SP, YUV440SP, either order) only from such a file; UNKNOWN gives the
-    file's own sampling, V first (grey: NV21). 4:1:1 and other samplings are refused."""
+    file's own sampling, V first (grey: NV21). A grey file also decodes to YUV400, its luma
+    alone (UNVERIFIED: the reference's table as we have it shows no jpeg(400) row; our
+    choice). 4:1:1 and other samplings are refused."""
     source = _SOURCE.get(css)
     if source is None:
         return None
@@ -281,11 +286,33 @@ def jpegd_geometry(width: int, height: int, fmt: int = NV12) -> tuple[int, int, 
     semi-planar format ``jpegd_output`` gives): width and height rounded down to even
     (YUV444SP: as they are), width stride the width rounded up to 64, height stride the
     height rounded up to 16; the buffer is 3/2 (YUV420SP), 2 (YUV422SP, YUV440SP) or 3
-    (YUV444SP) times ``stride_w * stride_h``."""
-    w, h = (width, height) if fmt in YUV444SP else (width & ~1, height & ~1)
+    (YUV444SP) times ``stride_w * stride_h``; YUV400: the width and height as they are, a
+    buffer of ``stride_w * stride_h``."""
+    keep = fmt in YUV444SP or fmt == YUV400
+    w, h = (width, height) if keep else (width & ~1, height & ~1)
     sw, sh = align_up(width, 64), align_up(height, 16)
-    hs, vs = SUBSAMPLING[fmt]
-    return w, h, sw, sh, sw * sh + 2 * sw * sh // (hs * vs)
+    return w, h, sw, sh, picture_bytes(fmt, sw, sh)
+
+
+EXIF_ORIENTATION = 0x0112
+"""The EXIF tag JPEGD reads the camera's orientation from (1 to 8; 1 is upright)."""
+TRANSPOSED = frozenset((5, 6, 7, 8))
+"""EXIF orientations whose picture is turned a quarter (its width and height swap)."""
+
+
+def exif_orientation(image: Any) -> int:
+    """The EXIF orientation JPEGD applies to a JPEG opened by Pillow (1, upright, when the
+    file has none or a damaged one: JPEGD then turns nothing either)."""
+    try:
+        value = image.getexif().get(EXIF_ORIENTATION, 1)
+    except Exception:  # Pillow raises several unrelated types for a damaged EXIF block
+        return 1
+    return value if type(value) is int and 1 <= value <= 8 else 1
+
+
+def oriented(width: int, height: int, orientation: int) -> tuple[int, int]:
+    """The picture's width and height once JPEGD has applied its EXIF ``orientation``."""
+    return (height, width) if orientation in TRANSPOSED else (width, height)
 
 
 def pngd_geometry(width: int, height: int, fmt: int) -> tuple[int, int, int, int, int]:

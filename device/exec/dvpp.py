@@ -39,10 +39,13 @@ colour conversion runs at the smaller size: a downscale converts at the output s
 to RGB with luma and chroma both scaled to it), an upscale at the input size.
 
 Partial: progressive JPEGs are refused as the hardware refuses them; arithmetic-coded
-ones are not looked for; JPEGD writes YUV420SP from every file it reads and the file's
-own YUV422SP/YUV440SP/YUV444SP (UNKNOWN: that, V first), refusing other pairs; VPC
-takes YUV400, YUV420SP and RGB888/BGR888 only; EXIF rotation
-is not applied.
+ones are not looked for; JPEGD writes YUV420SP from every file it reads, the file's
+own YUV422SP/YUV440SP/YUV444SP (UNKNOWN: that, V first) and YUV400 from a grey file (our
+choice), refusing other pairs; VPC takes YUV400, YUV420SP and RGB888/BGR888 only.
+JPEGD applies the file's EXIF orientation as the reference says the hardware does (a
+quarter or half turn, a mirror or flip, the output geometry the turned picture's); after
+a turn of an odd-sized file the chroma is that of the turned planes, cut to the even
+size, not the hardware's (whose odd side the reference says shows a green edge).
 
 Threading model: ``prepare`` runs in the worker's loop thread; the job (``run``) on the DVPP
 engine thread touches only its task's resolved addresses (device memory and pinned records
@@ -182,7 +185,7 @@ def _jpegd(worker: Card, client: contracts.Client, pics: list[Picture],
     (out,), (data, size) = pics, params
     src = worker.resolve(client, data, size)
     if out.fmt not in m.JPEGD_FORMATS:
-        raise DvppFailure(f"JPEGD writes semi-planar YUV or UNKNOWN, not format {out.fmt}")
+        raise DvppFailure(f"JPEGD writes semi-planar YUV, YUV400 or UNKNOWN, not format {out.fmt}")
     blob = ctypes.string_at(src, size)  # read once: the task runs next, in stream order
     probe = _open(blob, "JPEG")
     width, height = probe.size
@@ -194,6 +197,8 @@ def _jpegd(worker: Card, client: contracts.Client, pics: list[Picture],
     if probe.mode not in ("L", "RGB"):
         raise DvppFailure(f"{_UNSUPPORTED}, not {probe.mode}")
     css = m.jpeg_css([(layer[1], layer[2]) for layer in getattr(probe, "layer", [])])
+    turn = m.exif_orientation(probe)
+    width, height = m.oriented(width, height, turn)
     fmt = m.jpegd_output(css, out.fmt)
     if fmt is None:
         name = m.JpegFormat(css).name
@@ -210,17 +215,38 @@ def _jpegd(worker: Card, client: contracts.Client, pics: list[Picture],
         sampling = _PLANAR.get(frame.format.name)
         if sampling is None:
             raise DvppFailure(f"{_UNSUPPORTED}, not {frame.format.name}")
+        if turn in m.TRANSPOSED:
+            sampling = sampling[::-1]
         rec = out.record
         rec[_P.FORMAT] = fmt  # UNKNOWN becomes the format written
         rec[_P.WIDTH], rec[_P.HEIGHT], rec[_P.WIDTH_STRIDE], rec[_P.HEIGHT_STRIDE] = w, h, sw, sh
+        if fmt == m.YUV400:
+            luma = pictures.as_bytes(out.addr, sw * sh).reshape(sh, sw)[:h, :w]
+            luma[...] = _turned(_plane(frame, 0), turn)[:h, :w]
+            return
         luma, chroma = pictures.semiplanar_views(out.addr, fmt, sw, sh, w, h)
-        luma[...] = _plane(frame, 0)[:h, :w]
+        luma[...] = _turned(_plane(frame, 0), turn)[:h, :w]
         if sampling == (0, 0):
             chroma[...] = 128
         else:
-            _chroma_into(frame, sampling, m.SUBSAMPLING[fmt], chroma, fmt in m.V_FIRST)
+            order = (2, 1) if fmt in m.V_FIRST else (1, 2)
+            planes = [_turned(_plane(frame, i), turn) for i in order]
+            _chroma_into(planes, sampling, m.SUBSAMPLING[fmt], chroma)
 
     return job
+
+
+_TURNS: dict[int, Callable[[np.ndarray], np.ndarray]] = {
+    1: lambda p: p, 2: np.fliplr, 3: lambda p: p[::-1, ::-1], 4: np.flipud,
+    5: lambda p: p.T, 6: lambda p: np.rot90(p, -1), 7: lambda p: p[::-1, ::-1].T,
+    8: lambda p: np.rot90(p, 1)}
+"""EXIF orientation -> what JPEGD does to each plane to show the picture upright: 2 mirror,
+3 half turn, 4 flip, 5 transpose, 6 quarter turn clockwise, 7 transverse, 8 quarter turn
+anticlockwise (views: the copy into the output is the only one)."""
+
+
+def _turned(plane: np.ndarray, turn: int) -> np.ndarray:
+    return _TURNS[turn](plane)
 
 
 _SOURCES = frozenset((m.JpegFormat.ACL_JPEG_CSS_444, m.JpegFormat.ACL_JPEG_CSS_422,
@@ -229,17 +255,18 @@ _SOURCES = frozenset((m.JpegFormat.ACL_JPEG_CSS_444, m.JpegFormat.ACL_JPEG_CSS_4
 """The samplings JPEGD reads."""
 
 
-def _chroma_into(frame: Any, sampling: tuple[int, int], target: tuple[int, int],
-                 chroma: np.ndarray, v_first: bool) -> None:
-    """The frame's chroma planes (subsampled by ``sampling``, horizontal and vertical)
-    brought to ``chroma``'s (subsampled by ``target``: never finer) by a 2:1 average in
-    each direction the file samples finer (OpenCV's ``INTER_AREA``), and interleaved into
-    it, U first unless ``v_first``."""
+def _chroma_into(sources: list[np.ndarray], sampling: tuple[int, int],
+                 target: tuple[int, int], chroma: np.ndarray) -> None:
+    """Two chroma planes (subsampled by ``sampling``, horizontal and vertical, in the
+    output's order) brought to ``chroma``'s (subsampled by ``target``) by OpenCV's
+    ``INTER_AREA`` (a 2:1 average in each direction the file samples finer; a quarter turn
+    of a 4:2:2 or 4:4:0 file into its own format also stretches the other direction), and
+    interleaved into it."""
     ch, cw = chroma.shape[:2]
     rows, cols = ch * target[1] // sampling[1], cw * target[0] // sampling[0]
     planes = []
-    for index in (2, 1) if v_first else (1, 2):
-        plane = _plane(frame, index)[:rows, :cols]  # the samples that count
+    for source in sources:
+        plane = np.ascontiguousarray(source[:rows, :cols])  # the samples that count
         if plane.shape != (ch, cw):
             plane = cv2.resize(plane, (cw, ch), interpolation=cv2.INTER_AREA)
         planes.append(plane)

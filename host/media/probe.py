@@ -6,8 +6,8 @@ memory of this process (as some samples pass: read through the host's mapping).
 
 Codes: 100000 for a pointer or size that cannot be read, a file that is not a JPEG (PNG), an
 output format outside ``acldvppPixelFormat`` or one the file does not decode to; 200006 for
-a format the decoder never writes (JPEGD writes the semi-planar YUV formats and UNKNOWN;
-PNGD RGB888 and RGBA8888).
+a format the decoder never writes (JPEGD writes the semi-planar YUV formats, YUV400 and
+UNKNOWN; PNGD RGB888 and RGBA8888).
 """
 
 from __future__ import annotations
@@ -47,8 +47,17 @@ def _open(blob: bytes, kind: str, what: str) -> Image.Image:
 
 
 def jpeg_info(data: object, size: object) -> tuple[int, int, int, int]:
-    """``(width, height, components, acldvppJpegFormat)`` of a JPEG's header."""
-    image = _open(read(data, size, "jpeg_get_image_info"), "JPEG", "jpeg_get_image_info")
+    """``(width, height, components, acldvppJpegFormat)`` of a JPEG's header: the frame
+    header's width and height, before the EXIF orientation JPEGD applies (UNVERIFIED: the
+    reference does not say which the probe gives; our choice)."""
+    return _jpeg_info(_jpeg(data, size, "jpeg_get_image_info"))
+
+
+def _jpeg(data: object, size: object, what: str) -> Image.Image:
+    return _open(read(data, size, what), "JPEG", what)
+
+
+def _jpeg_info(image: Image.Image) -> tuple[int, int, int, int]:
     width, height = image.size
     components = len(image.getbands())
     layers = getattr(image, "layer", [])  # the JPEG plugin's (id, h, v, table) per component
@@ -62,23 +71,27 @@ def _format(fmt: object, allowed: frozenset[int], what: str) -> int:
     if number not in allowed:
         raise errors.error_for(errors.ACL_ERROR_FEATURE_UNSUPPORTED,
                                f"{what}: output format {number} is not one the decoder writes "
-                               "(JPEG: YUV420SP, YUV422SP, YUV440SP, YUV444SP or UNKNOWN; "
-                               "PNG: RGB888, RGBA8888)")
+                               "(JPEG: YUV420SP, YUV422SP, YUV440SP, YUV444SP, YUV400 or "
+                               "UNKNOWN; PNG: RGB888, RGBA8888)")
     return number
 
 
 def jpeg_predict_dec_size(data: object, size: object, fmt: object) -> int:
     """Bytes a JPEGD output of ``fmt`` needs for this file (``shared/media.py``:
     ``jpegd_output`` and ``jpegd_geometry``: the width rounded up to 64 and the height to
-    16, times 3/2, 2 or 3 by the format; UNKNOWN: the file's own sampling). 100000 for a
+    16, times 3/2, 2, 3 or 1 by the format; UNKNOWN: the file's own sampling), of the
+    picture turned by its EXIF orientation as JPEGD turns it. 100000 for a
     format the file does not decode to (a 4:2:0 file as YUV444SP, a 4:1:1 file)."""
     number = _format(fmt, m.JPEGD_FORMATS, "jpeg_predict_dec_size")
-    width, height, _c, css = jpeg_info(data, size)
+    image = _jpeg(data, size, "jpeg_predict_dec_size")
+    width, height, _c, css = _jpeg_info(image)
     written = m.jpegd_output(css, number)
     if written is None:
         raise _param(f"jpeg_predict_dec_size: a {m.JpegFormat(css).name} JPEG does not decode "
                      f"to format {number}")
+    width, height = m.oriented(width, height, m.exif_orientation(image))
     return m.jpegd_geometry(width, height, written)[4]
+
 
 
 def png_info(data: object, size: object) -> tuple[int, int, int]:

@@ -50,6 +50,14 @@ def test_jpeg_decode_matches_the_library_with_the_hardware_strides(run_prog):
     assert r["odd"] == [0, 1024 * 704 * 3 // 2, 1000, 700, 1024, 704, 0]
     assert r["gray"][:4] == [0, True, True, "gray"]              # YUV400 JPEG: UV = 0x80
     assert r["gray"][4] < 0.1                                    # libjpeg's IDCT: +-1 at most
+    # a grey file as YUV400: its luma alone, 64x48 in strides 64x48, 1 byte a pixel; a colour
+    # file does not decode to YUV400 (100000 from the probe)
+    assert r["gray400"] == [0, 64 * 48, 0, 64, 48, 64, 48, True]
+    assert r["colour_as_400"] == 100000
+    # EXIF orientation applied: 6 turns 96x64 into 64x96 (strides 64x96), 2 mirrors, 3 half
+    assert r["exif"]["6"] == [0, 64, 96, 64 * 96 * 3 // 2, True, True]
+    assert r["exif"]["2"] == [0, 96, 64, 128 * 64 * 3, True, True]
+    assert r["exif"]["3"] == [0, 96, 64, 128 * 64 * 3 // 2, True, True]
     assert "dvpp" in r["usage"]
     # the file's own sampling: 202x100 in strides 256x112, YUV444SP x3, YUV422SP x2;
     # UNKNOWN is written back as the V-first format; planes equal FFmpeg's of the file

@@ -16,7 +16,7 @@ from childlib import R, acl, d2h, main, ok, scenario, stream
 from PIL import Image
 
 M = acl.media
-NV12, NV21, RGB888, BGR888 = 1, 2, 12, 13
+YUV400, NV12, NV21, RGB888, BGR888 = 0, 1, 2, 12, 13
 S = None
 CH = None
 
@@ -158,8 +158,40 @@ def decode_roundtrip():
     R["gray"] = [code_g, bool((uvg == 128).all()),
                  bool((yg == frame.to_ndarray().reshape(48, 64)).all()), frame.format.name,
                  float(np.abs(yg.astype(int) - np.asarray(Image.open(io.BytesIO(gray)))).mean())]
+    dg4, pg4, code_g4, size_g4 = decode(gray, YUV400)              # the luma alone
+    w4, h4, sw4, sh4, _r = fields(dg4)
+    luma4 = np.frombuffer(d2h(pg4, size_g4), np.uint8).reshape(sh4, sw4)[:h4, :w4]
+    R["gray400"] = [code_g4, size_g4, M.dvpp_get_pic_desc_format(dg4), w4, h4, sw4, sh4,
+                    bool((luma4 == frame.to_ndarray().reshape(48, 64)).all())]
+    R["colour_as_400"] = M.dvpp_jpeg_predict_dec_size(hptr, len(data), YUV400)[1]
     own_formats()
+    exif_turns()
     R["usage"] = [e["name"] for e in acl.rt.get_mem_usage_info(0)[0]]
+
+
+def exif_turns():
+    """JPEGs carrying an EXIF orientation decode turned: 6 (a quarter clockwise) of a 4:2:0
+    96x64 file into NV12 of 64x96, 2 (a mirror) of a 4:4:4 file into its own YUV444SP, 3 (a
+    half turn) into NV21; each plane equal to FFmpeg's plane of the file turned by numpy."""
+    rgb = picture(96, 64, seed=7)
+    got = {}
+    for turn, sub, fmt in ((6, 2, NV12), (2, 0, 5), (3, 2, NV21)):
+        exif = Image.Exif()
+        exif[0x0112] = turn
+        data = jpeg_bytes(rgb, subsampling=sub, exif=exif.tobytes())
+        (fy, fu, fv), _name = file_planes(data)
+        show = {6: lambda p: np.rot90(p, -1), 2: np.fliplr, 3: lambda p: p[::-1, ::-1]}[turn]
+        desc, out, code, size = decode(data, fmt)
+        w, h, sw, sh, _ret = fields(desc)
+        raw = np.frombuffer(d2h(out, size), np.uint8)
+        hs, vs = (1, 1) if fmt == 5 else (2, 2)
+        uv = raw[sw * sh:].reshape(sh // vs, -1)[:h // vs, :2 * (w // hs)]
+        uv = uv.reshape(h // vs, w // hs, 2)
+        u, v = (uv[:, :, 1], uv[:, :, 0]) if fmt == NV21 else (uv[:, :, 0], uv[:, :, 1])
+        got[str(turn)] = [code, w, h, size, bool((raw[:sw * sh].reshape(sh, sw)[:h, :w]
+                                                  == show(fy)).all()),
+                          bool((u == show(fu)).all() and (v == show(fv)).all())]
+    R["exif"] = got
 
 
 def file_planes(data):

@@ -26,6 +26,16 @@ def test_enum_values_are_the_headers():
 def test_jpegd_output_geometry():
     assert m.jpegd_geometry(1920, 1080) == (1920, 1080, 1920, 1088, 1920 * 1088 * 3 // 2)
     assert m.jpegd_geometry(1001, 701) == (1000, 700, 1024, 704, 1024 * 704 * 3 // 2)
+    assert m.jpegd_geometry(1001, 701, m.YUV400) == (1001, 701, 1024, 704, 1024 * 704)
+
+
+def test_jpegd_yuv400_only_from_a_grey_file_and_exif_turns_swap_the_sides():
+    gray, c420 = m.JpegFormat.ACL_JPEG_CSS_GRAY, m.JpegFormat.ACL_JPEG_CSS_420
+    assert m.jpegd_output(gray, m.YUV400) == m.YUV400
+    assert m.jpegd_output(c420, m.YUV400) is None
+    assert m.jpegd_output(gray, m.UNKNOWN) == m.NV21
+    assert [m.oriented(96, 64, t) for t in (1, 2, 3, 4)] == [(96, 64)] * 4
+    assert [m.oriented(96, 64, t) for t in (5, 6, 7, 8)] == [(64, 96)] * 4
 
 
 def test_the_samples_vpc_output_buffer_fits_their_strides():
