@@ -17,6 +17,7 @@ import os
 import pwd
 import random
 import re
+import select
 import signal
 import socket
 import struct
@@ -30,7 +31,8 @@ import pytest
 from childprog import result_of, run_program
 
 from npuemu.shared import control, shm
-from tests.conftest import PROGS
+from npuemu.tools import status as status_tool
+from tests.conftest import PROGS, child_env
 
 pytestmark = pytest.mark.integration
 
@@ -335,64 +337,146 @@ HOST_KILLS = 10
 departed client's pinned blocks: 6 of 7 runs of 5 kills and 4 of 4 runs of 10 lost the card."""
 
 
+class Forks:
+    """The fork server of ``tests/progs/security_hosts.py`` (scenario ``forks``): every host
+    of a kill cycle is a process of its own, forked from one interpreter that imported acl
+    once. Each reply is awaited for at most ``timeout`` s while the server is alive."""
+
+    def __init__(self, tmp_path, env: dict[str, str] | None = None) -> None:
+        self.tmp, self.count, self.pending = tmp_path, 0, b""
+        self.proc = subprocess.Popen([sys.executable, os.path.join(PROGS, PROG), "forks"],
+                                     env=child_env(env), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     bufsize=0)
+        assert self._reply() == "forks ready"
+
+    def _reply(self, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            ready, _, _ = select.select([self.proc.stdout], [], [],
+                                        max(deadline - time.monotonic(), 0))
+            chunk = os.read(self.proc.stdout.fileno(), 4096) if ready else b""
+            if not chunk:
+                self.close()
+                pytest.fail(f"fork server: no reply within {timeout} s or it exited "
+                            f"({self.proc.returncode}): {self.proc.stderr.read().decode()}")
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode()
+
+    def fork(self, scenario: str, *args: str, **env: str) -> tuple[int, str]:
+        """Fork a host running ``scenario``; returns its pid and the path of its log."""
+        self.count += 1
+        log = str(self.tmp / f"host{self.count}.log")
+        words = [scenario, log, *(f"{k}={v}" for k, v in env.items()), *args]
+        self.proc.stdin.write((" ".join(words) + "\n").encode())
+        return int(self._reply()), log
+
+    def wait(self, pid: int, log: str, timeout: float = 60) -> tuple[int, str]:
+        """Reap host ``pid``: its exit code (negative: its signal) and its log."""
+        self.proc.stdin.write(f"wait {pid}\n".encode())
+        return int(self._reply(timeout)), _text(log)
+
+    def run(self, scenario: str, *args: str, **env: str) -> dict:
+        """Fork a host running ``scenario`` to its end; its ``R`` (it must exit 0)."""
+        code, out = self.wait(*self.fork(scenario, *args, **env))
+        assert code == 0 and "RESULT " in out, out
+        return json.loads(out.split("RESULT ", 1)[1])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def forks(tmp_path):
+    server = Forks(tmp_path)
+    yield server
+    server.close()
+
+
+def card0(name: str) -> dict:
+    """Card 0 of node ``name`` as ``npuemu status --json`` shows it (read in this process)."""
+    return status_tool.read_node(name)["devices"][0]
+
+
 @pytest.mark.slow
-def test_kill9_cycles_of_hosts_leave_no_names(shared_node, spawn_prog, status, tmp_path):
-    """Hosts (``tests/progs/busy_copies.py``: 32 MiB async copies through a pinned block,
-    forever) killed (-9) while the card copies through their pinned blocks: every name of
-    theirs is removed and the card's worker lives on (the same process, never restarted).
-    The worker keeps a departed client's mappings until its engine tasks have reported;
-    unmapping them at once crashed it (SIGSEGV in the DMA engine's memmove)."""
+def test_kill9_cycles_of_hosts_leave_no_names(shared_node, forks):
+    """Hosts (``busy_copies``: 32 MiB async copies through a pinned block, forever) killed
+    (-9) while the card copies through their pinned blocks: every name of theirs is removed
+    and the card's worker lives on (the same process, never restarted). The worker keeps a
+    departed client's mappings until its engine tasks have reported; unmapping them at once
+    crashed it (SIGSEGV in the DMA engine's memmove)."""
     rng = random.Random(7)
     name = shared_node(devices=1, hbm="64M", ddr="64M")
-    card = status(name)["devices"][0]
+    card = card0(name)
     assert card["state"] == "READY" and card["starts"] == 1, card
     for i in range(HOST_KILLS):  # hosts killed in the middle of async copies
-        ready = tmp_path / f"host{i}"
-        host = spawn_prog("busy_copies.py", env={"NPUEMU_NODE": name, "READY": str(ready)})
-        wait_file(ready, host)
+        ready = forks.tmp / f"host{i}"
+        pid, log = forks.fork("busy_copies", NPUEMU_NODE=name, READY=str(ready))
+        wait_until(lambda r=ready, p=pid: r.exists() or not _running(p), 60, "host ready")
         time.sleep(rng.uniform(0.05, 0.4))
-        assert host.poll() is None, host.communicate()  # still copying when it is killed
-        host.kill()
-        host.wait(10)
-        wait_until(lambda pid=host.pid: not [e for e in shm.leftovers(name) if f".p{pid}." in e
-                                             or re.search(r"\.d0\.c\d", e)], 30,
+        assert _running(pid), _text(log)  # still copying when it is killed
+        os.kill(pid, signal.SIGKILL)
+        assert forks.wait(pid, log)[0] == -signal.SIGKILL
+        wait_until(lambda p=pid: not [e for e in shm.leftovers(name) if f".p{p}." in e
+                                      or re.search(r"\.d0\.c\d", e)], 30,
                    "the killed host's names are removed")
-        now = status(name)["devices"][0]
+        now = card0(name)
         assert (now["state"], now["pid"], now["starts"], now["last_exit"]) == (
             "READY", card["pid"], 1, None), f"host kill {i} took the card down: {now}"
     print(f"kill -9 cycles: {HOST_KILLS} hosts; no names left, the card's worker untouched")
 
 
+def _text(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _running(pid: int) -> bool:
+    """``pid`` lives and is no zombie."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 @pytest.mark.slow
-def test_kill9_cycles_of_workers_leave_no_names(shared_node, run_prog, status):
+def test_kill9_cycles_of_workers_leave_no_names(shared_node, forks):
     name = shared_node(devices=1, hbm="64M", ddr="64M")
     for _ in range(KILL_CYCLES):  # workers killed; the next attach starts a fresh one
-        psutil.Process(status(name)["devices"][0]["pid"]).kill()
+        psutil.Process(card0(name)["pid"]).kill()
         wait_until(lambda: _registry_state(name, 0) == "LOST" and [  # (read as `status` does)
             e for e in shm.leftovers(name) if ".d0." in e] == [f"npuemu.{name}.d0.log"], 30,
             "card LOST and its names but the log removed")
-        out = run_program(run_prog, PROG, "copy_back", "ok", "w", env={"NPUEMU_NODE": name},
-                          timeout=60)
-        assert out == {"ok": True}
-    assert status(name)["devices"][0]["starts"] == KILL_CYCLES + 1
+        assert forks.run("copy_back", "ok", "w", NPUEMU_NODE=name) == {"ok": True}
+    assert card0(name)["starts"] == KILL_CYCLES + 1
     print(f"kill -9 cycles: {KILL_CYCLES} workers; no names left")
 
 
 @pytest.mark.slow
-def test_kill9_cycles_of_supervisors_leave_no_names(spawn_prog, tmp_path):
+def test_kill9_cycles_of_supervisors_leave_no_names(forks):
     rng = random.Random(8)
     for i in range(KILL_CYCLES):  # supervisors of embedded nodes killed under a busy host
-        ready = tmp_path / f"emb{i}"
-        host = spawn_prog(PROG, "busy", env={**SMALL, "READY": str(ready)})
-        wait_file(ready, host)
-        node = wait_until(lambda r=ready: r.read_text(), 10, "node name written")
-        sup = [p for p in psutil.Process(host.pid).children() if "supervisor" in
+        ready = forks.tmp / f"emb{i}"
+        pid, log = forks.fork("busy", READY=str(ready), **SMALL)
+        node = wait_until(lambda r=ready, p=pid, lg=log: (r.exists() and r.read_text())
+                          or (not _running(p) and _text(lg)), 60, "node name written")
+        assert ready.exists(), node  # (else: the host's log)
+        sup = [p for p in psutil.Process(pid).children() if "supervisor" in
                " ".join(p.cmdline())]
         assert len(sup) == 1
         time.sleep(rng.uniform(0.05, 0.4))
         sup[0].kill()
-        out, err = host.communicate(timeout=60)  # its next wait fails: the card is lost
-        assert host.returncode != 0 and re.search(r"50(7010|7901)", out + err), out + err
+        code, out = forks.wait(pid, log)  # its next wait fails: the card is lost
+        assert code != 0 and re.search(r"50(7010|7901)", out), out
         wait_until(lambda n=node: not shm.clean_dead().get(n) and not shm.leftovers(n), 30,
                    f"names of dead node {node} cleaned")
     print(f"kill -9 cycles: {KILL_CYCLES} supervisors; no names left")

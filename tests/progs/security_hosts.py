@@ -1,7 +1,8 @@
 """Child program of ``tests/integration/test_security.py``: host programs of the security
 tests (a pinned block planted by another user, hosts attached while the control socket is
 abused, while an impostor says hello with their pid, while the node is stopped, while their
-embedded node's supervisor is killed; a host that keeps the DMA engine busy).
+embedded node's supervisor is killed; hosts that keep the DMA engine busy) and ``forks``, a
+fork server of hosts for the kill -9 cycles.
 
 ``python security_hosts.py SCENARIO [ARG...]`` runs one scenario (no ``aclInit``: each sets
 device 0 of the node ``NPUEMU_NODE`` names, or of an embedded one) and prints ``R`` (see
@@ -10,10 +11,14 @@ device 0 of the node ``NPUEMU_NODE`` names, or of an embedded one) and prints ``
 """
 
 import ctypes
+import json
 import os
+import sys
+import threading
 import time
+import traceback
 
-from childlib import R, acl, d2h, h2d, main, malloc, ok, scenario, stream
+from childlib import SCENARIOS, R, acl, d2h, h2d, main, malloc, ok, scenario, stream
 
 from npuemu.host.core import runtime
 from npuemu.shared import shm
@@ -164,6 +169,71 @@ def busy():
         ok(acl.rt.memcpy_async(dev, 1 << 20, pinned, 1 << 20, 1, s), "H2D async")
         ok(acl.rt.memcpy_async(pinned, 1 << 20, dev, 1 << 20, 2, s), "D2H async")
         acl.rt.synchronize_stream(s)
+
+
+COPY_BYTES = 32 << 20
+"""``busy_copies``: a copy takes milliseconds, so that a kill very likely lands while the card
+is still copying through the pinned block, after the host is gone."""
+
+
+@scenario
+def busy_copies():
+    """``COPY_BYTES`` H2D + D2H async copies through a pinned block and a stream synchronize,
+    forever (the card's DMA engine always busy); ``$READY`` once buffers and stream exist."""
+    ok(acl.rt.set_device(0))
+    pinned, ret = acl.rt.malloc_host(COPY_BYTES)
+    ok(ret, "malloc_host")
+    dev = malloc(COPY_BYTES)
+    s = stream()
+    with open(os.environ["READY"], "w"):
+        pass
+    while True:
+        ok(acl.rt.memcpy_async(dev, COPY_BYTES, pinned, COPY_BYTES, 1, s), "H2D async")
+        ok(acl.rt.memcpy_async(pinned, COPY_BYTES, dev, COPY_BYTES, 2, s), "D2H async")
+        ok(acl.rt.synchronize_stream(s), "synchronize_stream")
+
+
+@scenario
+def forks():
+    """A fork server: each host of a kill cycle is a process forked from this interpreter
+    (acl imported once, no device ever set here), so that a cycle costs no interpreter start.
+    Commands on stdin, one a line: ``SCENARIO LOG [KEY=VALUE ...] [ARG ...]`` forks a host
+    that sets the variables, sends its stdout and stderr to the file ``LOG``, runs the
+    scenario and writes ``RESULT <json>`` there; the pid is printed. ``wait PID`` reaps that
+    host and prints its exit code (negative: the signal that ended it). EOF ends the server.
+    """
+    if threading.active_count() != 1:  # a fork copies only the calling thread
+        raise SystemExit(f"forks: {threading.active_count()} threads before the first fork")
+    print("forks ready", flush=True)
+    for line in sys.stdin:
+        cmd, *args = line.split()
+        if cmd == "wait":
+            _, status = os.waitpid(int(args[0]), 0)
+            print(os.waitstatus_to_exitcode(status), flush=True)
+            continue
+        pid = os.fork()
+        if pid == 0:
+            _forked(cmd, args[0], args[1:])  # raises SystemExit: a normal interpreter exit
+        print(pid, flush=True)
+
+
+def _forked(name, log, args):
+    """The forked host: run scenario ``name`` (see ``forks``), then exit the interpreter."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.environ.update(a.split("=", 1) for a in args if "=" in a)
+    try:
+        SCENARIOS[name](*[a for a in args if "=" not in a])
+    except SystemExit as stop:
+        print(stop.code, file=sys.stderr, flush=True)
+        sys.exit(1)
+    except BaseException:
+        traceback.print_exc()
+        sys.exit(1)
+    print("RESULT " + json.dumps(R), flush=True)
+    sys.exit(0)
 
 
 if __name__ == "__main__":
