@@ -1,5 +1,6 @@
 """C bodies of ``libacl_dvpp.so`` (``acl/ops/acl_dvpp.h``): DVPP memory, channel and picture
-descriptors, configs, the JPEG/PNG probes and the asynchronous decode, encode and VPC calls.
+descriptors, configs, the JPEG/PNG probes and the asynchronous decode, encode and VPC calls;
+the video calls are ``video.py``'s (imported at the end, registered with the rest).
 
 Each mirrors the C call of its name through ``acl.media`` (``host/acl/media.py``): the same
 checks and codes as a Python program. Descriptors are the face's int handles cast to
@@ -186,3 +187,7 @@ for _name, _fn in (("acldvppJpegDecodeAsync", media.dvpp_jpeg_decode_async),
                    ("acldvppVpcCropAndPasteAsync", media.dvpp_vpc_crop_and_paste_async),
                    ("acldvppVpcConvertColorAsync", media.dvpp_vpc_convert_color_async)):
     _async(_name, _fn)
+
+
+# the video calls (host/capi/video.py) use the helpers above: registered once they exist
+from npuemu.host.capi import video  # noqa: E402,F401

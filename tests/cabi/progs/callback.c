@@ -7,27 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
+#include "report.h"
 
-static volatile int stop_reports;
 static volatile int served, host_funcs, exceptions;
 static pthread_t report_thread, served_on, host_func_on;
-static aclrtContext context;
+static report_loop reports;
 static uint32_t exc_code, exc_device, exc_stream, exc_null;
-
-static void *serve(void *arg)
-{
-    (void)arg;
-    CHECK(aclrtSetCurrentContext(context));
-    while (!stop_reports) {
-        aclError ret = aclrtProcessReport(100);
-        if (ret != ACL_SUCCESS && ret != ACL_ERROR_RT_REPORT_TIMEOUT &&
-            ret != ACL_ERROR_RT_THREAD_SUBSCRIBE) {
-            printf("FAIL aclrtProcessReport -> %d\n", ret);
-            exit(1);
-        }
-    }
-    return NULL;
-}
 
 static void on_callback(void *user)
 {
@@ -62,11 +47,11 @@ int main(int argc, char **argv)
     EXPECT(argc == 2);
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(0));
-    CHECK(aclrtGetCurrentContext(&context));
+    CHECK(aclrtGetCurrentContext(&reports.context));
     CHECK(aclrtCreateStream(&stream));
     CHECK(aclrtCreateStream(&lonely));
     CHECK(aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST));
-    EXPECT(pthread_create(&report_thread, NULL, serve, NULL) == 0);
+    EXPECT(pthread_create(&report_thread, NULL, serve_reports, &reports) == 0);
     CHECK(aclrtSubscribeReport((uint64_t)report_thread, stream));
     EXPECT_CODE(ACL_ERROR_REPEAT_SUBSCRIBE, aclrtSubscribeReport((uint64_t)report_thread, stream));
 
@@ -112,7 +97,7 @@ int main(int argc, char **argv)
     CHECK(aclrtBinaryUnLoad(bin));
 
     CHECK(aclrtUnSubscribeReport((uint64_t)report_thread, stream));
-    stop_reports = 1;
+    reports.stop = 1;
     pthread_join(report_thread, NULL);
     CHECK(aclrtFree(dev));
     CHECK(aclrtDestroyStream(lonely));

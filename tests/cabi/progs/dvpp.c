@@ -10,22 +10,9 @@
 #include "acl/acl.h"
 #include "acl/ops/acl_dvpp.h"
 #include "check.h"
+#include "picture.h"
 
 static uint32_t align_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
-
-static acldvppPicDesc *picture(void *data, uint32_t size, uint32_t w, uint32_t h,
-                               uint32_t sw, uint32_t sh) {
-    acldvppPicDesc *desc = acldvppCreatePicDesc();
-    EXPECT(desc != NULL);
-    CHECK(acldvppSetPicDescData(desc, data));
-    CHECK(acldvppSetPicDescSize(desc, size));
-    CHECK(acldvppSetPicDescFormat(desc, PIXEL_FORMAT_YUV_SEMIPLANAR_420));
-    CHECK(acldvppSetPicDescWidth(desc, w));
-    CHECK(acldvppSetPicDescHeight(desc, h));
-    CHECK(acldvppSetPicDescWidthStride(desc, sw));
-    CHECK(acldvppSetPicDescHeightStride(desc, sh));
-    return desc;
-}
 
 int main(int argc, char **argv) {
     if (argc != 3) return 2;
