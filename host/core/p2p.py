@@ -84,6 +84,8 @@ def peer_access_status(dev: int, peer: int) -> int:
 def check_copy(executor: int, src_dev: int, dst_dev: int) -> None:
     """A copy between ``src_dev`` and ``dst_dev`` run by ``executor``'s DMA engine needs the
     executor to be one of them and to have peer access to the other."""
+    if src_dev == dst_dev == executor:  # within one card: nothing to check
+        return
     if src_dev != dst_dev and executor not in (src_dev, dst_dev):
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                f"a copy between devices {src_dev} and {dst_dev} must run on "

@@ -12,8 +12,9 @@ Threading model: every user thread calls in (copies, ``malloc_host``/``free_host
 ``HostMaps`` publishes its cache as one immutable ``(starts, ranges)`` tuple in a single
 store, so a lock-free reader never pairs the starts of one reload with the ranges of
 another; ``HostMaps._lock`` only serialises reloads. ``PinnedPool._lock`` serialises
-changes of ``blocks`` and the name counter; ``blocks`` is copied on write (a new dict
-per malloc/free, never mutated once published), so ``find`` iterates it without a lock.
+changes of ``blocks`` and the name counter; ``blocks`` and its sorted spans are copied on
+write (new ones per malloc/free, never mutated once published), so ``find`` and ``span``
+read them without a lock.
 ``StagingPool._lock`` guards ``free`` and ``busy``.
 """
 
@@ -85,12 +86,17 @@ class HostMaps:
                                    "process")
 
 
+Span = tuple[int, int, shm.Segment]
+"""A pinned block: its first address, the address after its last byte, its segment."""
+
+
 class PinnedPool:
     """``aclrtMallocHost`` blocks: one shared-memory segment each, page-rounded."""
 
     def __init__(self, node: str, pid: int) -> None:
         self.node, self.pid = node, pid
         self.blocks: dict[int, shm.Segment] = {}
+        self._spans: tuple[list[int], list[Span]] = ([], [])  # sorted, for ``span``
         self._count = 0
         self._lock = threading.Lock()
 
@@ -108,26 +114,40 @@ class PinnedPool:
             raise errors.error_for(errors.ACL_ERROR_BAD_ALLOC,
                                    f"pinned host memory of {size} bytes: {err}") from err
         with self._lock:
-            self.blocks = {**self.blocks, seg.address: seg}  # copy on write
+            self._publish({**self.blocks, seg.address: seg})
         return seg.address
 
     def free(self, ptr: int) -> None:
         with self._lock:
             blocks = dict(self.blocks)
             seg = blocks.pop(ptr, None) if type(ptr) is int else None
-            self.blocks = blocks  # copy on write
+            self._publish(blocks)
         if seg is None:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"{ptr!r} is not a block from malloc_host")
         seg.unlink()
         seg.close()
 
-    def find(self, ptr: int) -> shm.Segment | None:
-        """The pinned block containing ``ptr``, if any (a linear scan: few blocks)."""
-        for base, seg in self.blocks.items():  # never mutated once published
-            if base <= ptr < base + seg.size:
-                return seg
+    def _publish(self, blocks: dict[int, shm.Segment]) -> None:
+        """Copy on write (under ``_lock``): the new block dict and its sorted spans, the
+        spans in one store so that a reader never pairs one's starts with another's."""
+        spans = sorted((base, base + seg.size, seg) for base, seg in blocks.items())
+        self.blocks = blocks
+        self._spans = ([sp[0] for sp in spans], spans)
+
+    def span(self, ptr: int) -> Span | None:
+        """``(start, end, segment)`` of the pinned block containing ``ptr``, if any (a
+        bisection; no lock: the published spans are never mutated)."""
+        starts, spans = self._spans
+        i = bisect.bisect_right(starts, ptr) - 1
+        if i >= 0 and ptr < spans[i][1]:
+            return spans[i]
         return None
+
+    def find(self, ptr: int) -> shm.Segment | None:
+        """The pinned block containing ``ptr``, if any."""
+        block = self.span(ptr)
+        return block[2] if block is not None else None
 
     def close(self) -> None:
         for ptr in list(self.blocks):
