@@ -203,13 +203,18 @@ def _task(chan: VencChannelDesc, records: list[d.PicDesc], end: int, force_i: in
 def send_frame(handle: object, input_handle: object, _reserve: object, config: object,
                user_data: Any) -> None:
     """Mirrors ``aclvencSendFrame``: queues the picture's encode and the callback behind it.
-    Does not block."""
+    Does not block. No picture (``input`` 0) with a frame config whose ``eos`` is 1 ends the
+    stream, as the samples end it: the encoder holds no frame back (zero latency), so it
+    queues nothing and no callback follows (our choice: the reference shows the call, not
+    whether it calls back); without ``eos`` it is 100000."""
     chan = d.lookup(handle, VencChannelDesc, "venc channel descriptor")
     if chan.stream is None:
         raise _param("the venc channel is not created (aclvencCreateChannel)")
-    pic = d.lookup(input_handle, d.PicDesc, "venc input picture descriptor")
     cfg = d.lookup(config, VencFrameConfig, "venc frame config") if config else \
         VencFrameConfig()
+    if input_handle == 0 and cfg.eos == 1:
+        return
+    pic = d.lookup(input_handle, d.PicDesc, "venc input picture descriptor")
     fmt, w, h = pic.get(_P.FORMAT), pic.get(_P.WIDTH), pic.get(_P.HEIGHT)
     sw, sh, size = pic.get(_P.WIDTH_STRIDE), pic.get(_P.HEIGHT_STRIDE), pic.get(_P.SIZE)
     if fmt not in m.YUV420SP or (w, h) != (chan.pic_width, chan.pic_height) \

@@ -186,6 +186,7 @@ def test_venc_encodes_frame_by_frame_and_the_stream_decodes(run_prog):
     (x264's default quality)."""
     r = scenario(run_prog, "venc")
     assert r["wrong_size"] == 100000
+    assert r["eos_no_picture"] == [0, 100000]                   # no callback for the end
     assert r["params"] == [[5, 0], [70, 0], True, 100000, 100000, [0, 100000], 0]
     assert r["channel_id"] > 0
     assert r["order"] == list(range(10)) and r["thread"]

@@ -710,6 +710,9 @@ def venc():
         ok(M.venc_send_frame(ch, desc, 0, cfg, i), f"venc_send_frame {i}")
     wrong, _y, _uv, _rgb = nv12_source(256, 128)
     R["wrong_size"] = M.venc_send_frame(ch, wrong, 0, cfg, 99)
+    R["eos_no_picture"] = [M.venc_send_frame(ch, 0, 0, cfg, 98)]  # cfg's eos is 1: the end
+    ok(M.venc_set_frame_config_eos(cfg, 0))
+    R["eos_no_picture"].append(M.venc_send_frame(ch, 0, 0, cfg, 97))
     ok(M.venc_destroy_channel(ch), "venc_destroy_channel")
     running[0] = False
     acl.util.stop_thread(tid)
