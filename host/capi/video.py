@@ -148,3 +148,73 @@ for _name, _fn in (("aclvdecSendFrame", media.vdec_send_frame),
                    ("aclvdecSendSkippedFrame", media.vdec_send_skipped_frame),
                    ("aclvencSendFrame", media.venc_send_frame)):
     _send_call(_name, _fn)
+
+
+# the Get/SetChannelDescParam forms: the value behind a pointer, sized by the type -------------
+_VENC_CTYPES = {0: "uint64_t", 1: "aclvencCallback", 7: "void *"}
+"""``aclvencChannelDescParamType`` -> the C type of its value (the others: ``uint32_t``)."""
+
+
+def _param_ctype(side: str, param_type: int) -> str:
+    return _VENC_CTYPES.get(param_type, "uint32_t") if side == "venc" else "uint32_t"
+
+
+def _set_param(side: str, handle: Any, param_type: int, length: int, param: Any) -> int:
+    """``acl<side>SetChannelDescParam``: 100000 for a NULL ``param`` or a ``length`` below
+    the type's size, then the face's setter of that field."""
+    ffi, name = dvpp._ffi, f"acl{side}SetChannelDescParam"
+    ctype = _param_ctype(side, param_type)
+    if param == ffi.NULL or length < ffi.sizeof(ctype):
+        return dvpp._invalid(name)
+    value = ffi.cast(f"{ctype} *", param)[0]
+    if ctype == "aclvencCallback":
+        if value == ffi.NULL:
+            return dvpp._invalid(name)
+        value = CCallback(value, ("acldvppPicDesc", "acldvppStreamDesc"))
+    elif ctype == "void *":
+        value = dvpp._addr(value)
+    if side == "vdec":
+        return int(media.vdec_set_channel_desc_param(dvpp._addr(handle), param_type, value)[1])
+    return int(media.venc_set_channel_desc_param(dvpp._addr(handle), param_type, value))
+
+
+def _get_param(side: str, handle: Any, param_type: int, length: int, ret_size: Any,
+               param: Any) -> int:
+    """``acl<side>GetChannelDescParam``: the field into ``*param`` and its size into
+    ``*paramRetSize`` (100000 for NULL outputs, a short ``length``, an unknown handle or
+    type, a callback that is not a C one)."""
+    ffi, name = dvpp._ffi, f"acl{side}GetChannelDescParam"
+    ctype = _param_ctype(side, param_type)
+    if dvpp._null(ret_size, param) or length < ffi.sizeof(ctype):
+        return dvpp._invalid(name)
+    if side == "vdec":
+        _size, value, ret = media.vdec_get_channel_desc_param(dvpp._addr(handle), param_type)
+    elif ctype == "aclvencCallback":
+        body = _fields.venc_get_channel_desc_callback(dvpp._addr(handle))
+        if not isinstance(body, CCallback):
+            return dvpp._invalid(name)
+        value, ret = body.fn, 0
+    else:
+        value, ret = media.venc_get_channel_desc_param(dvpp._addr(handle), param_type)
+    if ret == 0:
+        ffi.cast(f"{ctype} *", param)[0] = ffi.cast("void *", value) if ctype == "void *" \
+            else value
+        ret_size[0] = ffi.sizeof(ctype)
+    return int(ret)
+
+
+def _param_calls(side: str) -> None:
+    def set_param(handle: Any, param_type: int, length: int, param: Any) -> int:
+        return _set_param(side, handle, param_type, length, param)
+
+    def get_param(handle: Any, param_type: int, length: int, ret_size: Any, param: Any) -> int:
+        return _get_param(side, handle, param_type, length, ret_size, param)
+
+    set_param.__name__ = set_param.__qualname__ = f"acl{side}SetChannelDescParam"
+    get_param.__name__ = get_param.__qualname__ = f"acl{side}GetChannelDescParam"
+    export(set_param)
+    export(get_param)
+
+
+_param_calls("vdec")
+_param_calls("venc")

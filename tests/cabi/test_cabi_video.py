@@ -2,7 +2,8 @@
 encoded to H.264, the packets decoded back by a VDEC channel; every C callback on the C
 thread the channel names, in order, with its ``userData``; the encoded stream decodes in
 FFmpeg to the pictures sent (luma above 35 dB) and the card's decode equals FFmpeg's
-exactly; the refusals get 100000."""
+exactly; the Get/SetChannelDescParam forms read and write the fields; the refusals get
+100000."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def test_encode_and_decode_from_c_with_callbacks_on_the_c_thread(compile_c, run_
     (ident,) = [int(ln.split()[-1]) for ln in lines if ln.startswith("venc channel id ")]
     assert ident > 0                                            # 0 before the channel exists
     codes = [ln for ln in lines if ln.startswith("code ")]
-    assert len(codes) == 6 and all(ln.endswith("= 100000") for ln in codes), codes
+    assert len(codes) == 8 and all(ln.endswith("= 100000") for ln in codes), codes
     assert lines[-1] == "video ok"
 
     decoder = av.CodecContext.create("h264", "r")

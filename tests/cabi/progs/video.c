@@ -74,6 +74,26 @@ static void print_order(const char *what, int count, const int *order)
     printf("\n");
 }
 
+/* aclvencSet/GetChannelDescParam: the value behind a pointer, its size by the type */
+static void params_venc(aclvencChannelDesc *ch)
+{
+    uint32_t ip = 70, width = W, got = 0;
+    uint64_t tid = 0;
+    aclvencCallback cb = NULL;
+    size_t got_size = 0;
+    CHECK(aclvencSetChannelDescParam(ch, ACL_VENC_MAX_IP_PROP_UINT32, sizeof ip, &ip));
+    CHECK(aclvencSetChannelDescParam(ch, ACL_VENC_PIC_WIDTH_UINT32, sizeof width, &width));
+    CHECK(aclvencGetChannelDescParam(ch, ACL_VENC_MAX_IP_PROP_UINT32, sizeof got, &got_size,
+                                     &got));
+    EXPECT(got == 70 && got_size == 4);
+    CHECK(aclvencGetChannelDescParam(ch, ACL_VENC_CALLBACK_PTR, sizeof cb, &got_size, &cb));
+    EXPECT(cb == on_packet && got_size == sizeof cb);
+    CHECK(aclvencGetChannelDescParam(ch, ACL_VENC_THREAD_ID_UINT64, sizeof tid, &got_size, &tid));
+    EXPECT(tid == (uint64_t)report_thread && got_size == 8);
+    EXPECT_CODE(ACL_ERROR_INVALID_PARAM,
+                aclvencSetChannelDescParam(ch, ACL_VENC_PIC_WIDTH_UINT32, 2, &width));
+}
+
 static void encode(void)
 {
     static unsigned char host[PIC_SIZE];
@@ -97,6 +117,7 @@ static void encode(void)
     EXPECT(aclvencGetChannelDescPicWidth(ch) == W && aclvencGetChannelDescEnType(ch) == 2);
     EXPECT(aclvencGetChannelDescKeyFrameInterval(ch) == 4);
     EXPECT(aclvencGetChannelDescChannelId(ch) == 0);
+    params_venc(ch);
     CHECK(aclvencCreateChannel(ch));
     printf("venc channel id %u\n", aclvencGetChannelDescChannelId(ch));
     aclvencFrameConfig *cfg = aclvencCreateFrameConfig();
@@ -143,6 +164,13 @@ static void decode(void)
     EXPECT_CODE(ACL_ERROR_INVALID_PARAM, aclvdecSetChannelDescEnType(ch, (acldvppStreamFormat)9));
     EXPECT(aclvdecGetChannelDescCallback(ch) == on_frame && aclvdecGetChannelDescChannelId(ch) == 3);
     EXPECT(aclvdecGetChannelDescCallback(NULL) == NULL && aclvdecGetChannelDescChannelId(NULL) == 0);
+    uint32_t csc = ACL_DVPP_CSC_MATRIX_BT709_NARROW, got = 0, bad = 6;
+    size_t got_size = 0;
+    CHECK(aclvdecSetChannelDescParam(ch, ACL_VDEC_CSC_MATRIX_UINT32, sizeof csc, &csc));
+    CHECK(aclvdecGetChannelDescParam(ch, ACL_VDEC_CSC_MATRIX_UINT32, sizeof got, &got_size, &got));
+    EXPECT(got == 3 && got_size == 4);
+    EXPECT_CODE(ACL_ERROR_INVALID_PARAM,
+                aclvdecSetChannelDescParam(ch, ACL_VDEC_CSC_MATRIX_UINT32, sizeof bad, &bad));
     CHECK(aclvdecCreateChannel(ch));
     aclvdecFrameConfig *cfg = aclvdecCreateFrameConfig();
     EXPECT(cfg != NULL);

@@ -7,8 +7,7 @@
  * video decode and encode (aclvdec*, aclvenc*: channel descriptors, stream descriptors, frame
  * configs, send frame; callbacks on the thread of aclvdecSetChannelDescThreadId /
  * aclvencSetChannelDescThreadId, from its aclrtProcessReport).
- * Not declared (not in this library): the batch, border, histogram and pyramid calls and the
- * aclvdec/aclvenc Get/SetChannelDescParam forms.
+ * Not declared (not in this library): the batch, border, histogram and pyramid calls.
  */
 #if !defined(ENABLE_DVPP_INTERFACE) && !defined(NPUEMU_CDEF)
 #error "if you want to use dvpp funtions ,please use the macro definition (ENABLE_DVPP_INTERFACE)."
@@ -89,6 +88,35 @@ typedef enum acldvppJpegFormat {
     ACL_JPEG_CSS_444 = 0, ACL_JPEG_CSS_422, ACL_JPEG_CSS_420, ACL_JPEG_CSS_GRAY,
     ACL_JPEG_CSS_440, ACL_JPEG_CSS_411, ACL_JPEG_CSS_UNKNOWN = 1000
 } acldvppJpegFormat;
+
+typedef enum aclvencChannelDescParamType {
+    ACL_VENC_THREAD_ID_UINT64 = 0,
+    ACL_VENC_CALLBACK_PTR,
+    ACL_VENC_PIXEL_FORMAT_UINT32,
+    ACL_VENC_ENCODE_TYPE_UINT32,
+    ACL_VENC_PIC_WIDTH_UINT32,
+    ACL_VENC_PIC_HEIGHT_UINT32,
+    ACL_VENC_KEY_FRAME_INTERVAL_UINT32,
+    ACL_VENC_BUF_ADDR_PTR,
+    ACL_VENC_BUF_SIZE_UINT32,
+    ACL_VENC_RC_MODE_UINT32,
+    ACL_VENC_SRC_RATE_UINT32,
+    ACL_VENC_MAX_BITRATE_UINT32,
+    ACL_VENC_MAX_IP_PROP_UINT32
+} aclvencChannelDescParamType;
+
+typedef enum aclvdecChannelDescParamType {
+    ACL_VDEC_CSC_MATRIX_UINT32 = 0
+} aclvdecChannelDescParamType;
+
+typedef enum acldvppCscMatrix {
+    ACL_DVPP_CSC_MATRIX_BT601_WIDE = 0,
+    ACL_DVPP_CSC_MATRIX_BT601_NARROW,
+    ACL_DVPP_CSC_MATRIX_BT709_WIDE,
+    ACL_DVPP_CSC_MATRIX_BT709_NARROW,
+    ACL_DVPP_CSC_MATRIX_BT2020_WIDE,
+    ACL_DVPP_CSC_MATRIX_BT2020_NARROW
+} acldvppCscMatrix;
 
 typedef void (*aclvdecCallback)(acldvppStreamDesc *input, acldvppPicDesc *output, void *userData);
 typedef void (*aclvencCallback)(acldvppPicDesc *input, acldvppStreamDesc *output, void *userdata);
@@ -236,6 +264,13 @@ ACL_FUNC_VISIBILITY aclError aclvdecDestroyChannel(aclvdecChannelDesc *channelDe
 ACL_FUNC_VISIBILITY aclError aclvdecSendFrame(aclvdecChannelDesc *channelDesc, acldvppStreamDesc *input,
                                               acldvppPicDesc *output, aclvdecFrameConfig *config,
                                               void *userData);
+ACL_FUNC_VISIBILITY aclError aclvdecSetChannelDescParam(aclvdecChannelDesc *channelDesc,
+                                                        aclvdecChannelDescParamType paramType,
+                                                        size_t length, const void *param);
+ACL_FUNC_VISIBILITY aclError aclvdecGetChannelDescParam(const aclvdecChannelDesc *channelDesc,
+                                                        aclvdecChannelDescParamType paramType,
+                                                        size_t length, size_t *paramRetSize,
+                                                        void *param);
 ACL_FUNC_VISIBILITY aclError aclvdecSendSkippedFrame(aclvdecChannelDesc *channelDesc,
                                                      acldvppStreamDesc *input,
                                                      aclvdecFrameConfig *config, void *userData);
@@ -286,6 +321,13 @@ ACL_FUNC_VISIBILITY uint8_t aclvencGetFrameConfigForceIFrame(const aclvencFrameC
 ACL_FUNC_VISIBILITY uint8_t aclvencGetFrameConfigEos(const aclvencFrameConfig *config);
 ACL_FUNC_VISIBILITY aclError aclvencCreateChannel(aclvencChannelDesc *channelDesc);
 ACL_FUNC_VISIBILITY aclError aclvencDestroyChannel(aclvencChannelDesc *channelDesc);
+ACL_FUNC_VISIBILITY aclError aclvencSetChannelDescParam(aclvencChannelDesc *channelDesc,
+                                                        aclvencChannelDescParamType paramType,
+                                                        size_t length, const void *param);
+ACL_FUNC_VISIBILITY aclError aclvencGetChannelDescParam(const aclvencChannelDesc *channelDesc,
+                                                        aclvencChannelDescParamType paramType,
+                                                        size_t length, size_t *paramRetSize,
+                                                        void *param);
 ACL_FUNC_VISIBILITY aclError aclvencSendFrame(aclvencChannelDesc *channelDesc, acldvppPicDesc *input,
                                               void *reserve, aclvencFrameConfig *config, void *userdata);
 
