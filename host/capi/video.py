@@ -1,5 +1,6 @@
 """C bodies of the video calls of ``libacl_dvpp.so`` (``acl/ops/acl_dvpp.h``): stream
-descriptors, VDEC and VENC channel descriptors, frame configs and the send-frame calls.
+descriptors, VDEC and VENC channel descriptors (each field's setter and getter, and the
+``Get/SetChannelDescParam`` forms), frame configs and the send-frame calls.
 
 Each mirrors the C call of its name through ``acl.media`` (``host/media/vdec.py``,
 ``host/media/venc.py``), with the same checks and codes as a Python program; a getter of an
