@@ -374,6 +374,8 @@ class COMM_HEADER(Layout, stride=8):
     MAGIC = Field(1, "MAGIC_COMM (written last by the creator)")
     VERSION = Field(1, "PROTOCOL_VERSION of the creator")
     MAX_RANKS = Field(1, "COMM_MAX_RANKS")
+    WAKE = Field(1, "futex word (low 32 bits) of the ranks asleep in a sync of all ranks: "
+                    "the rank that arrives last writes the step and wakes them (any worker)")
 
 
 COMM_RANKS = COMM_HEADER.words

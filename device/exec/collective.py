@@ -13,7 +13,10 @@ then runs phases; between phases a rank bumps its ``step`` counter, posts the se
 each peer that sleeps for a step all its awaited ranks have now reached (its ``waiting``
 word), and blocks on its own semaphore until those it needs have reached the same step
 (``Comm.sync``: no polling; every wake it checks the deadline and the peers' error and
-state words, and after every ``_SLICE_S`` without progress their processes' liveness).
+state words, and after every ``_SLICE_S`` without progress their processes' liveness). A
+sync of all ranks sleeps on the segment's futex word ``WAKE`` instead (``shared/futex.py``):
+the rank that arrives last wakes every sleeper with one system call, not p - 1 semaphore
+posts (each of which lets the woken card preempt the poster on a loaded machine).
 Within a phase a rank may also wait for a piece of a peer's work: each rank publishes its
 ``PROGRESS`` word (``step at arrival << 24 | pieces done``) and posts the peers asleep on
 it (``Comm.bump``, ``_Run.take``), so pipelined phases need no barrier. Data moves straight
@@ -107,7 +110,7 @@ from typing import Any, Protocol
 from npuemu.device import contracts, engines
 from npuemu.device.contracts import Card, Job, Peer
 from npuemu.device.exec.kernels import is_array
-from npuemu.shared import address, errors, layout, liveness, protocol, shm
+from npuemu.shared import address, errors, futex, layout, liveness, protocol, shm
 from npuemu.shared.layout import COMM_HEADER, COMM_PAIR, COMM_RANK, COMM_RANKS, CommRankState
 from npuemu.shared.protocol import BadFrame, u64
 
@@ -202,6 +205,7 @@ class Comm:
             self.seg.close()
             raise
         self.step = self.field(rank, _R.STEP)
+        self.wake_at = self.seg.address + COMM_HEADER.WAKE * 8  # the futex word
         self.calls = 0
         self.sent: dict[int, int] = {}  # peer -> sends to it (from the segment at first)
         self.taken: dict[int, int] = {}  # peer -> its sends this rank received (likewise)
@@ -263,9 +267,50 @@ class Comm:
         self.put(_R.STEP, target)
         _fence()
         self._wake_peers(target, ranks)
-        mode = 0 if len(ranks) == self.n else 1
-        self.block(task, ranks, lambda: self._reached(ranks, target), 2 * target + mode,
-                   deadline)
+        if len(ranks) == self.n:
+            self._sync_all(task, target, deadline)
+        else:
+            self.block(task, ranks, lambda: self._reached(ranks, target), 2 * target + 1,
+                       deadline)
+
+    def _sync_all(self, task: Job, target: int, deadline: float) -> None:
+        """The sync of every rank on the futex word ``WAKE``: the rank that finds every
+        step at ``target`` writes it there and wakes all the sleepers in one call (one trip
+        through the scheduler, not one semaphore post per peer); the others sleep while the
+        word is what they read before they checked the steps (the checks of ``block``)."""
+        ranks, words, at = range(self.n), self.words, self.wake_at
+        if self._reached(ranks, target):
+            words[COMM_HEADER.WAKE] = target
+            futex.wake(at)
+            return
+        alive_at = 0.0
+        while True:
+            seen = words[COMM_HEADER.WAKE]
+            if self._reached(ranks, target):
+                return
+            alive_at, now = self._checks(task, ranks, deadline, alive_at)
+            futex.wait(at, seen, max(0.0, min(_SLICE_S, deadline - now)))
+            self.check_intact()
+
+    def nudge(self) -> None:
+        """Wake every rank asleep in ``_sync_all`` so it checks the words again (a failure,
+        a detach): the word changes, so one that read it just before does not sleep."""
+        self.words[COMM_HEADER.WAKE] += 1
+        futex.wake(self.wake_at)
+
+    def _checks(self, task: Job, ranks: range | tuple[int, ...] | list[int], deadline: float,
+                alive_at: float) -> tuple[float, float]:
+        """The checks before a sleep (see ``block``); returns the next liveness check's time
+        and now."""
+        now = time.monotonic()
+        if not alive_at:
+            alive_at = now + _SLICE_S
+        elif now >= alive_at:
+            self._check_alive(ranks)
+            alive_at = now + _SLICE_S
+        self._check_waiting(task, ranks, deadline, now)
+        self.check_intact()
+        return alive_at, now
 
     def block(self, task: Job, ranks: range | tuple[int, ...] | list[int],
               ready: Callable[[], bool], waiting: int, deadline: float) -> None:
@@ -276,14 +321,7 @@ class Comm:
         peer posts nothing, so it is found within one slice). Raises CollectiveError."""
         alive_at = 0.0
         while not ready():
-            now = time.monotonic()
-            if not alive_at:
-                alive_at = now + _SLICE_S
-            elif now >= alive_at:
-                self._check_alive(ranks)
-                alive_at = now + _SLICE_S
-            self._check_waiting(task, ranks, deadline, now)
-            self.check_intact()
+            alive_at, now = self._checks(task, ranks, deadline, alive_at)
             self.put(_R.WAITING, waiting)
             _fence()
             if not ready():  # a peer that came meanwhile saw WAITING
@@ -489,6 +527,8 @@ def _close(comm: Comm) -> None:
     comm.closed = True
     for sem in comm.sems:
         sem.release()  # wake a waiter of this rank so it sees ``closed``
+    if comm.intact():
+        comm.nudge()
     if comm.engine:
         _free_engines.append(comm.engine)
         comm.engine = ""
@@ -625,6 +665,7 @@ def _fail(comm: Comm, err: CollectiveError) -> int:
             comm.put(_R.ERROR, err.hccl)
             for sem in comm.sems:  # wake every waiting peer: it fails at once
                 sem.release()
+            comm.nudge()
         comm.worker.log("ERROR", f"collective of rank {comm.rank} failed, ret={err.code}: "
                                  f"{err}", module="HCCL")
     return err.code
