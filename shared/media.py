@@ -265,11 +265,11 @@ def jpeg_css(sampling: list[tuple[int, int]]) -> JpegFormat:
 
 def jpegd_output(css: int, fmt: int) -> int | None:
     """The format JPEGD writes for a file of subsampling ``css`` asked for ``fmt``, or None
-    where the reference refuses the pair. YUV420SP (NV12/NV21) comes from every file JPEGD
+    where CANN's JPEGD refuses the pair. YUV420SP (NV12/NV21) comes from every file JPEGD
     reads (4:4:4, 4:2:2, 4:2:0, 4:4:0 and grey, whose chroma is 0x80); a file's own sampling
     (YUV444SP, YUV422SP, YUV440SP, either order) only from such a file; UNKNOWN gives the
     file's own sampling, V first (grey: NV21). A grey file also decodes to YUV400, its luma
-    alone (UNVERIFIED: the reference's table as we have it shows no jpeg(400) row; our
+    alone (CANN's format table as we have it shows no jpeg(400) row; our
     choice). 4:1:1 and other samplings are refused."""
     source = _SOURCE.get(css)
     if source is None:

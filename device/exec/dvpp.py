@@ -42,10 +42,10 @@ Partial: progressive JPEGs are refused as the hardware refuses them; arithmetic-
 ones are not looked for; JPEGD writes YUV420SP from every file it reads, the file's
 own YUV422SP/YUV440SP/YUV444SP (UNKNOWN: that, V first) and YUV400 from a grey file (our
 choice), refusing other pairs; VPC takes YUV400, YUV420SP and RGB888/BGR888 only.
-JPEGD applies the file's EXIF orientation as the reference says the hardware does (a
+JPEGD applies the file's EXIF orientation as CANN's JPEGD documentation says the hardware does (a
 quarter or half turn, a mirror or flip, the output geometry the turned picture's); after
 a turn of an odd-sized file the chroma is that of the turned planes, cut to the even
-size, not the hardware's (whose odd side the reference says shows a green edge).
+size, not the hardware's (whose odd side CANN's documentation says shows a green edge).
 
 Threading model: ``prepare`` runs in the worker's loop thread; the job (``run``) on the DVPP
 engine thread touches only its task's resolved addresses (device memory and pinned records

@@ -48,8 +48,8 @@ def _open(blob: bytes, kind: str, what: str) -> Image.Image:
 
 def jpeg_info(data: object, size: object) -> tuple[int, int, int, int]:
     """``(width, height, components, acldvppJpegFormat)`` of a JPEG's header: the frame
-    header's width and height, before the EXIF orientation JPEGD applies (UNVERIFIED: the
-    reference does not say which the probe gives; our choice)."""
+    header's width and height, before the EXIF orientation JPEGD applies (CANN's
+    documentation does not say which the probe gives; our choice)."""
     return _jpeg_info(_jpeg(data, size, "jpeg_get_image_info"))
 
 
