@@ -39,7 +39,7 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from npuemu.host.driver.interface import ClientUsage, Link, MemoryUsage, SlotPool
@@ -151,6 +151,17 @@ class FakeLink:
             self.check_alive()
             self.requests.append((op, *args))
             return _HANDLERS[op](self, *args)
+
+    def call_many(self, requests: Sequence[tuple[Any, ...]]) -> list[Frame | errors.AclError]:
+        for op, *args in requests:
+            encode((op, 1, *args))
+        out: list[Frame | errors.AclError] = []
+        for op, *args in requests:
+            try:
+                out.append(self.call(op, *args))
+            except errors.AclError as err:
+                out.append(err)
+        return out
 
     def post(self, op: int, *args: object) -> None:
         encode((op, 0, *args))

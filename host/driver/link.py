@@ -22,6 +22,7 @@ its heartbeat older than ``hung_after_s``, by default ``shared/config.py``
 link is lost for good (507010, ``ACL_ERROR_RT_LOST_HEARTBEAT``: "the device stopped sending
 heartbeats") and ``query_device_status`` says ABNORMAL. Our choice: CANN's documentation does not
 say how long the runtime waits for a silent card; reset and set the device to attach again.
+``call_many`` pipelines several requests and waits once for all their replies.
 
 Signals: the link's sleeps hold asynchronous signals back and let them through between
 slices (``_sleep``), so a SIGINT or SIGTERM during any blocking call ends the program as any
@@ -54,7 +55,7 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import posix_ipc
@@ -285,6 +286,31 @@ class DeviceLink:
         if reply[1]:
             raise errors.error_for(reply[1], reply[2] if len(reply) > 2 else "")
         return reply[2:]
+
+    def call_many(self, requests: Sequence[tuple[Any, ...]]
+                  ) -> list[protocol.Frame | errors.AclError]:
+        """Send several requests ``(op, *args)`` back to back and block until every reply
+        (pipelined: the worker serves them in order, in one wake, and the host waits once);
+        each result is the reply's results or the AclError it carries. Nothing is sent if
+        one of them cannot be encoded (107000 raised)."""
+        if not requests:
+            return []
+        with self.lock:
+            if self.lost_detail:
+                self.check_alive()
+            first = self.seq + 1
+            payloads = [encode((op, first + i, *args))
+                        for i, (op, *args) in enumerate(requests)]
+            self.seq += len(payloads)
+            for payload in payloads:
+                self._push(payload)
+            replies: dict[int, protocol.Frame] = {}
+            while len(replies) < len(payloads):
+                reply = self._wait_reply()
+                if first <= reply[0] < first + len(payloads):
+                    replies[reply[0]] = reply
+        return [errors.error_for(r[1], r[2] if len(r) > 2 else "") if r[1] else r[2:]
+                for r in (replies[first + i] for i in range(len(payloads)))]
 
     def _push(self, payload: bytes) -> None:
         """Push one frame (waiting while the ring is full) and ring the doorbell if the

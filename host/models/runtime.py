@@ -10,8 +10,10 @@ planned offset) are allocated at load, or supplied by the caller (the WithMem lo
 scratch (``OpDef.workspace``) gets its planned block of the workspace as its kernel's last
 argument. Every op signature
 of every program (batch gear) is compiled, or found in the op caches, at load, as a static
-op-map entry (never aged out while loaded). The task list of every program (each op's
-binary, kernel, blocks and argument template with the weight and workspace addresses, the
+op-map entry (never aged out while loaded); the binaries of the fresh ones are placed on the
+card in one pipelined batch of ``OP_LOAD``s (``executor.preload``), not one round trip each.
+The task list of every program (each op's binary, kernel, blocks and argument template with
+the weight and workspace addresses, the
 schedule's streams and events) is registered on the card at load (``MODEL_LOAD``,
 ``device/exec/model.py``). An execute therefore allocates nothing and is **one
 submission**: a ``MODEL_EXECUTE`` task on the caller's stream naming the card's model and
@@ -271,18 +273,23 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
         records.setdefault(producer, []).append(ev)
         waits.setdefault(consumer, []).append(ev)
     workspaces = prog.get("workspaces", [""] * len(prog["tasks"]))
-    for t, (op_ref, ins, outs, stream_no) in enumerate(prog["tasks"]):
-        op_type, attrs, _tiling = om.op_refs[op_ref]
+    reqs: dict[int, executor.Request] = {}
+    for op_ref, ins, outs, _stream in prog["tasks"]:
         names = [n for n in ins if n] + list(outs)
-        if op_type == "Reshape" and _shares_block(names, info, k):
+        if op_ref not in reqs and not _aliased(om, op_ref, names, info, k):
+            reqs[op_ref] = _request(om, op_ref, names, len(outs), info, k)
+    ready = executor.preload(list(reqs.values()), link)  # one batch of OP_LOADs
+    try:
+        for op_ref, req in reqs.items():
+            cache[op_ref] = _compile(req, link, ready)
+    finally:
+        executor.discard(ready, link)
+    for t, (op_ref, ins, outs, stream_no) in enumerate(prog["tasks"]):
+        names = [n for n in ins if n] + list(outs)
+        if _aliased(om, op_ref, names, info, k):
             tasks.append(_Task(0, "", 0, [], [], stream_no, waits.get(t, []),
                                records.get(t, [])))
             continue  # its output is its input's block (planner.aliases): nothing to move
-        descs = [_desc(info[n], k) for n in names]
-        if op_ref not in cache:
-            req = executor.Request(op_type, descs[:len(names) - len(outs)],
-                                   descs[len(names) - len(outs):], _attr(attrs))
-            cache[op_ref] = _compile(req, link)
         entry = cache[op_ref]
         if entry.empty:  # nothing to run; its events still order the streams
             tasks.append(_Task(0, "", 0, [], [], stream_no, waits.get(t, []),
@@ -319,6 +326,20 @@ def _prepare(model: Model, k: int, link: Any) -> Program:
                    len(prog["streams"]), len(prog["events"]), hw=prog.get("hw"))
 
 
+def _aliased(om: omfile.OmModel, op_ref: int, names: list[str], info: dict[str, Any],
+             k: int) -> bool:
+    """A Reshape whose output is its input's block: an empty step, nothing compiled."""
+    return om.op_refs[op_ref][0] == "Reshape" and _shares_block(names, info, k)
+
+
+def _request(om: omfile.OmModel, op_ref: int, names: list[str], n_out: int,
+             info: dict[str, Any], k: int) -> executor.Request:
+    op_type, attrs, _tiling = om.op_refs[op_ref]
+    descs = [_desc(info[n], k) for n in names]
+    return executor.Request(op_type, descs[:len(names) - n_out], descs[len(names) - n_out:],
+                            _attr(attrs))
+
+
 def _shares_block(names: list[str], info: dict[str, Any], k: int) -> bool:
     """Whether every tensor of a task is an intermediate of program ``k``'s byte size in one
     and the same block (else the op is compiled and checked as any other)."""
@@ -327,11 +348,12 @@ def _shares_block(names: list[str], info: dict[str, Any], k: int) -> bool:
         and len({math.prod(r[3][k]) * np.dtype(r[1]).itemsize for r in rows}) == 1
 
 
-def _compile(req: executor.Request, link: Any) -> Any:
-    """The op's static map entry; an attribute of the file the op compiler cannot take
-    (its type and range are the op's, not the file format's) is 145000, not an exception."""
+def _compile(req: executor.Request, link: Any, ready: executor.Ready) -> Any:
+    """The op's static map entry (its binary from ``ready`` when ``preload`` placed it); an
+    attribute of the file the op compiler cannot take (its type and range are the op's, not
+    the file format's) is 145000, not an exception."""
     try:
-        return executor.compile_request(req, link, static=True)
+        return executor.compile_request(req, link, static=True, ready=ready)
     except AclError:
         raise
     except Exception as exc:  # the file's values, whatever the op makes of them

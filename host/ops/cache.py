@@ -204,12 +204,8 @@ class DeviceOpCache:
                 lst.remove(entry)
                 if not lst:
                     del self.dynamic[k]
-        loaded = entry.loaded
-        loaded.refs -= 1
-        if loaded.refs == 0:
-            self.hbm_bytes -= loaded.span
-            if self.link.alive():
-                self.link.post(Op.OP_UNLOAD, loaded.bin_id, loaded.ptr)
+        entry.loaded.refs -= 1
+        self.unload_unused(entry.loaded)
 
     def load_binary(self, binary: KernelBinary) -> Loaded:
         """Place the binary's source in the card's HBM and load it there (``OP_LOAD``, one
@@ -223,10 +219,30 @@ class DeviceOpCache:
             if err.code != errors.ACL_ERROR_RT_OVER_LIMIT or not self.shed():
                 raise
             bin_id, ptr, span, _kernels = self.link.call(Op.OP_LOAD, binary.source, name)
+        return self._placed(binary, bin_id, ptr, span)
+
+    def load_binaries(self, binaries: list[KernelBinary]) -> list[Loaded | None]:
+        """``load_binary`` of several binaries in one pipelined batch of ``OP_LOAD``s (one
+        wait for all the replies: blocks); a binary the card refused is None (the caller
+        loads it alone, where ``load_binary``'s error handling applies). The caller holds
+        ``lock``."""
+        replies = self.link.call_many([(Op.OP_LOAD, b.source, f"{b.op_type}-{b.digest}")
+                                       for b in binaries])
+        return [None if isinstance(r, errors.AclError) else self._placed(b, *r[:3])
+                for b, r in zip(binaries, replies, strict=True)]
+
+    def _placed(self, binary: KernelBinary, bin_id: int, ptr: int, span: int) -> Loaded:
         loaded = Loaded(binary, bin_id, ptr, span)
         self.hbm_bytes += loaded.span
         self.hbm_peak = max(self.hbm_peak, self.hbm_bytes)
         return loaded
+
+    def unload_unused(self, loaded: Loaded) -> None:
+        """Free a binary that no entry took (its ``OP_UNLOAD`` posted)."""
+        if loaded.refs == 0:
+            self.hbm_bytes -= loaded.span
+            if self.link.alive():
+                self.link.post(Op.OP_UNLOAD, loaded.bin_id, loaded.ptr)
 
     def clear(self) -> None:
         """Drop every compiled entry (static ones too): frees all binaries' HBM."""

@@ -7,7 +7,8 @@ dynamic-shape compile whose ranges hold the shapes (tile only), a cached compile
 only along linear dims (re-tile only; ``INCREMENTAL``), the on-disk cache (load only), and
 finally a real build (``compiler.build``). A built or disk-read binary (Python source, see
 ``compiler.py``) is placed in the card's HBM (``OP_LOAD``, one round trip; the card compiles
-it) and inserted in the map (which may evict). A card that already holds
+it) and inserted in the map (which may evict). A model's load builds the binaries of all its
+fresh ops first and places them in one pipelined batch (``preload``). A card that already holds
 ``opbin.MAX_OP_BINARIES`` op binaries of this process refuses one more with 207012: the
 oldest compiled entries are then evicted and the load tried once more.
 
@@ -40,7 +41,8 @@ from npuemu.host.ops import binaries, compiler, models, registry
 from npuemu.host.ops import desc as D
 from npuemu.host.ops import signature as S
 from npuemu.host.ops import types as T
-from npuemu.host.ops.cache import DeviceOpCache, Entry, cache_for
+from npuemu.host.ops.cache import DeviceOpCache, Entry, Loaded, cache_for
+from npuemu.host.ops.compiler import KernelBinary
 from npuemu.host.ops.registry import OpDef, Spec
 from npuemu.shared import config, errors
 from npuemu.shared.protocol import Op
@@ -94,9 +96,15 @@ def _hit(cache: Any, key: Any) -> Entry | None:
     return entry
 
 
-def compile_request(req: Request, link: Any, *, static: bool = False) -> Entry:
+Ready = dict[tuple, tuple[KernelBinary, bool, Loaded]]
+"""Binaries ``preload`` built and placed on the card, by map key: (binary, from disk, loaded)."""
+
+
+def compile_request(req: Request, link: Any, *, static: bool = False,
+                    ready: Ready | None = None) -> Entry:
     """``aclopCompile``: the map entry for this request on ``link``'s card, compiling,
-    re-tiling or loading as needed (blocks)."""
+    re-tiling or loading as needed (blocks). A fresh compile takes its binary from ``ready``
+    (``preload``) when it is there."""
     op = registry.lookup(req.op_type)
     if any(d.memtype != T.ACL_MEMTYPE_DEVICE for d in (*req.ins, *req.outs)):
         raise T.fail(T.ACL_ERROR_API_NOT_SUPPORT, "host-placement descriptors cannot be "
@@ -122,9 +130,10 @@ def compile_request(req: Request, link: Any, *, static: bool = False) -> Entry:
         base = cache.linear.get(lkey) if lkey is not None and INCREMENTAL[0] else None
         if base is not None and base.alive:
             return _retile(cache, op, req, key, base, ins, outs, attrs)
-        binary, from_disk = binaries.build(op, ins, outs, attrs, key)
-        entry = Entry(key, op, ins, outs, attrs, cache.load_binary(binary), binary.tiling,
-                      static=static, used=req.used)
+        built = ready.pop(key, None) if ready else None
+        binary, from_disk, loaded = built or (*binaries.build(op, ins, outs, attrs, key), None)
+        entry = Entry(key, op, ins, outs, attrs, loaded or cache.load_binary(binary),
+                      binary.tiling, static=static, used=req.used)
         if from_disk:
             cache.stats.disk_hits += 1
         else:
@@ -134,6 +143,58 @@ def compile_request(req: Request, link: Any, *, static: bool = False) -> Entry:
         if lkey is not None:
             cache.linear[lkey] = entry
         return entry
+
+
+def preload(reqs: Sequence[Request], link: Any) -> Ready:
+    """Build the binaries of the requests that ``compile_request`` would compile fresh (no
+    map entry, no dynamic or re-tile base, static shapes) and place them on the card in one
+    pipelined batch of ``OP_LOAD``s (blocks: one wait instead of one round trip each). Any
+    request it cannot settle (a refused build or load, a bfloat16 op) is left to
+    ``compile_request``, which raises or loads it alone; what ``compile_request`` does not
+    take back is freed by ``discard``. For a model's load."""
+    cache = cache_for(link)
+    with cache.lock:
+        todo: dict[tuple, tuple[KernelBinary, bool]] = {}
+        bases: set[tuple] = set()
+        for req in reqs:
+            key = S.full_key(req.op_type, req.present, req.outs, req.attr)
+            if key in todo or cache.get(key) is not None or _special(cache, req):
+                continue
+            try:
+                op = registry.lookup(req.op_type)
+                attrs = registry.attrs_of(op, S.attr_values(req.attr))
+                ins = [S.spec(d) for d in req.present]
+                outs = S.outputs(op, ins, [S.spec(d) for d in req.outs], attrs)
+                lkey = S.linear_key(op, ins, outs, attrs, S.attr_digest(req.attr))
+                if lkey is not None and INCREMENTAL[0] and (lkey in bases
+                                                            or lkey in cache.linear):
+                    continue  # compile_request re-tiles it from the base
+                todo[key] = binaries.build(op, ins, outs, attrs, key)
+            except Exception:  # compile_request raises it, with its code
+                continue
+            if lkey is not None:
+                bases.add(lkey)
+        placed = cache.load_binaries([binary for binary, _ in todo.values()])
+    return {key: (binary, from_disk, loaded)
+            for (key, (binary, from_disk)), loaded in zip(todo.items(), placed, strict=True)
+            if loaded is not None}
+
+
+def _special(cache: DeviceOpCache, req: Request) -> bool:
+    """A request ``preload`` leaves to ``compile_request``: host placement, bfloat16,
+    dynamic shapes, or a dynamic compile on the card that may match it."""
+    descs = (*req.present, *req.outs)
+    return bool(cache.dynamic) or any(d.memtype != T.ACL_MEMTYPE_DEVICE or d.dynamic
+                                      or d.dtype == T.ACL_BF16 for d in descs)
+
+
+def discard(ready: Ready, link: Any) -> None:
+    """Free the binaries ``preload`` placed that no entry took."""
+    cache = cache_for(link)
+    with cache.lock:
+        for _binary, _disk, loaded in ready.values():
+            cache.unload_unused(loaded)
+    ready.clear()
 
 
 def _check_bf16(op_type: str) -> None:
