@@ -15,6 +15,14 @@ padding are zeroed. A 1x1 window with stride 1 and no padding needs no matrix (t
 its own im2col); a 1x1 window with stride or padding is one offset of the general path. The
 matrix lives in ``ws`` (the planned scratch a model passes, see ``workspace_bytes``) when it
 is given and large enough, else in a fresh array.
+
+A depthwise convolution (``groups`` equal to the input's and the output's channels, one
+filter per channel) of float32 or float64 takes a direct path instead (``depthwise``): the
+GEMM would be one tiny matrix product per channel. The image is copied once into a zeroed,
+padded channels-last array, and each kernel tap adds the strided window of that array times
+the tap's per-channel weights into a channels-last accumulator (the first tap writes it, the
+bias is added after); the accumulator goes back to NCHW in the one copy that also applies
+the fused Relu. Its scratch is ``depthwise_bytes``.
 """
 
 from __future__ import annotations
@@ -47,6 +55,19 @@ def workspace_bytes(c: int, kh: int, kw: int, ho: int, wo: int, sh: int, sw: int
     if not needs_matrix(kh, kw, sh, sw, pads):
         return 0
     return -(-c * kh * kw * ho * wo * itemsize // ALIGN) * ALIGN
+
+
+def depthwise_bytes(c: int, h: int, w: int, ho: int, wo: int, pads: Any, itemsize: int) -> int:
+    """Bytes of scratch ``depthwise`` uses for one image: the padded channels-last image, the
+    accumulator and one product."""
+    hp, wp = h + pads[0] + pads[1], w + pads[2] + pads[3]
+    return sum(-(-n * c * itemsize // ALIGN) * ALIGN for n in (hp * wp, ho * wo, ho * wo))
+
+
+def is_depthwise(c: int, w_shape: Any, groups: int, dtype: Any) -> bool:
+    """Whether a convolution of ``c`` input channels takes the ``depthwise`` path."""
+    return (groups == c == w_shape[0] and w_shape[1] == 1 and groups > 1
+            and np.dtype(dtype) in (np.float32, np.float64))
 
 
 def _scratch(ws: Any, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -94,6 +115,52 @@ def im2col(x: Any, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, pads: A
     return cols
 
 
+def _carve(ws: Any, shapes: list[tuple[int, ...]], dtype: Any) -> list[Any]:
+    """Arrays of ``shapes`` one after the other (ALIGN-aligned) in the uint8 workspace
+    ``ws``, or fresh ones when it is missing or too small."""
+    dt = np.dtype(dtype)
+    sizes = [-(-math.prod(sh) * dt.itemsize // ALIGN) * ALIGN for sh in shapes]
+    if ws is None or sum(sizes) > ws.size:
+        return [np.empty(sh, dt) for sh in shapes]
+    out, at = [], 0
+    for sh, size in zip(shapes, sizes, strict=True):
+        out.append(ws[at:at + math.prod(sh) * dt.itemsize].view(dt).reshape(sh))
+        at += size
+    return out
+
+
+def depthwise(x: Any, w: Any, sh: int, sw: int, dh: int, dw: int, pads: Any, ws: Any,
+              out: Any, bias: Any, relu: bool) -> Any:
+    """``conv2d`` when ``is_depthwise``: ``x`` (N, C, H, W) by ``w`` (C, 1, kh, kw) into
+    ``out`` (N, C, Ho, Wo, C-contiguous, x's dtype), tap by tap in channels-last scratch."""
+    n, c, h, wd = x.shape
+    kh, kw = w.shape[2], w.shape[3]
+    ho, wo = out.shape[2], out.shape[3]
+    hp, wp = h + pads[0] + pads[1], wd + pads[2] + pads[3]
+    xp, acc, tmp = _carve(ws, [(hp, wp, c), (ho, wo, c), (ho, wo, c)], x.dtype)
+    taps = np.ascontiguousarray(w.reshape(c, kh * kw).T, dtype=x.dtype)
+    b = None if bias is None else np.asarray(bias, x.dtype).reshape(c)
+    xp.fill(0)
+    inner = xp[pads[0]:pads[0] + h, pads[2]:pads[2] + wd]
+    for img in range(n):
+        inner[...] = x[img].transpose(1, 2, 0)
+        for t in range(kh * kw):
+            i, j = divmod(t, kw)
+            src = xp[i * dh:i * dh + (ho - 1) * sh + 1:sh, j * dw:j * dw + (wo - 1) * sw + 1:sw]
+            if t == 0:
+                np.multiply(src, taps[0], out=acc)
+            else:
+                np.multiply(src, taps[t], out=tmp)
+                acc += tmp
+        if b is not None:
+            acc += b
+        if relu:
+            np.maximum(acc.transpose(2, 0, 1), 0, out=out[img])
+        else:
+            out[img] = acc.transpose(2, 0, 1)
+    return out
+
+
 def conv2d(x: Any, w: Any, sh: int, sw: int, dh: int, dw: int, pads: Any, groups: int,
            ws: Any = None, out: Any = None, bias: Any = None, relu: bool = False) -> Any:
     """The convolution of ``x`` (N, C, H, W) by ``w`` (Cout, C/groups, kh, kw) as
@@ -108,6 +175,8 @@ def conv2d(x: Any, w: Any, sh: int, sw: int, dh: int, dw: int, pads: Any, groups
     shape = (n, cout, ho, wo)
     if out is None or not out.flags.c_contiguous or out.dtype != dtype or out.shape != shape:
         out = np.empty(shape, dtype)
+    if is_depthwise(c, w.shape, groups, dtype) and x.dtype == dtype:
+        return depthwise(x, w, sh, sw, dh, dw, pads, ws, out, bias, relu)
     wm = np.ascontiguousarray(w).reshape(groups, m, k)
     matrix = needs_matrix(kh, kw, sh, sw, pads)
     cols = _scratch(ws, (c, kh, kw, ho, wo), x.dtype) if matrix else None

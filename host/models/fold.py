@@ -16,13 +16,14 @@ absorbs that task: the Conv / MatMul gets the folded filter and a bias input and
 absorbed task's output. Chains fold one after another (Conv -> BatchNorm -> Mul -> Add is one
 Conv). A ``Relu`` that is the sole reader of such a Conv2D's output (after its chain, if any)
 is fused into it (``fused_relu``: the kernel applies ``max(., 0)`` to its output in place, so
-the Relu's task and its pass over memory are gone); nothing folds after it. The arithmetic
+the Relu's task and its pass over memory are gone); nothing folds after it. A Relu that is
+the sole reader of an ``Add`` (a residual sum) is fused into the Add the same way. The arithmetic
 is done in float64 and stored in the filter's dtype, so the folded model equals the unfused
 one within the dtype's rounding. The Conv's ``MatMul``-from-``Gemm`` twin is the same:
 ``Gemm`` lowers to ``MatMul`` (+ ``Mul`` alpha, + ``Add`` C), which folds to one ``MatMul``
 with a bias.
 
-Not done here: a Relu after a MatMul or after an Add (residuals) stays its own task; a
+Not done here: a Relu after a MatMul stays its own task; a
 BatchNorm that follows anything but a Conv stays its own op; a Conv / MatMul whose output has
 several readers keeps them.
 
@@ -66,13 +67,13 @@ def apply(graph: Graph) -> int:
                                                                                    nxt):
             absorbed.add(id(nxt))
             folded = True
-        if node.op == "Conv2D" and (nxt := _sole_reader(graph, readers, node)) is not None \
-                and nxt.op == "Relu" and nxt.inputs == [node.outputs[0]]:
-            node.attrs["fused_relu"] = True
-            node.outputs = list(nxt.outputs)
-            absorbed.add(id(nxt))
+        if node.op == "Conv2D" and _fuse_relu(graph, readers, node, absorbed):
             folded = True
         if folded:
+            changed.append(node)
+    for node in graph.nodes:
+        if node.op == "Add" and id(node) not in absorbed and \
+                _fuse_relu(graph, readers, node, absorbed):
             changed.append(node)
     if not absorbed:
         return 0
@@ -81,6 +82,19 @@ def apply(graph: Graph) -> int:
     for node in changed:
         node.tiling = check_node(graph, node)
     return len(absorbed)
+
+
+def _fuse_relu(graph: Graph, readers: dict[str, list[Node]], node: Node,
+               absorbed: set[int]) -> bool:
+    """Fuse the Relu that is the sole reader of ``node``'s output into it (``fused_relu``);
+    True if there was one."""
+    nxt = _sole_reader(graph, readers, node)
+    if nxt is None or nxt.op != "Relu" or nxt.inputs != [node.outputs[0]]:
+        return False
+    node.attrs["fused_relu"] = True
+    node.outputs = list(nxt.outputs)
+    absorbed.add(id(nxt))
+    return True
 
 
 def _readers(graph: Graph) -> dict[str, list[Node]]:

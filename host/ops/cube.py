@@ -18,7 +18,9 @@ not bfloat16: no copy after); the bias and, with ``fused_relu`` (set by ATC when
 is the Conv's only reader, ``host/models/fold.py``; our attribute, CANN fuses in its own
 graph passes), ``max(., 0)`` are applied in place on that output. The im2col matrix is built
 without a padded copy (one strided copy per kernel offset, the padding's strips zeroed); a
-1x1 window with stride 1 and no padding has none (x is the matrix). Conv2D declares a
+1x1 window with stride 1 and no padding has none (x is the matrix). A depthwise Conv2D
+(float32, or bfloat16 widened to it) is computed tap by tap instead (``conv.depthwise``,
+channels-last scratch), not as one tiny GEMM per channel. Conv2D declares a
 workspace (``OpDef.workspace``): one image's im2col matrix; inside a model it is a planned
 block of the model's workspace, reused by every image and every execute. Still numpy
 temporaries: the result of an NHWC or bfloat16 Conv2D (copied or rounded into y), the
@@ -216,13 +218,17 @@ def _conv_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Bo
 
 
 def _conv_workspace(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> int:
-    """Bytes of one image's im2col matrix (``shared/conv.py``; images run one at a time)."""
-    layout, sh, sw, _dh, _dw, pads, _groups = _conv_params(ins, attrs)
+    """Bytes of one image's im2col matrix, or of a depthwise one's channels-last scratch
+    (``shared/conv.py``; images run one at a time)."""
+    layout, sh, sw, _dh, _dw, pads, groups = _conv_params(ins, attrs)
     x, w, y = ins[0].shape, ins[1].shape, outs[0].shape
-    c = x[1] if layout == "NCHW" else x[3]
+    c, h, wd = (x[1], x[2], x[3]) if layout == "NCHW" else (x[3], x[1], x[2])
     ho, wo = (y[2], y[3]) if layout == "NCHW" else (y[1], y[2])
-    item = 4 if ins[0].dtype in ("int8", BF16) else np.dtype(ins[0].dtype).itemsize
-    return conv.workspace_bytes(c, w[2], w[3], ho, wo, sh, sw, pads, item)
+    wide = "float32" if ins[0].dtype == BF16 else "int32" if ins[0].dtype == "int8" else None
+    dtype = np.dtype(wide or ins[0].dtype)
+    if conv.is_depthwise(c, w, groups, dtype):
+        return conv.depthwise_bytes(c, h, wd, ho, wo, pads, dtype.itemsize)
+    return conv.workspace_bytes(c, w[2], w[3], ho, wo, sh, sw, pads, dtype.itemsize)
 
 
 CONV_DTYPES = FLOATS | {BF16, "int8"}

@@ -4,7 +4,9 @@ Cast, Where, Fill and Identity.
 Each kernel tiles output 0 by rows of axis 0; inputs are broadcast views of the output's
 shape, so a tile reads only its rows. Axis 0 is linear (a batch change re-tiles).
 Choices: ``Div`` of integers floors (TF ``Div``); ``Gelu`` uses the tanh approximation of
-the TBE kernel; binary inputs must share one dtype (100026 otherwise).
+the TBE kernel; binary inputs must share one dtype (100026 otherwise). ``Add`` takes
+``fused_relu`` (our attribute, set by ATC when a Relu is its only reader, e.g. a residual
+sum: ``host/models/fold.py``): ``max(., 0)`` applied to each tile in place.
 
 bfloat16 (the arithmetic ops, Cast, Identity, Where, Fill): a tile widens its inputs' bits
 to float32 (``_bf.to_float32``), computes the op's float32 tile and rounds the result to
@@ -92,6 +94,8 @@ def _binary_source(expr: str | None):
             fn = "np.true_divide" if ins[0].dtype in FLOATS | {BF16} else "np.floor_divide"
             tile = fn + "({a}, {b}, out=o0[s])"
         tile = tile.format(a="b0[s]", b="b1[s]")
+        if attrs.get("fused_relu"):  # Add only: a Relu fused by ATC, on the tile in cache
+            tile += "\nnp.maximum(o0[s], 0, out=o0[s])"
         return Body(through_f32(tile, 2) if ins[0].dtype == BF16 else tile, _views(2))
     return source
 
@@ -99,7 +103,8 @@ def _binary_source(expr: str | None):
 for _name, _expr in [*_BINARY.items(), ("Div", None)]:
     register(OpDef(_name, "aivector", ("x1", "x2"), ("y",), NUMERIC | {BF16},
                    _binary_infer(_name),
-                   _binary_source(_expr), linear=_linear_all))
+                   _binary_source(_expr), linear=_linear_all,
+                   attrs={"fused_relu": False} if _name == "Add" else {}))
 
 # unary -----------------------------------------------------------------------------------------
 _ERF = "_erf = np.frompyfunc(math.erf, 1, 1)\n"

@@ -1,0 +1,56 @@
+"""ATC's Relu fusion into an Add (a residual sum, ``host/models/fold.py``): the fused graph,
+run by the op library's own kernels, computes what the unfused graph does in onnxruntime;
+an Add whose output has another reader or is a graph output keeps its Relu. (The light
+models' case, ResNet-50's and ShuffleNet's residuals included, is the fold test's.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.unit.test_models_fold import folded_pair
+from tests.unit.test_models_frontend import random_feeds, run_ort
+from tests.unit.test_models_lowering import to_onnx
+from tests.unit.test_models_zoo import run_graph
+
+
+def _residual(extra_reader: bool = False, relu_out: bool = False):
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32),
+                                     "w")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sum", ["c", "x"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    outs = ["y"]
+    if extra_reader:
+        nodes.append(helper.make_node("Neg", ["s"], ["z"]))
+        outs.append("z")
+    if relu_out:
+        outs.append("s")
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 5, 5])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, [2, 4, 5, 5]) for o in outs],
+        inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_relu_after_a_residual_add_is_fused_into_it() -> None:
+    model = _residual()
+    plain, folded, absorbed = folded_pair(model)
+    assert absorbed == 1
+    assert [n.op for n in folded.nodes] == ["Conv2D", "Add"]
+    assert folded.nodes[1].attrs["fused_relu"] and not folded.nodes[0].attrs.get("fused_relu")
+    feeds = random_feeds(model, 1)
+    want = run_ort(to_onnx(plain), feeds)
+    got = run_graph(folded, feeds)
+    assert (got[0] == 0).any() and (got[0] > 0).any()  # the Relu did cut something
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["another reader", "graph output"])
+def test_an_add_read_elsewhere_keeps_its_relu(case: str) -> None:
+    model = _residual(extra_reader=case == "another reader", relu_out=case == "graph output")
+    plain, folded, absorbed = folded_pair(model)
+    assert absorbed == 0
+    assert [n.op for n in folded.nodes] == [n.op for n in plain.nodes]
