@@ -48,3 +48,10 @@ def test_a_tiny_kernel_that_turns_slow_goes_back_to_its_engine_and_times_out(run
     assert r["slow"] == 0
     assert r["timeout"] == AICPU_TIMEOUT
     assert r["after"] == 0
+
+
+def test_a_repeated_op_kernel_sees_new_data_and_new_buffers(run_prog) -> None:
+    r = scenario(run_prog, "op_on_changing_buffers")
+    assert r["same"] == [True] * 20
+    assert r["new_out"] == [True] * 5
+    assert r["new_in"] == [True] * 5

@@ -1,7 +1,8 @@
 """Child program of ``tests/integration/test_tiny_kernels.py``: tiny kernels run inline in
 the worker's scheduler (stream order and cross-stream events, an inline kernel's failure at
 ``aclrtSynchronizeStream`` and in the exception callback, a kernel that turns slow going back
-to its engine where ``aclrtSetOpExecuteTimeOut`` applies).
+to its engine where ``aclrtSetOpExecuteTimeOut`` applies, an op library kernel repeated on
+the same buffers while their data, and then the buffers themselves, change).
 
 ``python tiny_kernels.py SCENARIO`` initializes pyACL, sets device 0, loads ``bump`` and
 ``nap`` of ``bump_kernels.py`` into ``F``, runs one scenario and prints ``R`` (see
@@ -11,7 +12,8 @@ to its engine where ``aclrtSetOpExecuteTimeOut`` applies).
 import time
 
 import numpy as np
-from childlib import R, acl, d2h, event, h2d, hold, main, ok, scenario, source, stream, zeroed
+from childlib import (R, acl, d2h, event, h2d, hold, main, malloc, ok, scenario, source, stream,
+                      zeroed)
 
 F: dict = {}
 """The kernels by name (``aclrtBinaryGetFunction``)."""
@@ -94,6 +96,45 @@ def turns_slow():
     put(p, [0.0], np.float64)
     ok(acl.rt.launch_kernel(F["nap"], 1, [p], s))
     R["after"] = acl.rt.synchronize_stream(s)
+
+
+@scenario
+def op_on_changing_buffers():
+    """aclopExecuteV2 of a small Add repeated on the same buffers (a repeated tiny launch
+    runs inline, reusing what the card prepared for the last one): new input data each
+    time, then the output freed and another block malloc'd at its address, then the inputs
+    freed and malloc'd again."""
+    s = stream()
+    desc = acl.create_tensor_desc(0, [4, 4], 2)  # float32, ND
+    attr = acl.op.create_attr()
+    ok(acl.op.compile("Add", [desc, desc], [desc], attr, 0, 0, None))
+
+    def buf(n=64):
+        p = malloc(n)
+        return p, acl.create_data_buffer(p, n)
+
+    def add(px, py, bx, by, pz, bz, x, y):
+        put(px, x, np.float32)
+        put(py, y, np.float32)
+        ok(acl.op.execute_v2("Add", [desc, desc], [bx, by], [desc], [bz], attr, s))
+        ok(acl.rt.synchronize_stream(s))
+        return get(pz, "float32", 16) == (x + y).ravel().tolist()
+
+    (px, bx), (py, by), (pz, bz) = buf(), buf(), buf()
+    rng = np.random.default_rng(5)
+    R["same"] = [add(px, py, bx, by, pz, bz, *rng.standard_normal((2, 16)).astype(np.float32))
+                 for _ in range(20)]
+    acl.destroy_data_buffer(bz)
+    ok(acl.rt.free(pz))
+    pz, bz = buf()
+    R["new_out"] = [add(px, py, bx, by, pz, bz, *rng.standard_normal((2, 16))
+                        .astype(np.float32)) for _ in range(5)]
+    for b, p in ((bx, px), (by, py)):
+        acl.destroy_data_buffer(b)
+        ok(acl.rt.free(p))
+    (px, bx), (py, by) = buf(), buf()
+    R["new_in"] = [add(px, py, bx, by, pz, bz, *rng.standard_normal((2, 16))
+                       .astype(np.float32)) for _ in range(5)]
 
 
 if __name__ == "__main__":
