@@ -97,12 +97,19 @@ def test_with_mem_query_size_and_error_paths(run_prog, tmp_path) -> None:
     assert r["get_desc_unloaded"] == 145003
 
 
-# VGG-19 passes too (its 548 MB of weights make it the slowest by far: load, HBM and the
-# largest convolutions); it runs only with NPUEMU_TEST_VGG19=1 to keep the suite short.
-_VGG = pytest.mark.skipif(os.environ.get("NPUEMU_TEST_VGG19") != "1",
-                          reason="the largest light model; set NPUEMU_TEST_VGG19=1")
-LIGHT_ALL = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2",
-             "densenet121", "bvlc_alexnet", "zfnet512", pytest.param("vgg19", marks=_VGG)]
+# The light models whose full run through a card is slow (weights, load, the largest
+# convolutions) run whole only with NPUEMU_TEST_BIG_MODELS=1; without it, each of them except
+# VGG-19 runs as its prefix through every op configuration none of the default ones has (see
+# ``test_big_light_model_prefixes_match_onnxruntime``).
+BIG_VAR = "NPUEMU_TEST_BIG_MODELS"
+_BIG = pytest.mark.skipif(os.environ.get(BIG_VAR) != "1",
+                          reason=f"a slow light model run whole; set {BIG_VAR}=1")
+LIGHT_DEFAULT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2"]
+LIGHT_BIG = ["resnet50", "densenet121", "bvlc_alexnet", "zfnet512", "vgg19"]
+LIGHT_ALL = LIGHT_DEFAULT + [pytest.param(n, marks=_BIG) for n in LIGHT_BIG]
+PREFIXED = LIGHT_BIG[:-1]
+"""VGG-19 has no prefix run: its configurations are AlexNet's and ZFNet's but one MaxPool,
+behind two 224x224x64 convolutions (the slowest part of its run)."""
 
 
 def _dummy_input(model: onnx.ModelProto) -> tuple[str, np.ndarray]:
@@ -181,6 +188,56 @@ def test_light_model_matches_its_expected_output(run_prog, tmp_path, name: str) 
     np.testing.assert_allclose(got[1].reshape(want.shape), want, rtol=1e-6, atol=0)
     np.testing.assert_allclose(got[2].reshape(logits.shape),
                                run_ort(softmax, {"logits": scaled})[0], rtol=1e-5, atol=1e-7)
+
+
+def _configs(model: onnx.ModelProto) -> list[tuple | None]:
+    """Each node's op configuration (type and attributes); None for a ConstantOfShape (the
+    light models' weights)."""
+    return [None if n.op_type == "ConstantOfShape" else
+            (n.op_type, tuple(sorted((a.name, str(onnx.helper.get_attribute_value(a)))
+                                     for a in n.attribute)))
+            for n in model.graph.node]
+
+
+def big_prefix(name: str) -> onnx.ModelProto:
+    """Light model ``name`` up to the output of the last node that is the first of its op
+    configuration to appear in no default light model, with random weights (prepared)."""
+    from npuemu.host.models import onnx_front
+    seen = set().union(*(_configs(onnx.load(light(n))) for n in LIGHT_DEFAULT))
+    model = onnx.load(light(name))
+    configs = _configs(model)
+    cut = max(configs.index(c) for c in set(configs) - seen)
+    out = model.graph.node[cut].output[0]
+    need, keep = {out}, []
+    for node in reversed(model.graph.node[:cut + 1]):  # the cut output's ancestors
+        if need & set(node.output):
+            keep.append(node)
+            need |= set(node.input)
+    del model.graph.node[:]
+    model.graph.node.extend(reversed(keep))
+    del model.graph.output[:]
+    model.graph.output.append(onnx.helper.make_tensor_value_info(  # a Conv's or a pool's
+        out, onnx.TensorProto.FLOAT, ["n", "c", "h", "w"]))
+    return randomize_weights(onnx_front.prepare(model), 11)
+
+
+@pytest.mark.slow
+def test_big_light_model_prefixes_match_onnxruntime(run_prog, tmp_path) -> None:
+    """The slow light models but VGG-19 as their prefixes (``big_prefix``: every op
+    configuration of theirs that the default light models lack, with random weights),
+    converted by atc, all run in one child through acl.mdl.execute, against onnxruntime."""
+    oms, wants = [], []
+    for k, name in enumerate(PREFIXED):
+        model = big_prefix(name)
+        in_name, x = _dummy_input(model)
+        np.save(tmp_path / f"x{k}.npy", x)
+        oms.append(convert(model, tmp_path, name))
+        wants.append(run_ort(model, {in_name: x})[0])
+    run_program(run_prog, PROG, "run_many", tmp_path, json.dumps(oms), env=ENV, timeout=600)
+    for k, (name, want) in enumerate(zip(PREFIXED, wants, strict=True)):
+        got = np.load(tmp_path / f"y{k}.npy").view(np.float32)[:want.size].reshape(want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5 * np.abs(want).max(),
+                                   err_msg=name)
 
 
 def test_pythonic_model_face(run_prog, tmp_path) -> None:

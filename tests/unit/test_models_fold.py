@@ -28,13 +28,15 @@ from tests.unit.test_models_frontend import light, random_feeds, run_ort
 from tests.unit.test_models_lowering import randomize_weights, to_onnx
 from tests.unit.test_models_zoo import run_graph
 
-# VGG-19's folds (Conv -> Relu, Gemm -> Relu, no BatchNorm) are AlexNet's and ZFNet's; its
-# 548 MB of weights make it by far the slowest case, so it runs only with NPUEMU_TEST_VGG19=1,
-# as in the model tests through a card.
-_VGG = pytest.mark.skipif(os.environ.get("NPUEMU_TEST_VGG19") != "1",
-                          reason="the largest light model; set NPUEMU_TEST_VGG19=1")
+# The slowest cases run only with NPUEMU_TEST_BIG_MODELS=1, as in the model tests through a
+# card: VGG-19 (548 MB of weights) and ZFNet-512, whose folds (Conv -> Relu, Gemm -> Relu, no
+# BatchNorm) are AlexNet's, and DenseNet-121, whose Conv -> BatchNorm (as Mul, Add) -> Relu
+# are Inception v2's.
+_BIG = pytest.mark.skipif(os.environ.get("NPUEMU_TEST_BIG_MODELS") != "1",
+                          reason="a slow light model; set NPUEMU_TEST_BIG_MODELS=1")
 LIGHT = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2",
-         "densenet121", "bvlc_alexnet", "zfnet512", pytest.param("vgg19", marks=_VGG)]
+         "bvlc_alexnet", *(pytest.param(n, marks=_BIG) for n in ("densenet121", "zfnet512",
+                                                                  "vgg19"))]
 
 
 def folded_pair(model: onnx.ModelProto) -> tuple[Graph, Graph, int]:
