@@ -68,7 +68,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from npuemu.device import containment, engines
-from npuemu.device.exec import collective, dvpp
+from npuemu.device.exec import collective, dvpp_frame
 from npuemu.device.exec import model as model_tasks
 from npuemu.device.exec.kernels import check_args as _kernel_args
 from npuemu.device.exec.kernels import launch as run_kernel
@@ -530,6 +530,7 @@ class Scheduler:
         if task.op == Op.COLLECTIVE:
             return collective.prepare(self.worker, client, task)
         if task.op == Op.DVPP:
+            from npuemu.device.exec import dvpp  # its codecs load with the first DVPP task
             return dvpp.prepare(self.worker, client, task)
         raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID, f"unknown task op {task.op}")
 
@@ -661,7 +662,7 @@ _TASK_ARGS: dict[int, tuple[Callable[[object], object], ...]] = {
     # the protocol's nested fields, checked by their executors
     Op.LAUNCH: (u64, _kernel_name, protocol.blocks, _kernel_args),
     Op.MODEL_EXECUTE: model_tasks.EXECUTE_CHECKS,
-    Op.COLLECTIVE: collective.TASK_ARGS, Op.DVPP: dvpp.TASK_ARGS,
+    Op.COLLECTIVE: collective.TASK_ARGS, Op.DVPP: dvpp_frame.TASK_ARGS,
 }
 """Each task op's field checks: the protocol's (``TASK_FIELDS``), and for its nested fields
 those of the executor (kernel arguments, model addresses, collective and DVPP fields)."""

@@ -68,40 +68,15 @@ from PIL import Image
 from npuemu.device import contracts, engines
 from npuemu.device.contracts import Card, Job
 from npuemu.device.exec import pictures, vdec, venc
+from npuemu.device.exec.dvpp_frame import MAX_RECORDS
 from npuemu.device.exec.pictures import DvppFailure, Picture
 from npuemu.shared import errors
 from npuemu.shared import media as m
-from npuemu.shared.protocol import BadFrame, u64
 
 FAILED = errors.ACL_ERROR_RT_AICPU_EXCEPTION
-KINDS = ("jpegd", "pngd", "jpege", "vpc", "vdec", "venc")
-MAX_RECORDS = 256
-"""Most picture records of one task (a batch crop's inputs and outputs)."""
 _P = m.PIC_DESC
 _RECORD = ctypes.c_uint64 * _P.words
 cv2.setNumThreads(1)  # one engine thread per card: no pool of its own behind it
-
-
-def _kind(value: object) -> None:
-    if value not in KINDS:
-        raise BadFrame(f"DVPP kind {value!r:.40} is not one of {KINDS}")
-
-
-def _records(value: object) -> None:
-    if not isinstance(value, list | tuple) or len(value) > MAX_RECORDS:
-        raise BadFrame(f"DVPP records must be an array of at most {MAX_RECORDS} addresses")
-    for v in value:
-        u64(v)
-
-
-def _params(value: object) -> None:
-    if not isinstance(value, list | tuple) or len(value) > 8 * MAX_RECORDS:
-        raise BadFrame("DVPP parameters must be an array of integers")
-    for v in value:
-        u64(v)
-
-
-TASK_ARGS = (_kind, _records, _params)
 
 
 def prepare(worker: Card, client: contracts.Client,
