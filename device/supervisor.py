@@ -2,8 +2,9 @@
 
 ``python -m npuemu.device.supervisor --node NAME --devices N --hbm B --ddr B [--owner PID]``
 
-It creates the node registry, starts device workers (all at once with ``--eager``, else each
-on the first attach to it), serves the control socket (``shared/control.py``), watches every
+It creates the node registry, starts device workers (forked from itself with the worker's
+modules imported once, ``device/start.py``; all at once with ``--eager``, else each on the
+first attach to it), serves the control socket (``shared/control.py``), watches every
 worker through a pidfd and every host through its control connection:
 
 - a worker that dies is marked LOST in the registry and in its control block, every host
@@ -57,6 +58,7 @@ from typing import Any, NotRequired, TypedDict
 
 import psutil
 
+from npuemu.device import start
 from npuemu.shared import control, errors, layout, liveness, protocol, shm, topology
 from npuemu.shared.config import (
     ATTACH_TIMEOUT_S,
@@ -98,7 +100,7 @@ class DeviceProc:
 
     def __init__(self, dev: int) -> None:
         self.dev = dev
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: start.WorkerProc | None = None
         self.pidfd = -1
         self.ctl_seg: shm.Segment | None = None
         self.ctl: memoryview | None = None
@@ -168,10 +170,9 @@ class Supervisor:
     # workers -------------------------------------------------------------------------------
     def spawn(self, dp: DeviceProc) -> None:
         args = self.args
-        cmd = [sys.executable, "-m", "npuemu.device", "--node", self.node, "--dev",
-               str(dp.dev), "--hbm", str(args.hbm), "--ddr", str(args.ddr),
-               "--supervisor", str(os.getpid())]
-        dp.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+        dp.proc = start.fork_worker(["--node", self.node, "--dev", str(dp.dev), "--hbm",
+                                     str(args.hbm), "--ddr", str(args.ddr),
+                                     "--supervisor", str(os.getpid())])
         dp.pidfd = os.pidfd_open(dp.proc.pid)
         self.sel.register(dp.pidfd, selectors.EVENT_READ, ("worker", dp))
         reg = self.reg

@@ -152,7 +152,8 @@ def _npuemu_procs(whole_run: bool = False) -> dict[tuple[int, float], Proc]:
             p = psutil.Process(pid)
             if p.status() == psutil.STATUS_ZOMBIE:
                 continue
-            cmdline, ctime = p.cmdline(), p.create_time()
+            # a forked worker's title is one string (device/start.py): split it as argv
+            cmdline, ctime = " ".join(p.cmdline()).split(), p.create_time()
         except psutil.Error:
             continue
         tagged = False
