@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from npuemu.device import contracts
 from npuemu.device.contracts import Card
@@ -54,9 +53,13 @@ def resolve(worker: Card, client: contracts.Client, pic: Picture, count: int) ->
     pic.addr = worker.resolve(client, pic.record[_P.DATA], count)
 
 
+def _buffer(addr: int, count: int) -> Any:
+    """The ``count`` bytes at ``addr`` as a writable buffer (a ctypes array over them)."""
+    return (ctypes.c_ubyte * count).from_address(addr)
+
+
 def as_bytes(addr: int, count: int) -> np.ndarray:
-    view = memoryview((ctypes.c_char * count).from_address(addr)).cast("B")
-    return np.frombuffer(view, np.uint8)
+    return np.frombuffer(_buffer(addr, count), np.uint8)
 
 
 def yuv420_views(addr: int, sw: int, sh: int, w: int, h: int) -> tuple[np.ndarray, np.ndarray]:
@@ -70,16 +73,17 @@ def semiplanar_views(addr: int, fmt: int, sw: int, sh: int, w: int,
     """Writable views (never copies) of a semi-planar picture of ``fmt`` (YUV420SP,
     YUV422SP, YUV440SP, YUV444SP): luma (h, w) and chroma (rows, columns, 2) in the
     picture's byte order, its rows ``sw`` bytes apart per two chroma samples of width
-    subsampling (``2 * sw`` for 4:4:4 and 4:4:0)."""
+    subsampling (``2 * sw`` for 4:4:4 and 4:4:0). Built straight over the bytes (numpy's
+    ndarray constructor checks the views against the buffer: a fifth of the cost of
+    slicing and ``as_strided``)."""
     hs, vs = m.SUBSAMPLING[fmt]
-    frame = as_bytes(addr, m.picture_bytes(fmt, sw, sh))
-    luma = frame[:sw * sh].reshape(sh, sw)[:h, :w]
-    chroma = as_strided(frame[sw * sh:], shape=(h // vs, w // hs, 2),
-                        strides=(2 * sw // hs, 2, 1))
+    frame = _buffer(addr, m.picture_bytes(fmt, sw, sh))
+    luma = np.ndarray((h, w), np.uint8, frame, 0, (sw, 1))
+    chroma = np.ndarray((h // vs, w // hs, 2), np.uint8, frame, sw * sh, (2 * sw // hs, 2, 1))
     return luma, chroma
 
 
 def packed(addr: int, sw: int, sh: int, w: int, h: int, channels: int) -> np.ndarray:
     """Writable view (never a copy) of a packed picture: (h, w, channels)."""
-    return as_strided(as_bytes(addr, sw * sh), shape=(h, w, channels),
-                      strides=(sw, channels, 1))
+    return np.ndarray((h, w, channels), np.uint8, _buffer(addr, sw * sh), 0,
+                      (sw, channels, 1))
