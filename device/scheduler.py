@@ -43,6 +43,14 @@ Validation: ``enqueue`` checks every field of a task frame (types, u64 ranges, s
 ``num_blocks``) and raises ``protocol.BadFrame`` for a frame that breaks the protocol; a
 frame that is well-formed but names bad memory fails its task with 107000 when it starts.
 
+Per-task path: a frame whose fields are all bounded ints, or a LAUNCH that repeats its
+kernel's last checked arguments, is checked in one expression and queued (``enqueue``'s fast
+path; every other frame, and one the fast checks refuse, meets every field check). In a
+turn, unprofiled event records and repeated tiny launches that succeed complete without the
+general ``_complete``; the stream's COMPLETED word is written once a turn (and before an
+event record or another completion publishes), the task count and the host's wake-up once a
+turn too (``_turn``).
+
 Kernels that end their card: a kernel that raises ``SystemExit``, ``KeyboardInterrupt`` or
 any other BaseException, on an engine or inline, fails its task with its engine's exception
 code as any raising kernel does (``containment.py``); the engine and the loop go on at once.
@@ -79,6 +87,7 @@ from npuemu.shared.config import WorkerSettings
 from npuemu.shared.enums import StreamFailureMode
 from npuemu.shared.kernel import (
     AICPU_DEFAULT_TIMEOUT_US,
+    MAX_BLOCKS,
     MAX_TIMEOUT_US,
     actual_timeout_us,
 )
@@ -111,6 +120,7 @@ _LAUNCH, _RECORD = int(Op.LAUNCH), int(Op.RECORD)  # plain ints: enum lookups co
 _MODEL_EXECUTE = int(Op.MODEL_EXECUTE)
 _COPY_ASYNC, _MEMSET_ASYNC = int(Op.COPY_ASYNC), int(Op.MEMSET_ASYNC)
 _TASKS = layout.DEVICE_CTL.TASKS
+_monotonic_ns = time.monotonic_ns
 _FUNCTION = types.FunctionType
 
 
@@ -228,7 +238,39 @@ class Scheduler:
     # submission (asynchronous frames) ------------------------------------------------------
     def enqueue(self, client: Client, frame: protocol.Frame) -> None:
         """Frame ``[op, 0, stream_slot, task_seq, *args]`` from the submission ring. Raises
-        BadFrame (nothing queued) for a frame that breaks the protocol table."""
+        BadFrame (nothing queued) for a frame that breaks the protocol table.
+
+        The common frame takes the fast path: an op whose fields are all bounded ints
+        (``_FAST``) checked in one expression, or a LAUNCH that repeats its kernel's last
+        checked arguments; any other frame, and any frame the fast checks do not pass, goes
+        through every field check (``_enqueue_checked``), which names the field at fault."""
+        op = frame[0]
+        fast = _FAST.get(op)
+        if fast is not None and fast(frame):
+            slot = frame[2]
+            stream = self.streams.get((client.slot, slot)) if type(slot) is int else None
+            if stream is not None:
+                args = frame[4:]
+                queue = stream.queue
+                if not queue:
+                    self.rotation.add(client, slot, stream)
+                queue.append(Task(op, frame[3], args if type(args) is tuple else tuple(args),
+                                  stream, frame[1]))
+                return
+        elif op == _LAUNCH and len(frame) == 8 and _header_ok(frame):
+            slot, kernel_args = frame[2], frame[7]
+            stream = self.streams.get((client.slot, slot)) if type(slot) is int else None
+            fn = _known_kernel(client, frame[4], frame[5], frame[6], kernel_args)
+            if stream is not None and fn is not None:
+                queue = stream.queue
+                if not queue:
+                    self.rotation.add(client, slot, stream)
+                queue.append(Task(op, frame[3], (*frame[4:], fn), stream, frame[1]))
+                return
+        self._enqueue_checked(client, frame)
+
+    def _enqueue_checked(self, client: Client, frame: protocol.Frame) -> None:
+        """``enqueue`` with every field checked by the protocol's and executors' checks."""
         op = frame[0]
         check = _TASK_ARGS[op]
         if len(frame) != 4 + len(check):
@@ -383,15 +425,54 @@ class Scheduler:
     def _turn(self, stream: Stream, limit: int, now: float) -> int:
         """Start up to ``limit`` head tasks of ``stream`` (fewer if one must wait or runs
         on an engine); returns how many started. A stream found with nothing queued
-        leaves the rotation."""
-        queue, started = stream.queue, 0
+        leaves the rotation.
+
+        Fast lane: an unprofiled event record, or a repeated tiny launch (``_inline_fast``)
+        that succeeds, on a stream that is not stopped, with no hang injected and no DEBUG
+        log on, completes here without ``_complete``: the stream's COMPLETED word (which
+        the host polls) is written once, at the end of the turn or before anything else
+        publishes (an event record's DONE_GEN, another task's completion), so the stream
+        table never says less than an event does; the control block's task count and the
+        host's wake-up follow once per turn too. Anything else goes through ``_start``."""
+        queue, started, fast = stream.queue, 0, 0
+        done_seq = 0  # the last seq the fast lane completed, not yet in the stream table
+        table, completed_at = stream.client.streams, stream.base + _SE.COMPLETED
+        worker = self.worker
+        faults = worker.faults
         while queue and not stream.busy and started < limit:
+            task = queue[0]
+            code: int | None = None
             try:
-                ok = self._start(queue[0], now)
+                if not (task.submit_ns or stream.stopped or faults.hangs or worker.debug):
+                    op = task.op
+                    if op == _RECORD:
+                        if done_seq:  # the stream's earlier tasks before the event's DONE_GEN
+                            table[completed_at] = done_seq
+                        _record(self, task, now)
+                        code = 0
+                    elif op == _LAUNCH:
+                        code = self._inline_fast(task)
+                    if code == 0:
+                        queue.popleft()
+                        done_seq = task.seq
+                        started += 1
+                        fast += 1
+                        continue
+                if done_seq:
+                    table[completed_at] = done_seq
+                    done_seq = 0
+                if code is None:
+                    ok = self._start(task, now)
+                else:  # a tiny launch that failed (or an injected engine fault)
+                    self._complete(task, code)
+                    ok = True
             except BaseException as err:  # a bug of ours: fail this task, go on
                 if containment.is_stop(err):
                     raise
                 self.worker.internal_error(f"task of stream {stream.sid}")
+                if done_seq:
+                    table[completed_at] = done_seq
+                    done_seq = 0
                 self._complete(queue[0], errors.ACL_ERROR_RT_INTERNAL_ERROR)
                 ok = True
             if not ok:
@@ -399,9 +480,49 @@ class Scheduler:
                     self._nearest = stream.deadline
                 break
             started += 1
+        if fast:
+            if done_seq:
+                table[completed_at] = done_seq
+            self._touched.add(stream.client)
+            self.completed += fast
         if not queue:
             self.rotation.remove(stream.client, stream.slot)
         return started
+
+    def _inline_fast(self, task: Task) -> int | None:
+        """Run the LAUNCH ``task`` inline if it repeats a launch measured as tiny whose
+        prepared callable is at hand (see ``_tiny``, which this mirrors without building
+        anything); its code (0: it succeeded, and the caller completes it), or None if it
+        must take ``_start``'s path. An injected engine fault's code without running."""
+        _bin, name, num_blocks, args, fn = task.args
+        if type(fn) is not _FUNCTION:
+            return None
+        last = fn.__dict__.get(_COST)
+        client = task.stream.client
+        if last is None or last[3] is None or last[4] is not client \
+                or last[2] > INLINE_KERNEL_NS or last[1] != num_blocks or last[0] != args:
+            return None
+        timeout_s = client.op_timeout_s
+        if timeout_s and timeout_s < _INLINE_TIMEOUT_FLOOR_S:
+            return None
+        engine: str = fn.__dict__["__npu_kernel__"]  # a plain function: no code of its own
+        faults = self.worker.faults
+        if faults.engine_faults:
+            try:
+                faults.check_launch(engine, name)
+            except errors.AclError as err:
+                return err.code
+        start = _monotonic_ns()
+        code: int = last[3](task)
+        elapsed = _monotonic_ns() - start
+        self.engines[engine].inline_ns += elapsed
+        if code:
+            task.start_ns, task.end_ns = start, start + elapsed
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(fn, _COST, None)
+        elif elapsed > INLINE_KERNEL_NS:  # no longer tiny: its next launch goes to the engine
+            self._learn(task, elapsed, last[3])
+        return code
 
     def idle(self) -> bool:
         """Nothing can move until a frame, an engine completion or a wait deadline: the
@@ -638,6 +759,60 @@ _INLINE = {Op.RECORD: _record, Op.RESET_EVENT: _reset, Op.WAIT_EVENT: _wait,
 _kernel_name = protocol.text()
 
 
+def _fast_check(bounds: tuple[int, ...]) -> Callable[[protocol.Frame], bool]:
+    """A check that a task frame has exactly ``len(bounds)`` arguments, each an int in
+    ``[0, bound)``, and a submit stamp and task seq that are u64s: what the protocol's
+    checks of such an op accept, in one expression (no message: a frame it refuses goes
+    through the full checks, which name the field)."""
+    size = 4 + len(bounds)
+
+    def check(f: protocol.Frame) -> bool:
+        return (len(f) == size and _header_ok(f)
+                and all(type(v) is int and 0 <= v < b
+                        for v, b in zip(f[4:], bounds, strict=True)))
+
+    if len(bounds) == 2:  # the event record: the commonest small task, unrolled
+        b0, b1 = bounds
+
+        def check(f: protocol.Frame) -> bool:
+            if len(f) != 6:
+                return False
+            _op, stamp, _slot, seq, v0, v1 = f
+            return (type(stamp) is int and type(seq) is int and type(v0) is int
+                    and type(v1) is int and 0 <= stamp < _U64 and 0 <= seq < _U64
+                    and 0 <= v0 < b0 and 0 <= v1 < b1)
+    return check
+
+
+def _header_ok(f: protocol.Frame) -> bool:
+    """The submit stamp and task seq of a task frame are u64s."""
+    stamp, seq = f[1], f[3]
+    return type(stamp) is int and type(seq) is int and 0 <= stamp < _U64 and 0 <= seq < _U64
+
+
+def _known_kernel(client: Client, bin_id: object, name: object, num_blocks: object,
+                  kernel_args: object) -> Any:
+    """The kernel of a LAUNCH whose fields pass the protocol's checks because they repeat
+    what was checked before: ``name`` a plain function of a loaded binary's module
+    namespace (read from its ``__dict__``: no code of the binary runs), marked as a kernel,
+    and ``kernel_args`` equal to those of its last successful launch. None otherwise (the
+    full checks decide)."""
+    if not (type(bin_id) is int and type(name) is str and type(num_blocks) is int
+            and 0 < num_blocks <= MAX_BLOCKS):
+        return None
+    module = client.binaries.get(bin_id)
+    if type(module) is not types.ModuleType or name.startswith("__"):
+        return None
+    fn = module.__dict__.get(name)
+    if type(fn) is not _FUNCTION:
+        return None
+    marks = fn.__dict__
+    last = marks.get(_COST)
+    if last is None or "__npu_kernel__" not in marks or last[0] != kernel_args:
+        return None
+    return fn
+
+
 def _launch_args(client: Client, args: list[Any]) -> None:
     """Check a LAUNCH's ``[bin_id, name, num_blocks, kernel args]`` and bind its kernel
     (appended: an unload must not break queued work). Kernel arguments equal to those of
@@ -666,6 +841,14 @@ _TASK_ARGS: dict[int, tuple[Callable[[object], object], ...]] = {
 }
 """Each task op's field checks: the protocol's (``TASK_FIELDS``), and for its nested fields
 those of the executor (kernel arguments, model addresses, collective and DVPP fields)."""
+_BOUND: dict[Callable[[object], object], int] = {
+    protocol.u64: _U64, protocol.count: protocol.COUNT_LIMIT,
+    protocol.event_slot: layout.MAX_EVENTS, protocol.flag: 2}
+"""Upper bound of the int each of these protocol checks accepts (``[0, bound)``)."""
+_FAST: dict[int, Callable[[protocol.Frame], bool]] = {
+    int(op): _fast_check(tuple(_BOUND[field.check] for field in protocol.TASK_FIELDS[op]))
+    for op in _SIMPLE_TASKS}
+"""The fast check of each op whose fields are all bounded ints (``enqueue``)."""
 
 
 def _run_copy(task: Task) -> int:

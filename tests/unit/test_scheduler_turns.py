@@ -5,6 +5,8 @@ which the scheduler runs in its own thread."""
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 
 from npuemu.device import scheduler as sched_mod
@@ -53,6 +55,18 @@ class _Client:
         pass
 
 
+class _LoggedQueue(collections.deque):
+    """A stream's queue that logs each task leaving its head (a completed task does, on the
+    fast lane and through ``_complete`` alike)."""
+
+    order: list[tuple[int, int, int]]
+
+    def popleft(self):
+        task = super().popleft()
+        self.order.append((task.stream.client.slot, task.stream.slot, task.seq))
+        return task
+
+
 @pytest.fixture
 def card(monkeypatch):
     """A scheduler on a stand-in worker; ``card.order`` lists ``(client slot, stream slot,
@@ -60,13 +74,14 @@ def card(monkeypatch):
     worker = _Worker()
     scheduler = sched_mod.Scheduler(worker)
     order: list[tuple[int, int, int]] = []
-    complete = scheduler._complete
+    init = sched_mod.Stream.__init__
 
-    def logged(task, code, report=True):
-        order.append((task.stream.client.slot, task.stream.slot, task.seq))
-        complete(task, code, report)
+    def logged(stream, *args):
+        init(stream, *args)
+        stream.queue = _LoggedQueue()
+        stream.queue.order = order
 
-    monkeypatch.setattr(scheduler, "_complete", logged)
+    monkeypatch.setattr(sched_mod.Stream, "__init__", logged)
     scheduler.order = order
     yield scheduler
     for engine in scheduler.engines.values():
