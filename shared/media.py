@@ -103,6 +103,26 @@ PNGD_MODE = 8
 channel created without a mode serves PNGD too."""
 
 
+class ChannelDescParamType(IntEnum):
+    """acldvppChannelDescParamType (``acldvppSet/GetChannelDescParam``)."""
+
+    ACL_DVPP_CSC_MATRIX_UINT32 = 0
+    ACL_DVPP_MODE_UINT32 = 1
+    ACL_DVPP_CHANNEL_ID_UINT64 = 2
+    ACL_DVPP_CHANNEL_HEIGHT_UINT32 = 3
+    ACL_DVPP_CHANNEL_WIDTH_UINT32 = 4
+    ACL_DVPP_JPEGD_PRECISION_MODE_ENUM = 5
+
+
+class JpegdPrecisionMode(IntEnum):
+    """acldvppJpegdPrecisionMode: how JPEGD rounds an odd side of a 4:2:0, 4:2:2 or 4:4:0
+    output (the default is ``ACL_YUVOUT_ALIGN_DOWN_COMPAT``)."""
+
+    ACL_YUVOUT_ALIGN_DOWN = 0
+    ACL_YUVOUT_ALIGN_UP = 1
+    ACL_YUVOUT_ALIGN_DOWN_COMPAT = 2
+
+
 class BorderType(IntEnum):
     """acldvppBorderType."""
 

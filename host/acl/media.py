@@ -7,11 +7,12 @@ names). A ``dvpp_create_*`` call that fails returns 0 (the C call's NULL), with 
 ``acl.get_recent_err_msg``.
 
 Video decode (``vdec_*``, ``dvpp_*_stream_desc*``) is ``host/media/vdec.py``, video encode
-(``venc_*``) ``host/media/venc.py``. Partial: ``dvpp_vpc_pyr_down_async``,
-``dvpp_vpc_equalize_hist_async``, ``dvpp_vpc_calc_hist_async`` (and the hist and LUT map
-calls), the batch make-border variant, ``dvpp_malloc_with_cfg`` and
-``dvpp_set/get_channel_desc_param`` are not provided (an ``AttributeError``, as for a pyACL
-without them); every other name of pyACL's media table is.
+(``venc_*``) ``host/media/venc.py``. Partial: ``dvpp_vpc_pyr_down_async`` and
+``dvpp_vpc_batch_crop_resize_make_border_async`` are not provided (an ``AttributeError``,
+as for a pyACL without them); every other name of pyACL's media table is. The histogram
+calls (``acldvppVpcCalcHistAsync``, ``acldvppVpcEqualizeHistAsync``, ``acldvppHist``,
+``acldvppLutMap``) are C calls CANN documents no ``acl.media`` form of (pyACL has them as
+``acl.himpi.vpc_calc_hist`` and ``vpc_equalize_hist`` only), so there are none here.
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from npuemu.host.media import vdec as _vdec
 from npuemu.host.media import venc as _venc
 from npuemu.shared import errors
 from npuemu.shared import media as _m
-from npuemu.shared.media import BorderType, ChannelMode, JpegFormat, PixelFormat, StreamFormat
+from npuemu.shared.media import (
+    BorderType,
+    ChannelDescParamType,
+    ChannelMode,
+    JpegdPrecisionMode,
+    JpegFormat,
+    PixelFormat,
+    StreamFormat,
+)
 
 _IMPORTED = frozenset(globals())
 
@@ -40,7 +49,8 @@ def __dir__() -> list[str]:
 
 _P = _m.PIC_DESC
 
-for _enum in (PixelFormat, StreamFormat, ChannelMode, BorderType, JpegFormat):
+for _enum in (PixelFormat, StreamFormat, ChannelMode, BorderType, JpegFormat,
+              ChannelDescParamType, JpegdPrecisionMode):
     globals().update({name: int(member) for name, member in _enum.__members__.items()})
 
 
@@ -67,6 +77,7 @@ def _created(fn: Callable[..., int]) -> Callable[..., int]:
 
 # memory ----------------------------------------------------------------------------------------
 dvpp_malloc = with_result(0)(_mem.dvpp_malloc)
+dvpp_malloc_with_cfg = with_result(0)(_mem.dvpp_malloc_with_cfg)
 dvpp_free = ret_only(_mem.dvpp_free)
 
 # channels --------------------------------------------------------------------------------------
@@ -75,6 +86,15 @@ dvpp_destroy_channel_desc = ret_only(_d.destroy_channel_desc)
 dvpp_create_channel = ret_only(_d.create_channel)
 dvpp_destroy_channel = ret_only(_d.destroy_channel)
 dvpp_set_channel_desc_mode = ret_only(_d.set_channel_desc_mode)
+
+
+def dvpp_set_channel_desc_param(handle: object, param_type: object,
+                                value: object) -> tuple[object, int]:
+    """Mirrors ``acldvppSetChannelDescParam``; pyACL returns ``(channel_desc, ret)``."""
+    return handle, ret_only(_d.set_channel_param)(handle, param_type, value)
+
+
+dvpp_get_channel_desc_param = with_result(0, 0)(_d.get_channel_param)
 
 
 def dvpp_get_channel_desc_channel_id(handle: object) -> int:

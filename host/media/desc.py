@@ -195,11 +195,16 @@ def destroy_batch_pic_desc(handle: object) -> None:
 # channels ----------------------------------------------------------------------------------
 @dataclass(eq=False)
 class ChannelDesc:
-    """``acldvppChannelDesc``: its mode mask and, once created, its channel id."""
+    """``acldvppChannelDesc``: its mode mask and, once created, its channel id; the values of
+    ``acldvppSetChannelDescParam`` (``set_channel_param``)."""
 
     mode: int = m.ALL_CHANNEL_MODES | m.PNGD_MODE
     channel_id: int = 0
     created: bool = False
+    csc_matrix: int = 0
+    height: int = m.JPEGE_MAX
+    width: int = m.JPEGE_MAX
+    precision_mode: int = m.JpegdPrecisionMode.ACL_YUVOUT_ALIGN_DOWN_COMPAT
 
 
 _channel_ids = itertools.count(0)
@@ -238,6 +243,74 @@ def destroy_channel(handle: object) -> None:
     if not chan.created:
         raise _param(f"channel descriptor {handle} has no channel")
     chan.created = False
+
+
+_CPT = m.ChannelDescParamType
+CSC_MATRICES = 6
+"""Values of ``acldvppCscMatrix`` (0 to 5)."""
+_PARAM_BYTES: dict[int, int] = {
+    _CPT.ACL_DVPP_CSC_MATRIX_UINT32: 4, _CPT.ACL_DVPP_MODE_UINT32: 4,
+    _CPT.ACL_DVPP_CHANNEL_ID_UINT64: 8, _CPT.ACL_DVPP_CHANNEL_HEIGHT_UINT32: 4,
+    _CPT.ACL_DVPP_CHANNEL_WIDTH_UINT32: 4, _CPT.ACL_DVPP_JPEGD_PRECISION_MODE_ENUM: 4}
+"""Bytes of each ``acldvppChannelDescParamType``'s value (its C type)."""
+
+
+def _param_type(param_type: object) -> int:
+    value = runtime.index(param_type, errors.ACL_ERROR_INVALID_PARAM, "param type")
+    if value not in _PARAM_BYTES:
+        raise _param(f"{value} is not an acldvppChannelDescParamType (0 to 5)")
+    return value
+
+
+def set_channel_param(handle: object, param_type: object, value: object) -> None:
+    """Mirrors ``acldvppSetChannelDescParam`` (does not block): the CSC matrix
+    (``acldvppCscMatrix``, 0 to 5; kept, read back: VPC converts colour by BT.601 as
+    ``cv2.cvtColor`` does whatever it says), the mode (as ``acldvppSetChannelDescMode``), the
+    channel height and width (JPEGE's; 32 to 8192, the default and the most on this SoC, so
+    they change nothing here) and the JPEGD precision mode (``ALIGN_DOWN`` and the default
+    ``ALIGN_DOWN_COMPAT``, what JPEGD does; ``ALIGN_UP`` is 200006: not emulated, our
+    choice). The channel id is the runtime's (``acldvppCreateChannel`` gives it): setting it
+    is 100000 (our choice), as is an unknown type or a value out of range."""
+    chan = lookup(handle, ChannelDesc, "channel descriptor")
+    kind = _param_type(param_type)
+    if kind == _CPT.ACL_DVPP_CHANNEL_ID_UINT64:
+        raise _param("the channel id is given by acldvppCreateChannel; it cannot be set")
+    if kind == _CPT.ACL_DVPP_MODE_UINT32:
+        set_channel_desc_mode(handle, value)
+        return
+    number = _u32(value, "channel parameter")
+    if kind == _CPT.ACL_DVPP_CSC_MATRIX_UINT32:
+        if number >= CSC_MATRICES:
+            raise _param(f"csc matrix {number} is not an acldvppCscMatrix (0 to 5)")
+        chan.csc_matrix = number
+    elif kind == _CPT.ACL_DVPP_JPEGD_PRECISION_MODE_ENUM:
+        if number not in tuple(m.JpegdPrecisionMode):
+            raise _param(f"{number} is not an acldvppJpegdPrecisionMode (0 to 2)")
+        if number == m.JpegdPrecisionMode.ACL_YUVOUT_ALIGN_UP:
+            raise errors.error_for(errors.ACL_ERROR_FEATURE_UNSUPPORTED,
+                                   "JPEGD rounds odd sides down only (ALIGN_UP not emulated)")
+        chan.precision_mode = number
+    else:
+        if not m.JPEGE_MIN <= number <= m.JPEGE_MAX:
+            raise _param(f"channel side {number} not in [{m.JPEGE_MIN}, {m.JPEGE_MAX}]")
+        setattr(chan, "height" if kind == _CPT.ACL_DVPP_CHANNEL_HEIGHT_UINT32 else "width",
+                number)
+
+
+def get_channel_param(handle: object, param_type: object) -> tuple[int, int]:
+    """Mirrors ``acldvppGetChannelDescParam`` (does not block): ``(bytes of the value, the
+    value)``: what was set or the default (CSC matrix 0, the mode mask as set, the channel
+    id once created else 0, height and width 8192, precision mode 2)."""
+    chan = lookup(handle, ChannelDesc, "channel descriptor")
+    kind = _param_type(param_type)
+    values: dict[int, int] = {
+        _CPT.ACL_DVPP_CSC_MATRIX_UINT32: chan.csc_matrix,
+        _CPT.ACL_DVPP_MODE_UINT32: chan.mode & m.ALL_CHANNEL_MODES,
+        _CPT.ACL_DVPP_CHANNEL_ID_UINT64: chan.channel_id if chan.created else 0,
+        _CPT.ACL_DVPP_CHANNEL_HEIGHT_UINT32: chan.height,
+        _CPT.ACL_DVPP_CHANNEL_WIDTH_UINT32: chan.width,
+        _CPT.ACL_DVPP_JPEGD_PRECISION_MODE_ENUM: chan.precision_mode}
+    return _PARAM_BYTES[kind], values[kind]
 
 
 def channel_for(handle: object, mode: int, what: str) -> ChannelDesc:

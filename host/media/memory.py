@@ -1,4 +1,4 @@
-"""DVPP memory: ``acldvppMalloc`` / ``acldvppFree``.
+"""DVPP memory: ``acldvppMalloc`` (``acldvppMallocWithCfg``) / ``acldvppFree``.
 
 A DVPP block is device memory of the current card (HBM, the default policy), requested as
 ``acldvppMalloc`` does: the size rounded up to 32 bytes plus 32 more (``aclrtMalloc``'s own
@@ -28,10 +28,29 @@ _peak: dict[Link, int] = {}
 def dvpp_malloc(size: int) -> int:
     """Mirrors ``acldvppMalloc``: one round trip to the card (blocks ~10 us). 100000 for a
     size that is not a positive integer, 207001 when the card is out of memory."""
+    return _malloc(size, 0, "dvpp_malloc")
+
+
+def dvpp_malloc_with_cfg(size: int, policy: object, cfg: object) -> int:
+    """Mirrors ``acldvppMallocWithCfg`` (pyACL's ``dvpp_malloc_with_cfg(size, policy,
+    cfg)``): ``acldvppMalloc`` with an ``aclrtMemMallocPolicy`` (as ``aclrtMalloc`` takes
+    it, an unknown page policy included: CANN then picks huge pages from 2 MiB) and an
+    ``aclrtMallocConfig`` (pyACL's dict, ``{}`` or None for none: its attributes change
+    nothing here, our choice; anything else is 100000). Blocks for one round trip."""
+    if cfg is not None and not isinstance(cfg, dict):
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM,
+                               f"dvpp_malloc_with_cfg cfg {cfg!r} must be a dict")
+    if type(policy) is not int or not 0 <= policy < 1 << 32:
+        raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM,
+                               f"dvpp_malloc_with_cfg policy {policy!r} is not a uint32_t")
+    return _malloc(size, policy, "dvpp_malloc_with_cfg")
+
+
+def _malloc(size: int, policy: int, what: str) -> int:
     if type(size) is not int or size <= 0:
         raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM,
-                               f"dvpp_malloc size {size!r} must be a positive integer")
-    ptr = memory.malloc(size)
+                               f"{what} size {size!r} must be a positive integer")
+    ptr = memory.malloc(size, policy)
     link = memory.find(ptr, 1).link
     with _lock:
         _blocks[ptr] = (media.dvpp_block_size(size), link)

@@ -127,6 +127,26 @@ def test_bad_inputs_get_their_codes_and_the_card_goes_on(run_prog):
     assert r["other_stream"] == 0
 
 
+def test_channel_desc_params_and_malloc_with_cfg(run_prog):
+    r = scenario(run_prog, "channel_params")
+    # (bytes, value, ret): CSC 0, mode 7 (every mode), id 0 before create, 8192 x 8192,
+    # precision ALIGN_DOWN_COMPAT
+    assert r["defaults"] == [[4, 0, 0], [4, 7, 0], [8, 0, 0], [4, 8192, 0], [4, 8192, 0],
+                             [4, 2, 0]]
+    assert r["set_csc"] == [True, 0]
+    assert r["set"] == [[4, 3, 0], [4, 1, 0], [8, 0, 0], [4, 4096, 0], [4, 2048, 0],
+                        [4, 0, 0]]
+    # CSC 6, setting the id, type 6, height 0, width 9000, mode 0, precision 3; ALIGN_UP
+    assert r["refused"] == [100000] * 7 + [200006]
+    assert r["unknown"] == [100000, [0, 0, 100000], [0, 0, 100000]]
+    assert r["id"][0] == [8, r["id"][1], 0]
+    assert r["mode_after_create"] == 100000
+    assert r["with_cfg"] == [0, 0] and r["with_cfg_exact"]
+    assert r["odd_policy"] == [0, 0, 0]
+    assert r["cfg_refused"] == [[0, 100000], [0, 100000], [0, 100000]]
+    assert r["jpegd_wrong_mode"] == 100000                    # the channel serves VPC only
+
+
 def test_dvpp_tasks_run_on_the_dvpp_engine_of_the_timeline(run_prog, tmp_path):
     r = scenario(run_prog, "profiled", str(tmp_path))
     assert r["decode"] == 0 and r["resize"] == 0

@@ -539,6 +539,45 @@ def bad_inputs():
 
 
 @scenario
+def channel_params():
+    """acldvppSet/GetChannelDescParam and acldvppMallocWithCfg."""
+    desc = M.dvpp_create_channel_desc()
+    get = M.dvpp_get_channel_desc_param
+    R["defaults"] = [list(get(desc, t)) for t in range(6)]
+    got, ret = M.dvpp_set_channel_desc_param(desc, M.ACL_DVPP_CSC_MATRIX_UINT32, 3)
+    R["set_csc"] = [got == desc, ret]
+    for kind, value in ((M.ACL_DVPP_MODE_UINT32, 1), (M.ACL_DVPP_CHANNEL_HEIGHT_UINT32, 4096),
+                        (M.ACL_DVPP_CHANNEL_WIDTH_UINT32, 2048),
+                        (M.ACL_DVPP_JPEGD_PRECISION_MODE_ENUM, M.ACL_YUVOUT_ALIGN_DOWN)):
+        ok(M.dvpp_set_channel_desc_param(desc, kind, value)[1], f"set {kind}")
+    R["set"] = [list(get(desc, t)) for t in range(6)]
+    R["refused"] = [M.dvpp_set_channel_desc_param(desc, kind, value)[1] for kind, value in (
+        (0, 6), (2, 5), (6, 0), (3, 0), (4, 9000), (1, 0), (5, 3), (5, 1))]
+    R["unknown"] = [M.dvpp_set_channel_desc_param(12345, 0, 1)[1], list(get(12345, 0)),
+                    list(get(desc, 9))]
+    ok(M.dvpp_create_channel(desc), "create_channel")
+    R["id"] = [list(get(desc, 2)), M.dvpp_get_channel_desc_channel_id(desc)]
+    R["mode_after_create"] = M.dvpp_set_channel_desc_param(desc, 1, 7)[1]
+    # a VPC resize on the VPC-only channel into a block of dvpp_malloc_with_cfg
+    src, y, _uv, _rgb = nv12_source(128, 64, seed=9)
+    size = yuv420sp_size(64, 32)
+    ptr, ret = M.dvpp_malloc_with_cfg(size, 0, {})
+    out = pic_desc(ptr, size, NV12, 64, 32, 64, 32)
+    R["with_cfg"] = [ret, run(M.dvpp_vpc_resize_async(desc, src, out,
+                                                      M.dvpp_create_resize_config(), S),
+                              "resize")]
+    R["with_cfg_exact"] = bool((planes(ptr, 64, 32, 64, 32)[0] == cv2.resize(
+        y, (64, 32), interpolation=cv2.INTER_LINEAR)).all())
+    odd, ret_odd = M.dvpp_malloc_with_cfg(3 << 20, 99, None)     # unknown policy: accepted
+    R["odd_policy"] = [ret_odd, M.dvpp_free(odd), M.dvpp_free(ptr)]
+    R["cfg_refused"] = [list(M.dvpp_malloc_with_cfg(64, 0, "x")),
+                        list(M.dvpp_malloc_with_cfg(0, 0, {})),
+                        list(M.dvpp_malloc_with_cfg(64, -1, {}))]
+    R["jpegd_wrong_mode"] = M.dvpp_jpeg_decode_async(desc, ptr, 16, out, S)
+    ok(M.dvpp_destroy_channel(desc), "destroy_channel")
+
+
+@scenario
 def profiled(prof_dir):
     """A decode and a resize while profiling: the tasks the trace shows (the test reads it)."""
     data = jpeg_bytes(picture(320, 240, seed=8))
