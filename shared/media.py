@@ -162,6 +162,7 @@ class VpcOp(IntEnum):
     CONVERT = 3
     BORDER = 4
     BATCH_CROP = 5
+    PYR_DOWN = 6
 
 
 class PIC_DESC(Layout, stride=8):
@@ -368,6 +369,32 @@ def vpc_picture_problem(fmt: int, width: int, height: int, stride_w: int, stride
     need = picture_bytes(fmt, stride_w, stride_h)
     if size < need:
         return f"{side} buffer of {size} bytes; its strides need {need}"
+    return ""
+
+
+PYR_IN_MIN_W, PYR_IN_MIN_H, PYR_IN_MAX = 20, 12, 2048
+"""Input sizes of ``acldvppVpcPyrDownAsync`` (20x12 to 2048x2048, YUV400 only)."""
+
+
+def pyr_down_problem(fmt: int, width: int, height: int, stride_w: int, stride_h: int,
+                     size: int, output: bool) -> str:
+    """Why a picture of ``acldvppVpcPyrDownAsync`` breaks CANN's rules ("" if it does not):
+    YUV400, an input of 20x12 to 2048x2048 (an output of half that), the width stride a
+    multiple of 16 and at least the width, the height stride at least the height (no
+    alignment), the buffer at least ``stride_w * stride_h``."""
+    side = "output" if output else "input"
+    if fmt != YUV400:
+        return f"pyramid {side} format {fmt}: YUV400 (0) only"
+    low_w, low_h, high = (PYR_IN_MIN_W, PYR_IN_MIN_H, PYR_IN_MAX)
+    if output:
+        low_w, low_h, high = low_w // 2, low_h // 2, high // 2
+    if not (low_w <= width <= high and low_h <= height <= high):
+        return f"pyramid {side} {width}x{height} outside {low_w}x{low_h} to {high}x{high}"
+    if stride_w % 16 or stride_w < width or stride_h < height:
+        return (f"pyramid {side} strides {stride_w}x{stride_h} for {width}x{height}: width "
+                "stride a multiple of 16, both at least the picture's")
+    if size < stride_w * stride_h:
+        return f"pyramid {side} buffer of {size} bytes; its strides need {stride_w * stride_h}"
     return ""
 
 

@@ -32,6 +32,9 @@ chroma is the file's; a file sampled finer (4:4:4, 4:2:2, 4:4:0) is brought to 4
 2:1 average in each finer direction (``cv2.INTER_AREA``), so a decoded picture is within
 a level of libjpeg's decode (not bit-exact to the hardware).
 
+VPC's pyramid step (``acldvppVpcPyrDownAsync``, YUV400 only) is ``cv2.pyrDown`` (a 5x5
+Gaussian, then every other row and column; CANN names no filter: our choice).
+
 VPC works on views of the card's memory: each plane (luma, the interleaved UV plane, or
 the packed RGB rows) is scaled by OpenCV straight from the input's view into the output's
 (no copy of either picture, no full-frame colour conversion). Across RGB and YUV the
@@ -484,6 +487,22 @@ def _check(pic: Picture, output: bool) -> None:
         raise DvppFailure(problem)
 
 
+def _check_pyr(pic: Picture, output: bool) -> None:
+    problem = m.pyr_down_problem(pic.fmt, pic.width, pic.height, pic.stride_w, pic.stride_h,
+                                 pic.size, output)
+    if problem:
+        raise DvppFailure(problem)
+
+
+def _pyr_down(src: Picture, dst: Picture) -> None:
+    """One Gaussian pyramid step of a YUV400 picture into its half-size output
+    (``cv2.pyrDown``: a 5x5 Gaussian, reflected borders, every other row and column)."""
+    rows = _load(src).luma
+    target = _load(dst).luma
+    assert rows is not None and target is not None
+    cv2.pyrDown(rows, dst=target, dstsize=(dst.width, dst.height))
+
+
 def _roi(params: list[int], at: int, pic: Picture, what: str,
          paste: bool = False) -> tuple[int, int, int, int]:
     if len(params) < at + 4:
@@ -506,7 +525,8 @@ def _vpc(worker: Card, client: contracts.Client, pics: list[Picture],
          params: list[int]) -> Callable[[], None]:
     """Parameters: op, interpolation, number of inputs, then by op: CROP: an ROI;
     CROP_PASTE: crop ROI, paste ROI; BORDER: type, top, bottom, left, right, 3 values;
-    BATCH_CROP: the ROI count of each input, then every ROI in order."""
+    BATCH_CROP: the ROI count of each input, then every ROI in order; PYR_DOWN: nothing
+    (a YUV400 input and its half-size output, checked by ``pyr_down_problem``)."""
     if len(params) < 3:
         raise DvppFailure("VPC task without its operation")
     op, interpolation, n_in = params[:3]
@@ -514,11 +534,12 @@ def _vpc(worker: Card, client: contracts.Client, pics: list[Picture],
     inputs, outputs = pics[:n_in], pics[n_in:]
     if not inputs or not outputs:
         raise DvppFailure("VPC task without input or output pictures")
+    check = _check_pyr if op == m.VpcOp.PYR_DOWN else _check
     for pic in inputs:
-        _check(pic, output=False)
+        check(pic, output=False)
         pictures.resolve(worker, client, pic, m.picture_bytes(pic.fmt, pic.stride_w, pic.stride_h))
     for pic in outputs:
-        _check(pic, output=True)
+        check(pic, output=True)
         pictures.resolve(worker, client, pic, m.picture_bytes(pic.fmt, pic.stride_w, pic.stride_h))
     plan = _plan(op, rest, inputs, outputs)
 
@@ -526,6 +547,9 @@ def _vpc(worker: Card, client: contracts.Client, pics: list[Picture],
 
     def job() -> None:
         for src, roi, dst, at in plan:
+            if op == m.VpcOp.PYR_DOWN:
+                _pyr_down(src, dst)
+                continue
             planes = _load(src)
             if roi is not None:
                 planes = _crop(planes, roi)
@@ -577,6 +601,11 @@ def _plan(op: int, rest: list[int], inputs: list[Picture],
         return [(src, None, dst, (0, 0, 0, 0))]
     if op == m.VpcOp.BATCH_CROP:
         return _batch_plan(rest, inputs, outputs)
+    if op == m.VpcOp.PYR_DOWN:
+        if (dst.width, dst.height) != (src.width // 2, src.height // 2):
+            raise DvppFailure(f"pyr down: output {dst.width}x{dst.height} is not half the "
+                              f"input {src.width}x{src.height}")
+        return [(src, None, dst, None)]
     raise DvppFailure(f"unknown VPC operation {op}")
 
 

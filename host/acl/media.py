@@ -7,9 +7,9 @@ names). A ``dvpp_create_*`` call that fails returns 0 (the C call's NULL), with 
 ``acl.get_recent_err_msg``.
 
 Video decode (``vdec_*``, ``dvpp_*_stream_desc*``) is ``host/media/vdec.py``, video encode
-(``venc_*``) ``host/media/venc.py``. Partial: ``dvpp_vpc_pyr_down_async`` and
-``dvpp_vpc_batch_crop_resize_make_border_async`` are not provided (an ``AttributeError``,
-as for a pyACL without them); every other name of pyACL's media table is. The histogram
+(``venc_*``) ``host/media/venc.py``. Partial:
+``dvpp_vpc_batch_crop_resize_make_border_async`` is not provided (an ``AttributeError``, as
+for a pyACL without it); every other name of pyACL's media table is. The histogram
 calls (``acldvppVpcCalcHistAsync``, ``acldvppVpcEqualizeHistAsync``, ``acldvppHist``,
 ``acldvppLutMap``) are C calls CANN documents no ``acl.media`` form of (pyACL has them as
 ``acl.himpi.vpc_calc_hist`` and ``vpc_equalize_hist`` only), so there are none here.
@@ -340,6 +340,7 @@ def _forms(call: Callable[..., int], name: str, pyacl: int, returns_dst: bool,
 
 dvpp_vpc_convert_color_async = ret_only(_ops.vpc_convert_color_async)
 dvpp_vpc_make_border_async = ret_only(_ops.vpc_make_border_async)
+dvpp_vpc_pyr_down_async = ret_only(_ops.vpc_pyr_down_async)
 
 
 # video decode ------------------------------------------------------------------------------

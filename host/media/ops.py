@@ -1,7 +1,8 @@
 """The asynchronous DVPP operations: ``acldvppJpegDecodeAsync``, ``acldvppJpegEncodeAsync``,
-``acldvppPngDecodeAsync`` and the ``acldvppVpc*Async`` family. Each checks its arguments,
-queues one ``DVPP`` task on the stream (``shared/protocol.py``) and returns without waiting;
-the card's DVPP engine runs it in stream order (``device/exec/dvpp.py``).
+``acldvppPngDecodeAsync`` and the ``acldvppVpc*Async`` family (``acldvppVpcPyrDownAsync``
+included). Each checks its arguments, queues one ``DVPP`` task on the stream
+(``shared/protocol.py``) and returns without waiting; the card's DVPP engine runs it in
+stream order (``device/exec/dvpp.py``).
 
 Checked here, at the call (100000 unless said): the channel (created, serving the call's
 mode), every descriptor handle, the stream (107003 on another device), data pointers inside
@@ -35,6 +36,7 @@ VPC, JPEGD, JPEGE = (m.ChannelMode.DVPP_CHNMODE_VPC, m.ChannelMode.DVPP_CHNMODE_
                      m.ChannelMode.DVPP_CHNMODE_JPEGE)
 _RESIZE, _CROP, _CROP_PASTE = m.VpcOp.RESIZE, m.VpcOp.CROP, m.VpcOp.CROP_PASTE
 _CONVERT, _BORDER, _BATCH_CROP = m.VpcOp.CONVERT, m.VpcOp.BORDER, m.VpcOp.BATCH_CROP
+_PYR_DOWN = m.VpcOp.PYR_DOWN
 
 
 def _param(detail: str) -> errors.AclError:
@@ -282,6 +284,35 @@ def vpc_convert_color_async(channel: object, in_h: object, out_h: object,
     """Mirrors ``acldvppVpcConvertColorAsync``: the same size in the output's format
     (OpenCV's BT.601 YUV <-> RGB). Does not block."""
     _vpc(channel, stream, [in_h], [out_h], _CONVERT, 0)
+
+
+def vpc_pyr_down_async(channel: object, in_h: object, out_h: object, reserve: object,
+                       stream_handle: object) -> None:
+    """Mirrors ``acldvppVpcPyrDownAsync``: a YUV400 picture to half its width and height
+    (rounded down) by a Gaussian pyramid step (``cv2.pyrDown``: a 5x5 Gaussian, then every
+    other row and column; CANN names no filter, our choice). The output's width and height
+    must be half the input's; ``reserve`` (the pyramid configuration CANN reserves) is None
+    or 0. Does not block."""
+    d.channel_for(channel, VPC, "vpc pyr down")
+    if reserve not in (None, 0):
+        raise _param(f"pyr down: the reserved configuration must be NULL, not {reserve!r}")
+    stream = streams.resolve(stream_handle, for_submit=True)
+    pics = []
+    for handle, output in ((in_h, False), (out_h, True)):
+        what = "pyr down " + ("output" if output else "input")
+        pic = _pic(handle, what)
+        sw, sh = pic.get(_P.WIDTH_STRIDE), pic.get(_P.HEIGHT_STRIDE)
+        problem = m.pyr_down_problem(pic.get(_P.FORMAT), pic.get(_P.WIDTH),
+                                     pic.get(_P.HEIGHT), sw, sh, pic.get(_P.SIZE), output)
+        if problem:
+            raise _param(problem)
+        device_range(stream, pic.get(_P.DATA), sw * sh, what)
+        pics.append(pic)
+    src, dst = pics
+    half = (src.get(_P.WIDTH) // 2, src.get(_P.HEIGHT) // 2)
+    if (dst.get(_P.WIDTH), dst.get(_P.HEIGHT)) != half:
+        raise _param(f"pyr down: the output must be {half[0]}x{half[1]}, half the input")
+    submit(stream, "vpc", pics, [_PYR_DOWN, 0, 1])
 
 
 def vpc_make_border_async(channel: object, in_h: object, out_h: object, border: object,

@@ -147,6 +147,14 @@ def test_channel_desc_params_and_malloc_with_cfg(run_prog):
     assert r["jpegd_wrong_mode"] == 100000                    # the channel serves VPC only
 
 
+def test_pyr_down_is_opencv_pyramid_step_and_refuses_the_rest(run_prog):
+    r = scenario(run_prog, "pyramid")
+    assert r["even"] == 0 and r["even_exact"]
+    assert r["odd"] == 0 and r["odd_exact"]
+    assert r["smallest"] == 0
+    assert r["refused"] == [100000] * 6 and r["sync_after_refusals"] == 0
+
+
 def test_dvpp_tasks_run_on_the_dvpp_engine_of_the_timeline(run_prog, tmp_path):
     r = scenario(run_prog, "profiled", str(tmp_path))
     assert r["decode"] == 0 and r["resize"] == 0

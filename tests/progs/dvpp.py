@@ -577,6 +577,54 @@ def channel_params():
     ok(M.dvpp_destroy_channel(desc), "destroy_channel")
 
 
+def gray_source(w, h, sw, sh, seed=10):
+    """A YUV400 picture in DVPP memory (strides ``sw`` x ``sh``) and its luma on the host."""
+    y = cv2.cvtColor(picture(w, h, seed), cv2.COLOR_RGB2GRAY)
+    frame = np.zeros(sw * sh, np.uint8)
+    frame.reshape(sh, sw)[:h, :w] = y
+    return pic_desc(to_dvpp(frame.tobytes()), frame.size, YUV400, w, h, sw, sh), y
+
+
+def gray_out(w, h, sw, sh):
+    ptr, ret = M.dvpp_malloc(sw * sh)
+    ok(ret, "dvpp_malloc")
+    return pic_desc(ptr, sw * sh, YUV400, w, h, sw, sh), ptr
+
+
+def gray_planes(ptr, w, h, sw, sh):
+    return np.frombuffer(d2h(ptr, sw * sh), np.uint8).reshape(sh, sw)[:h, :w]
+
+
+@scenario
+def pyramid():
+    """acldvppVpcPyrDownAsync: YUV400 to half size, as cv2.pyrDown; its refusals."""
+    src, y = gray_source(640, 480, 640, 480)
+    out, optr = gray_out(320, 240, 320, 240)
+    R["even"] = run(M.dvpp_vpc_pyr_down_async(CH, src, out, 0, S), "pyr down")
+    R["even_exact"] = bool((gray_planes(optr, 320, 240, 320, 240) == cv2.pyrDown(y)).all())
+    # an odd 101x61 picture in strides 112x64 into 50x30 (strides 64x30)
+    osrc, oy = gray_source(101, 61, 112, 64, seed=11)
+    oout, ooptr = gray_out(50, 30, 64, 30)
+    R["odd"] = run(M.dvpp_vpc_pyr_down_async(CH, osrc, oout, None, S), "pyr down odd")
+    R["odd_exact"] = bool((gray_planes(ooptr, 50, 30, 64, 30) ==
+                           cv2.pyrDown(oy, dstsize=(50, 30))).all())
+    small, _y = gray_source(20, 12, 32, 12, seed=12)           # the smallest input
+    sout, _p = gray_out(10, 6, 16, 6)
+    R["smallest"] = run(M.dvpp_vpc_pyr_down_async(CH, small, sout, 0, S), "pyr down small")
+    nv12, _ny, _nuv, _rgb = nv12_source(64, 64, seed=13)
+    wrong, _p = gray_out(300, 240, 304, 240)
+    tiny, _y = gray_source(18, 12, 32, 12, seed=14)
+    tout, _p = gray_out(9, 6, 16, 6)
+    R["refused"] = [M.dvpp_vpc_pyr_down_async(CH, nv12, sout, 0, S),      # not YUV400
+                    M.dvpp_vpc_pyr_down_async(CH, src, wrong, 0, S),      # not half
+                    M.dvpp_vpc_pyr_down_async(CH, tiny, tout, 0, S),      # under 20 wide
+                    M.dvpp_vpc_pyr_down_async(CH, src, out, 7, S),        # reserve not NULL
+                    M.dvpp_vpc_pyr_down_async(12345, src, out, 0, S)]     # no channel
+    ok(M.dvpp_set_pic_desc_width_stride(out, 328))
+    R["refused"].append(M.dvpp_vpc_pyr_down_async(CH, src, out, 0, S))   # stride % 16
+    R["sync_after_refusals"] = acl.rt.synchronize_stream(S)
+
+
 @scenario
 def profiled(prof_dir):
     """A decode and a resize while profiling: the tasks the trace shows (the test reads it)."""
