@@ -70,7 +70,9 @@ Figures (limit in brackets):
 * card (1 device): the card's own counters, its loop CPU per task (``LOOP_WORK_CPU_NS`` over
   ``TASKS``) for a tiny op, an empty kernel and an event record queued in a burst and for
   the tiny op launched and synchronized one at a time [a ring pop + msgpack decode of one
-  frame in the bench process]; target ≤ 3 µs for the tiny op. Host CPU per synchronize
+  frame in the bench process]; target ≤ 3 µs for the tiny op. "tiny op launch+sync": one
+  ``execute_v2`` Add plus ``synchronize_stream`` [a bare ring round trip sampled in turns
+  with it]; target ≤ 3x. Host CPU per synchronize
   (thread CPU over wall time) for a 2 ms kernel (target ≤ 30 %) and a tiny op. See
   ``card.py``.
 * card-sharing (its own one-card node): share ratio of 2 and 4 processes launching equal
