@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from npuemu.host.acl._wrap import last_error, no_args, ret_only, with_result
+from npuemu.host.acl._wrap import fail, last_error, no_args, ret_only, with_result
 from npuemu.host.core import (
     caching,
     callbacks,
@@ -22,6 +22,7 @@ from npuemu.host.core import (
     stream,
     vmm,
 )
+from npuemu.shared import errors
 from npuemu.shared.enums import EventStatus, RunMode, StreamStatus
 
 _IMPORTED = frozenset(globals())
@@ -227,7 +228,19 @@ mem_get_access = with_result(0)(vmm.get_access)
 mem_export_to_shareable_handle = with_result(0)(ipc.export)
 mem_set_pid_to_shareable_handle = ret_only(ipc.set_pids)
 mem_import_from_shareable_handle = with_result(0)(_handle(ipc.import_handle))
-memcpy = ret_only(vmm.memcpy)
+
+
+def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> int:
+    """``aclrtMemcpy`` (blocks for the copy): ``memory.small_copy`` first, called straight
+    from here (a small copy's whole cost is a few calls), else ``vmm.memcpy``."""
+    try:
+        if not memory.small_copy(dst, dest_max, src, count, kind):
+            vmm.memcpy(dst, dest_max, src, count, kind)
+    except errors.AclError as err:
+        return fail(err, "rt.memcpy")
+    return 0
+
+
 memset = ret_only(vmm.memset)
 memcpy_async = ret_only(vmm.memcpy_async)
 memset_async = ret_only(vmm.memset_async)

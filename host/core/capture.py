@@ -81,6 +81,9 @@ _CHUNK_BYTES = 128 * 1024
 
 lock = threading.Lock()
 _active = [0, 0, 0]  # active captures per mode
+ACTIVE = _active
+"""The same list, read by ``memory.small_copy``: while all three are 0, ``check_mode`` has
+nothing to check (the short path skips the call)."""
 _thread_modes: dict[int, list[int]] = {}  # native thread id -> modes of captures it began
 _exchange = threading.local()  # .mode: this thread's mode (aclmdlRICaptureThreadExchangeMode)
 

@@ -16,11 +16,13 @@ Where the bytes move (each byte moves once):
 device memory do, goes through a cache-resident bounce buffer instead: ``move``.)
 
 A synchronous copy of at most ``SMALL_COPY_BYTES`` with plain int arguments takes one short
-path (``_small_copy``): the same checks, made once each, one ``memmove`` and no request to
-the card; a small D2D copy goes that way only while the card has never had a fault injected
-(an injected DMA fault or isolated page is the card's to report: such copies take the
-request). ``aclrtMemcpy`` does not synchronise with any stream, so the short path does not
-wait for queued tasks either. It polls the worker's liveness at most every
+path (``small_copy``): the same checks, made once each (from what an earlier call left
+while it still holds), one slice assignment between memoryviews (GIL held: at most 64 KiB)
+and no request to the card; a small D2D copy goes that way only while the card has never
+had a fault injected (an injected DMA fault or isolated page is the card's to report: such
+copies take the request). ``aclrtMemcpy`` does not synchronise with any stream (CANN's
+documentation: synchronous, no implicit stream sync), so the short path does not wait for
+queued tasks either. It polls the worker's liveness at most every
 ``LIVENESS_POLL_NS`` per card (the poll is a system call, more than the copy of a few KiB).
 
 Device pointers are checked against this process's live allocations before any byte moves:
@@ -30,10 +32,14 @@ Host pointers are checked against this process's mappings (``hostmem.HostMaps``)
 
 Threading model: any thread may call in. ``Runtime.lock`` guards ``allocations`` and
 ``starts`` together (malloc, free, reset); ``find`` reads them without it and tolerates a
-concurrent change (a block freed meanwhile is simply not found: 107000). ``_polled`` (the
-short path's last liveness poll per card) is read and written without a lock: a lost update
-only costs one more poll. Each thread has its own bounce buffer (``move``). The pinned and
-staging pools, host maps and links have their own locks (``host/driver/``).
+concurrent change (a block freed meanwhile is simply not found: 107000). The short path's
+memos, ``_polled`` (last liveness poll per card), ``_recent_dst``/``_recent_src`` (last
+blocks found) and ``_host_read``/``_host_write`` (last host ranges checked), are read and
+replaced without a lock, each in one store: a memo is used only once it is shown still
+valid (the block still in ``allocations``, the range's ``HostMaps.cache`` still current), so
+a lost update only costs one more lookup or poll. Each thread has its own bounce buffer
+(``move``). The pinned and staging pools, host maps and links have their own locks
+(``host/driver/``).
 """
 
 from __future__ import annotations
@@ -324,9 +330,7 @@ def memcpy(dst: int, dst_max: int, src: int, count: int, kind: int) -> None:
     not checked against them (except ``INNER_DEVICE_TO_DEVICE`` between two cards, refused:
     our choice). ``count > dst_max`` gives 107000, as the rt layer's parameter
     check does (``RT_ERROR_INVALID_VALUE``)."""
-    if (type(count) is int and 0 < count <= SMALL_COPY_BYTES and type(dst_max) is int
-            and count <= dst_max and type(dst) is int and type(src) is int
-            and type(kind) is int and _small_copy(dst, src, count, kind)):
+    if small_copy(dst, dst_max, src, count, kind):
         return
     _kind(kind)
     dst, src, count, direction = _copy_args(dst, dst_max, src, count, _K.ACL_MEMCPY_DEFAULT,
@@ -357,15 +361,29 @@ def _copy_args(dst: object, dst_max: object, src: object, count: object, kind: i
     return dst, src, count, _direction(dst, src, kind)
 
 
-def _small_copy(dst: int, src: int, count: int, kind: int) -> bool:
-    """The short path of ``memcpy`` (its arguments already checked as plain ints, ``count``
-    in ``(0, SMALL_COPY_BYTES]``): True once copied; False (nothing done) for what takes the
-    general path: a kind that is not a plain H2D, D2H or D2D one, a pointer that is not of
-    its side (null, virtual, a host pointer in the device window), no usable context, or a
-    D2D copy that is not within the current card or whose card had a fault injected (the
-    card's DMA engine reports those). The general path's checks in its order, each made
-    once: the bounds and ownership of each side, then one ``memmove`` between this process's
-    mappings, then a liveness check (``_check_alive_soon``)."""
+def small_copy(dst: object, dst_max: object, src: object, count: object,
+               kind: object) -> bool:
+    """The short path of ``memcpy`` (``aclrtMemcpy``; blocks only for the copy itself): True
+    once copied; False, nothing done, for what takes the general path: arguments that are
+    not plain ints, ``count`` 0 or above ``SMALL_COPY_BYTES`` or ``dst_max``, a kind that is
+    not a plain H2D, D2H or D2D one, a pointer that is not of its side (null, virtual, a host
+    pointer in the device window), no usable context, or a D2D copy that is not within the
+    current card or whose card had a fault injected (the card's DMA engine reports those).
+
+    The general path's checks in its order, each made once, and each from what an earlier
+    call left when it still holds (nothing is rebuilt per call): the capture mode; the host
+    end's mapping (the range of the last hit in ``HostMaps.cache``, kept while that cache
+    is the same); each device end's block (the last block found, kept while the table still
+    maps its start to it: a freed block is not); isolated pages; then the copy, one slice
+    assignment between memoryviews of the block and of the host range (made once each,
+    ``Allocation.view`` and ``_host_memo``: a ``ctypes.memmove`` costs twice as much), and a
+    liveness check (``_check_alive_soon``). Any miss takes the general checks, with their
+    codes."""
+    global _host_read, _host_write, _recent_dst, _recent_src
+    if (type(count) is not int or type(dst_max) is not int or type(dst) is not int
+            or type(src) is not int or type(kind) is not int
+            or not 0 < count <= SMALL_COPY_BYTES or count > dst_max):
+        return False
     if kind == _H2D:
         if not (_DEVICE_BASE <= dst < _DEVICE_END) or not (0 < src < _DEVICE_BASE
                                                           or src >= _VIRT_END):
@@ -378,27 +396,149 @@ def _small_copy(dst: int, src: int, count: int, kind: int) -> bool:
                               and _DEVICE_BASE <= dst < _DEVICE_END):
         return False
     rt = runtime.get()
-    context: runtime.Context | None = getattr(rt.local, "ctx", None)
+    try:
+        context: runtime.Context | None = rt.local.ctx
+    except AttributeError:
+        return False  # the general path raises 107002
     if context is None or context.destroyed or rt.forked:
         return False  # the general path raises 107002 or 207000
-    capture.check_mode("aclrtMemcpy")  # 107030 while a capture's mode forbids it
-    if kind == _H2D:
-        rt.host_maps.check(src, count, write=False)
-        alloc = find(dst, count)
-        move(_mapped(alloc, dst, count), src, count)
-    elif kind == _D2H:
-        rt.host_maps.check(dst, count, write=True)
-        alloc = find(src, count)
-        move(dst, _mapped(alloc, src, count), count)
-    else:
+    if _CAPTURES[0] or _CAPTURES[1] or _CAPTURES[2]:
+        capture.check_mode("aclrtMemcpy")  # 107030 while a capture's mode forbids it
+    allocations = rt.allocations
+    alloc = _recent_dst
+    if kind == _D2D:
         link = rt.devices[context.device].link
-        alloc, src_alloc = find(dst, count), find(src, count)
+        src_alloc = _recent_src
+        if not (alloc.ptr <= dst and dst + count <= alloc.ptr + alloc.size
+                and allocations.get(alloc.ptr) is alloc):
+            alloc = _recent_dst = find(dst, count)
+        if not (src_alloc.ptr <= src and src + count <= src_alloc.ptr + src_alloc.size
+                and allocations.get(src_alloc.ptr) is src_alloc):
+            src_alloc = _recent_src = find(src, count)
         if alloc.link is not link or src_alloc.link is not link or link.faults_injected():
             return False
-        dst_addr = _mapped(alloc, dst, count)
-        _memmove(dst_addr, _mapped(src_alloc, src, count), count)
-    _check_alive_soon(alloc.link)  # a device that died during the copy fails the copy
+        view, src_view = alloc.view or _view(alloc), src_alloc.view or _view(src_alloc)
+        if view is _FAR or src_view is _FAR:
+            _memmove(_mapped(alloc, dst, count), _mapped(src_alloc, src, count), count)
+        else:
+            if link.poisoned(dst, count) or link.poisoned(src, count):
+                _mapped(alloc, dst, count)  # raises 507054 for the page it names
+                _mapped(src_alloc, src, count)
+            o, p = dst - alloc.ptr, src - src_alloc.ptr
+            view[o : o + count] = src_view[p : p + count]
+    else:
+        maps = rt.host_maps
+        if kind == _H2D:
+            dev, host, memo = dst, src, _host_read
+            if not (memo[0] <= src and src + count <= memo[1] and memo[2] is maps.cache):
+                memo = _host_read = _host_memo(maps, src, count, False)
+        else:
+            dev, host, memo = src, dst, _host_write
+            if not (memo[0] <= dst and dst + count <= memo[1] and memo[2] is maps.cache):
+                memo = _host_write = _host_memo(maps, dst, count, True)
+        if not (alloc.ptr <= dev and dev + count <= alloc.ptr + alloc.size
+                and allocations.get(alloc.ptr) is alloc):
+            alloc = _recent_dst = find(dev, count)
+        view = alloc.view or _view(alloc)
+        if view is _FAR:
+            addr = _mapped(alloc, dev, count)
+            move(addr, host, count) if kind == _H2D else move(host, addr, count)
+        else:
+            if alloc.link.poisoned(dev, count):
+                _mapped(alloc, dev, count)  # raises 507054 for the page it names
+            o, p, host_view = dev - alloc.ptr, host - memo[0], memo[3]
+            if kind == _H2D:
+                src_addr, gap = host, alloc.mapped + o - host
+            else:
+                src_addr, gap = alloc.mapped + o, host - alloc.mapped - o
+            if count < BOUNCE_MIN_BYTES or not 0 < gap & 4095 <= ALIASED_OFFSETS:
+                if kind == _H2D:
+                    view[o : o + count] = host_view[p : p + count]
+                else:
+                    host_view[p : p + count] = view[o : o + count]
+            else:  # 4K-aliased (``move``): through this thread's bounce buffer
+                try:
+                    base, bounce = _bounce.view
+                except AttributeError:
+                    base, bounce = _bounce_view()
+                at = (src_addr + 2048 - base) & 4095  # 2 KiB off the source: neither leg aliases
+                if kind == _H2D:
+                    bounce[at : at + count] = host_view[p : p + count]
+                    view[o : o + count] = bounce[at : at + count]
+                else:
+                    bounce[at : at + count] = view[o : o + count]
+                    host_view[p : p + count] = bounce[at : at + count]
+    link = alloc.link  # a device that died during the copy fails the copy
+    now = _monotonic_ns()
+    if link.lost_detail or now - _polled.get(link, 0) >= LIVENESS_POLL_NS:
+        link.check_alive()
+        _polled[link] = now
     return True
+
+
+def _view(alloc: Allocation) -> memoryview:
+    """Make ``alloc.mapped`` and ``alloc.view`` (once per block); ``_FAR`` if some of its
+    span is in far pages (those copies take ``_mapped``, which maps them first)."""
+    rel = alloc.ptr - _DEVICE_BASE
+    arena, offset = (rel >> _ARENA_SHIFT) & 1, rel & _OFFSET_MASK
+    link = alloc.link
+    if offset + alloc.span > link.arena_near[arena]:
+        alloc.mapped, alloc.view = -1, _FAR
+        return _FAR
+    alloc.mapped = link.arena_addr[arena] + offset
+    view: memoryview = _memory_view(alloc.mapped, alloc.span, _WRITABLE)
+    alloc.view = view
+    return view
+
+
+def _host_memo(maps: Any, addr: int, count: int,
+               write: bool) -> tuple[int, int, object, memoryview]:
+    """``(lo, hi, token, view)``: ``HostMaps.covering`` (its checks and codes) of
+    ``[addr, addr+count)`` with a memoryview of ``[lo, hi)``; when the maps were reloaded
+    meanwhile, just this range with a token that never matches (the next call checks
+    again)."""
+    lo, hi, token = maps.covering(addr, count, write)
+    if token is None:
+        lo, hi = addr, addr + count
+    return lo, hi, token, _memory_view(lo, hi - lo, _WRITABLE if write else _READ_ONLY)
+
+
+def _bounce_view() -> tuple[int, memoryview]:
+    """This thread's bounce buffer (``move``'s) as ``(address, memoryview)``, made once."""
+    buf = getattr(_bounce, "buf", None)
+    if buf is None:
+        buf = _bounce.buf = ctypes.create_string_buffer(BOUNCE_CHUNK_BYTES + 4096)
+    view = _bounce.view = (ctypes.addressof(buf), memoryview(buf).cast("B"))
+    return view
+
+
+_memory_view = ctypes.pythonapi.PyMemoryView_FromMemory
+_memory_view.restype = ctypes.py_object
+_memory_view.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
+_READ_ONLY, _WRITABLE = 0x100, 0x200  # PyBUF_READ, PyBUF_WRITE
+
+
+class _NoBlock:
+    """A stand-in for "no block yet" in the short path's recent-block slots: contains
+    nothing (``ptr`` 0, ``size`` 0, and 0 is never a device pointer)."""
+
+    ptr = size = 0
+
+
+_FAR = memoryview(b"")
+"""``Allocation.view`` of a block with far pages (falsy, like None: tested by identity)."""
+_NO_BLOCK: Any = _NoBlock()
+_recent_dst: Allocation = _NO_BLOCK
+"""The block the short path last found for the device end of an H2D or D2H copy, or the
+destination of a D2D one; any thread reads and replaces it (used only after the table
+shows it is still live, so a stale one costs one ``find``)."""
+_recent_src: Allocation = _NO_BLOCK
+"""Likewise for the source of a D2D copy."""
+_host_read: tuple[int, int, object, memoryview] = (0, 0, None, memoryview(b""))
+"""``_host_memo`` of the last H2D copy's source (readable)."""
+_host_write: tuple[int, int, object, memoryview] = (0, 0, None, memoryview(b""))
+"""Likewise for the destination of a D2H copy (writable)."""
+_CAPTURES = capture.ACTIVE
 
 
 LIVENESS_POLL_NS = 200_000
@@ -424,7 +564,9 @@ def _check_alive_soon(link: Link) -> None:
 
 
 def _forget_link(link: Link) -> None:
+    global _recent_dst, _recent_src
     _polled.pop(link, None)
+    _recent_dst = _recent_src = _NO_BLOCK  # let the closed link's blocks go
 
 
 runtime.on_close_device(_forget_link)
@@ -436,7 +578,7 @@ cores): each load hits the same low 12 address bits as a store just issued (4K a
 Its vector loop beyond that avoids it. A numpy buffer starts 16 bytes into a page, device
 memory on a page boundary: a D2H copy into numpy is such a copy (measured: 64 KiB ~2 GB/s
 instead of ~6 through the bounce buffer, 128 to 384 KiB likewise ~3x slower)."""
-BOUNCE_MIN_BYTES = 8 * 1024
+BOUNCE_MIN_BYTES = 4 * 1024
 """Below this, an aliased copy is left as it is (the extra call costs what it saves)."""
 BOUNCE_MAX_BYTES = 512 * 1024
 """From this size on, an aliased copy is left as it is: memmove no longer uses ``rep

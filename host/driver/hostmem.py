@@ -10,8 +10,9 @@
 
 Threading model: every user thread calls in (copies, ``malloc_host``/``free_host``).
 ``HostMaps`` publishes its cache as one immutable ``(starts, ranges)`` tuple in a single
-store, so a lock-free reader never pairs the starts of one reload with the ranges of
-another; ``HostMaps._lock`` only serialises reloads. ``PinnedPool._lock`` serialises
+store (``cache``), so a lock-free reader never pairs the starts of one reload with the ranges
+of another, and a range taken from it (``covering``) stays valid while ``cache`` is that same
+tuple; ``HostMaps._lock`` only serialises reloads. ``PinnedPool._lock`` serialises
 changes of ``blocks`` and the name counter; ``blocks`` and its sorted spans are copied on
 write (new ones per malloc/free, never mutated once published), so ``find`` and ``span``
 read them without a lock.
@@ -33,7 +34,7 @@ class HostMaps:
     """Cached view of ``/proc/self/maps``: which ranges may be read or written."""
 
     def __init__(self) -> None:
-        self._cache: tuple[list[int], list[tuple[int, int, bool, bool]]] = ([], [])
+        self.cache: tuple[list[int], list[tuple[int, int, bool, bool]]] = ([], [])
         self._lock = threading.Lock()
 
     def _reload(self) -> None:
@@ -52,15 +53,15 @@ class HostMaps:
                 merged[-1] = (merged[-1][0], r[1], r[2], r[3])
             else:
                 merged.append(r)
-        self._cache = ([r[0] for r in merged], merged)  # one store: readers see one reload
+        self.cache = ([r[0] for r in merged], merged)  # one store: readers see one reload
 
     def invalidate(self) -> None:
         """Forget the cached mappings (after this process unmapped something)."""
         with self._lock:
-            self._cache = ([], [])
+            self.cache = ([], [])
 
     def _covers(self, addr: int, n: int, write: bool) -> bool:
-        starts, ranges = self._cache
+        starts, ranges = self.cache
         i = bisect.bisect_right(starts, addr) - 1
         if i < 0:
             return False
@@ -71,7 +72,7 @@ class HostMaps:
         """Raise AclError (107000) unless ``[addr, addr+n)`` is mapped with the rights."""
         if addr <= 0:
             raise errors.error_for(errors.ACL_ERROR_INVALID_PARAM, "null host pointer")
-        starts, ranges = self._cache  # a hit: ``_covers`` inlined (on every small copy)
+        starts, ranges = self.cache  # a hit: ``_covers`` inlined (on every small copy)
         i = bisect.bisect_right(starts, addr) - 1
         if i >= 0:
             _lo, hi, r, w = ranges[i]
@@ -84,6 +85,21 @@ class HostMaps:
             raise errors.error_for(errors.ACL_ERROR_RT_PARAM_INVALID,
                                    f"host range 0x{addr:x}+{n} is not {what} memory of this "
                                    "process")
+
+    def covering(self, addr: int, n: int, write: bool) -> tuple[int, int, object]:
+        """``check``, then the mapped range holding ``addr`` as ``(lo, hi, token)``: any
+        ``[a, a+m)`` inside ``[lo, hi)`` has the same rights while ``cache is token`` (a
+        caller may skip its next checks on that test alone, as ``check`` would hit)."""
+        self.check(addr, n, write)
+        token = self.cache
+        starts, ranges = token
+        i = bisect.bisect_right(starts, addr) - 1
+        if i < 0:  # reloaded meanwhile by another thread: nothing to keep
+            return 0, 0, None
+        lo, hi, r, w = ranges[i]
+        if addr + n > hi or not (w if write else r):
+            return 0, 0, None
+        return lo, hi, token
 
 
 Span = tuple[int, int, shm.Segment]
