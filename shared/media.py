@@ -163,6 +163,7 @@ class VpcOp(IntEnum):
     BORDER = 4
     BATCH_CROP = 5
     PYR_DOWN = 6
+    BATCH_CROP_BORDER = 7
 
 
 class PIC_DESC(Layout, stride=8):
@@ -369,6 +370,27 @@ def vpc_picture_problem(fmt: int, width: int, height: int, stride_w: int, stride
     need = picture_bytes(fmt, stride_w, stride_h)
     if size < need:
         return f"{side} buffer of {size} bytes; its strides need {need}"
+    return ""
+
+
+BATCH_BORDER_TYPES = (BorderType.BORDER_CONSTANT, BorderType.BORDER_REPLICATE)
+"""The border types of ``acldvppVpcBatchCropResizeMakeBorderAsync``."""
+
+
+def batch_border_problem(fmt: int, width: int, height: int, border_type: int, top: int,
+                         bottom: int, left: int, right: int) -> str:
+    """Why a border of ``acldvppVpcBatchCropResizeMakeBorderAsync`` does not fit its output
+    picture ("" if it does): constant or replicate only, the area left inside the borders (the
+    resized crop's size) at least a VPC output's smallest (10x6), every border even for
+    YUV420SP (our choice, as VPC's make border)."""
+    if border_type not in BATCH_BORDER_TYPES:
+        return f"border type {border_type}: BORDER_CONSTANT (0) or BORDER_REPLICATE (1) only"
+    inner_w, inner_h = width - left - right, height - top - bottom
+    if inner_w < VPC_OUT_MIN_W or inner_h < VPC_OUT_MIN_H:
+        return (f"borders {top}, {bottom}, {left}, {right} leave {inner_w}x{inner_h} of the "
+                f"{width}x{height} output, under {VPC_OUT_MIN_W}x{VPC_OUT_MIN_H}")
+    if fmt in YUV420SP and any(v % 2 for v in (top, bottom, left, right)):
+        return f"borders {top}, {bottom}, {left}, {right} of a YUV420SP output: every one even"
     return ""
 
 

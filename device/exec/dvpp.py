@@ -1,5 +1,6 @@
 """The DVPP engine's tasks: JPEG/PNG decode, JPEG encode and VPC (resize, crop, crop and
-paste, batch crop, colour conversion, borders) on device memory.
+paste, batch crop, batch crop with borders, colour conversion, borders, pyramid) on device
+memory.
 
 A ``DVPP`` task frame carries a kind, the pinned-host addresses of its picture records
 (``shared/media.py``: ``PIC_DESC``) and integer parameters:
@@ -525,7 +526,9 @@ def _vpc(worker: Card, client: contracts.Client, pics: list[Picture],
          params: list[int]) -> Callable[[], None]:
     """Parameters: op, interpolation, number of inputs, then by op: CROP: an ROI;
     CROP_PASTE: crop ROI, paste ROI; BORDER: type, top, bottom, left, right, 3 values;
-    BATCH_CROP: the ROI count of each input, then every ROI in order; PYR_DOWN: nothing
+    BATCH_CROP: the ROI count of each input, then every ROI in order; BATCH_CROP_BORDER: the
+    ROI counts, each output's border (type, top, bottom, left, right, 3 values), then the
+    ROIs; PYR_DOWN: nothing
     (a YUV400 input and its half-size output, checked by ``pyr_down_problem``)."""
     if len(params) < 3:
         raise DvppFailure("VPC task without its operation")
@@ -556,6 +559,10 @@ def _vpc(worker: Card, client: contracts.Client, pics: list[Picture],
             if op == m.VpcOp.BORDER:
                 _store(dst, _border(_as(planes, dst.fmt), rest, dst))
                 continue
+            if op == m.VpcOp.BATCH_CROP_BORDER:  # ``at``: the output's border
+                assert at is not None
+                _store(dst, _border(_inside(planes, dst, at, flag), list(at), dst))
+                continue
             target = _load(dst)
             if at is not None:  # paste into its area; the rest of the output stays
                 x, right, y, bottom = at
@@ -565,8 +572,8 @@ def _vpc(worker: Card, client: contracts.Client, pics: list[Picture],
     return job
 
 
-_Step = tuple[Picture, "tuple[int, int, int, int] | None", Picture,
-              "tuple[int, int, int, int] | None"]
+_Step = tuple[Picture, "tuple[int, int, int, int] | None", Picture, "tuple[int, ...] | None"]
+"""Input, crop ROI, output, paste ROI (or, for BATCH_CROP_BORDER, the output's border)."""
 
 
 def _plan(op: int, rest: list[int], inputs: list[Picture],
@@ -599,8 +606,8 @@ def _plan(op: int, rest: list[int], inputs: list[Picture],
         if src.fmt in m.YUV420SP and any(v % 2 for v in (top, bottom, left, right)):
             raise DvppFailure("make border on YUV420SP: every border even")
         return [(src, None, dst, (0, 0, 0, 0))]
-    if op == m.VpcOp.BATCH_CROP:
-        return _batch_plan(rest, inputs, outputs)
+    if op in (m.VpcOp.BATCH_CROP, m.VpcOp.BATCH_CROP_BORDER):
+        return _batch_plan(rest, inputs, outputs, op == m.VpcOp.BATCH_CROP_BORDER)
     if op == m.VpcOp.PYR_DOWN:
         if (dst.width, dst.height) != (src.width // 2, src.height // 2):
             raise DvppFailure(f"pyr down: output {dst.width}x{dst.height} is not half the "
@@ -609,22 +616,53 @@ def _plan(op: int, rest: list[int], inputs: list[Picture],
     raise DvppFailure(f"unknown VPC operation {op}")
 
 
-def _batch_plan(rest: list[int], inputs: list[Picture], outputs: list[Picture]) -> list[_Step]:
-    counts, rois = rest[:len(inputs)], rest[len(inputs):]
-    if len(counts) != len(inputs) or sum(counts) != len(outputs) \
-            or len(rois) != 4 * len(outputs):
+def _batch_plan(rest: list[int], inputs: list[Picture], outputs: list[Picture],
+                border: bool = False) -> list[_Step]:
+    """Steps of a batch crop; with ``border`` each output's border (type, top, bottom,
+    left, right, 3 values) comes between the ROI counts and the ROIs, and is the step's
+    fourth item."""
+    n_out = len(outputs)
+    counts = rest[:len(inputs)]
+    cfgs = rest[len(inputs):len(inputs) + (8 * n_out if border else 0)]
+    rois = rest[len(inputs) + len(cfgs):]
+    if len(counts) != len(inputs) or sum(counts) != n_out or len(rois) != 4 * n_out \
+            or len(cfgs) != (8 * n_out if border else 0):
         raise DvppFailure(f"batch crop: {len(inputs)} inputs, ROI counts {counts}, "
-                          f"{len(outputs)} outputs and {len(rois) // 4} areas do not agree")
+                          f"{n_out} outputs and {len(rois) // 4} areas do not agree")
     plan: list[_Step] = []
     k = 0
     for src, count in zip(inputs, counts, strict=True):
         for _ in range(count):
             roi = _roi(rois, 4 * k, src, f"crop area {k}")
             dst = outputs[k]
-            _scale_ok(roi[1] - roi[0] + 1, roi[3] - roi[2] + 1, dst.width, dst.height)
-            plan.append((src, roi, dst, None))
+            width, height, at = dst.width, dst.height, None
+            if border:
+                at = tuple(cfgs[8 * k:8 * k + 8])
+                kind, top, bottom, left, right = at[:5]
+                problem = m.batch_border_problem(dst.fmt, width, height, kind, top, bottom,
+                                                 left, right)
+                if problem:
+                    raise DvppFailure(f"output {k}: {problem}")
+                width, height = width - left - right, height - top - bottom
+            _scale_ok(roi[1] - roi[0] + 1, roi[3] - roi[2] + 1, width, height)
+            plan.append((src, roi, dst, at))
             k += 1
     return plan
+
+
+def _inside(planes: Planes, dst: Picture, border: tuple[int, ...], flag: int) -> Planes:
+    """``planes`` scaled (and colour converted) to the part of ``dst`` inside ``border``, in
+    new arrays of ``dst``'s family."""
+    _kind, top, bottom, left, right = border[:5]
+    w, h = dst.width - left - right, dst.height - top - bottom
+    if dst.fmt in (m.RGB888, m.BGR888):
+        inner = Planes(rgb=np.empty((h, w, 3), np.uint8))
+    elif dst.fmt == m.YUV400:
+        inner = Planes(np.empty((h, w), np.uint8))
+    else:
+        inner = Planes(np.empty((h, w), np.uint8), np.empty((h // 2, w // 2, 2), np.uint8))
+    _transform(planes, inner, dst.fmt, flag)
+    return inner
 
 
 _BORDERS = {m.BorderType.BORDER_CONSTANT: cv2.BORDER_CONSTANT,

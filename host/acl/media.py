@@ -7,9 +7,7 @@ names). A ``dvpp_create_*`` call that fails returns 0 (the C call's NULL), with 
 ``acl.get_recent_err_msg``.
 
 Video decode (``vdec_*``, ``dvpp_*_stream_desc*``) is ``host/media/vdec.py``, video encode
-(``venc_*``) ``host/media/venc.py``. Partial:
-``dvpp_vpc_batch_crop_resize_make_border_async`` is not provided (an ``AttributeError``, as
-for a pyACL without it); every other name of pyACL's media table is. The histogram
+(``venc_*``) ``host/media/venc.py``. Every name of pyACL's media table is provided. The histogram
 calls (``acldvppVpcCalcHistAsync``, ``acldvppVpcEqualizeHistAsync``, ``acldvppHist``,
 ``acldvppLutMap``) are C calls CANN documents no ``acl.media`` form of (pyACL has them as
 ``acl.himpi.vpc_calc_hist`` and ``vpc_equalize_hist`` only), so there are none here.
@@ -316,6 +314,25 @@ def dvpp_vpc_batch_crop_resize_paste_async(channel: object, src: object, roi_num
     is the list's length) or the C call's order with ``size`` after ``roi_nums``. Returns
     ``ret``. Does not block."""
     return _forms(_batch_resize_paste, "dvpp_vpc_batch_crop_resize_paste_async", 8, False,
+                  channel, src, roi_nums, rest)
+
+
+def _crop_border(channel: object, src: object, roi_nums: object, size: object, dst: object,
+                 crops: object, borders: object, resize: object, stream: object) -> None:
+    _ops.vpc_batch_crop_resize_make_border_async(channel, src, roi_nums, size, dst, crops,
+                                                 borders, stream, resize)
+
+
+_batch_border = ret_only(_named("dvpp_vpc_batch_crop_resize_make_border_async", _crop_border))
+
+
+def dvpp_vpc_batch_crop_resize_make_border_async(channel: object, src: object,
+                                                 roi_nums: object, *rest: object) -> int:
+    """Mirrors ``acldvppVpcBatchCropResizeMakeBorderAsync``: pyACL's ``(channel, src,
+    roi_nums_list, dst, crop_area_list, border_cfgs_list, resize_config, stream)`` (the
+    count is the list's length) or the C call's order with ``size`` after ``roi_nums``.
+    Returns ``ret``. Does not block."""
+    return _forms(_batch_border, "dvpp_vpc_batch_crop_resize_make_border_async", 8, False,
                   channel, src, roi_nums, rest)
 
 

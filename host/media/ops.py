@@ -36,7 +36,7 @@ VPC, JPEGD, JPEGE = (m.ChannelMode.DVPP_CHNMODE_VPC, m.ChannelMode.DVPP_CHNMODE_
                      m.ChannelMode.DVPP_CHNMODE_JPEGE)
 _RESIZE, _CROP, _CROP_PASTE = m.VpcOp.RESIZE, m.VpcOp.CROP, m.VpcOp.CROP_PASTE
 _CONVERT, _BORDER, _BATCH_CROP = m.VpcOp.CONVERT, m.VpcOp.BORDER, m.VpcOp.BATCH_CROP
-_PYR_DOWN = m.VpcOp.PYR_DOWN
+_PYR_DOWN, _BATCH_CROP_BORDER = m.VpcOp.PYR_DOWN, m.VpcOp.BATCH_CROP_BORDER
 
 
 def _param(detail: str) -> errors.AclError:
@@ -250,6 +250,36 @@ def _batch(src_batch: object, roi_nums: object, size: object, dst_batch: object,
         raise _param(f"batch {what}: {total} crop areas and as many output pictures")
     owners = [i for i, count in enumerate(counts) for _ in range(count)]
     return src, dst, counts, owners, list(crop_areas)
+
+
+def vpc_batch_crop_resize_make_border_async(channel: object, src_batch: object,
+                                            roi_nums: object, size: object,
+                                            dst_batch: object, crop_areas: object,
+                                            border_cfgs: object, stream: object,
+                                            resize: object = None) -> None:
+    """Mirrors ``acldvppVpcBatchCropResizeMakeBorderAsync``: ``roi_nums[i]`` areas of input
+    ``i``, area ``k`` scaled to output picture ``k`` less the borders of ``border_cfgs[k]``
+    (constant or replicate only) and bordered to the output's size. One task. Does not
+    block."""
+    src, dst, counts, owners, crops = _batch(src_batch, roi_nums, size, dst_batch,
+                                             crop_areas, "crop resize make border")
+    if not isinstance(border_cfgs, list | tuple) or len(border_cfgs) != len(owners):
+        raise _param(f"batch crop resize make border: {len(owners)} border configs, one per "
+                     "crop area")
+    rest = list(counts)
+    for k, handle in enumerate(border_cfgs):
+        cfg = d.lookup(handle, d.BorderConfig, f"border config {k}")
+        pic = dst.pics[k]
+        problem = m.batch_border_problem(pic.get(_P.FORMAT), pic.get(_P.WIDTH),
+                                         pic.get(_P.HEIGHT), cfg.border_type, cfg.top,
+                                         cfg.bottom, cfg.left, cfg.right)
+        if problem:
+            raise _param(f"output {k}: {problem}")
+        rest += [cfg.border_type, cfg.top, cfg.bottom, cfg.left, cfg.right,
+                 *(round(v) for v in cfg.values[:3])]
+    areas = [(area, i, False) for area, i in zip(crops, owners, strict=True)]
+    _vpc(channel, stream, list(src.handles[:len(counts)]), list(dst.handles[:len(owners)]),
+         _BATCH_CROP_BORDER, _interp(resize), rest=rest, areas=areas)
 
 
 def vpc_batch_crop_and_paste_async(channel: object, src_batch: object, roi_nums: object,

@@ -155,6 +155,14 @@ def test_pyr_down_is_opencv_pyramid_step_and_refuses_the_rest(run_prog):
     assert r["refused"] == [100000] * 6 and r["sync_after_refusals"] == 0
 
 
+def test_batch_crop_resize_make_border(run_prog):
+    r = scenario(run_prog, "batch_border")
+    assert r["pyacl"] == 0 and r["constant_exact"] and r["replicate_exact"]
+    assert r["c_form"] == 0 and r["nearest_exact"]
+    assert r["refused"] == [100000] * 5 and r["sync_after_refusals"] == 0
+    assert r["arity"] == "TypeError"
+
+
 def test_dvpp_tasks_run_on_the_dvpp_engine_of_the_timeline(run_prog, tmp_path):
     r = scenario(run_prog, "profiled", str(tmp_path))
     assert r["decode"] == 0 and r["resize"] == 0

@@ -625,6 +625,86 @@ def pyramid():
     R["sync_after_refusals"] = acl.rt.synchronize_stream(S)
 
 
+def batch_of(pics):
+    """A batch picture descriptor holding copies of the fields of ``pics``."""
+    batch = M.dvpp_create_batch_pic_desc(len(pics))
+    for i, pic in enumerate(pics):
+        one = M.dvpp_get_pic_desc(batch, i)
+        for name in ("data", "size", "format", "width", "height", "width_stride",
+                     "height_stride"):
+            ok(getattr(M, f"dvpp_set_pic_desc_{name}")(one, getattr(
+                M, f"dvpp_get_pic_desc_{name}")(pic)), name)
+    return batch
+
+
+def border_config(kind, top, bottom, left, right, values=(0, 0, 0)):
+    cfg = M.dvpp_create_border_config()
+    for side, value in (("top", top), ("bottom", bottom), ("left", left), ("right", right)):
+        ok(getattr(M, f"dvpp_set_border_config_{side}")(cfg, value), side)
+    for i, value in enumerate(values):
+        ok(M.dvpp_set_border_config_value(cfg, i, value), "value")
+    ok(M.dvpp_set_border_config_border_type(cfg, kind), "type")
+    return cfg
+
+
+@scenario
+def batch_border():
+    """acldvppVpcBatchCropResizeMakeBorderAsync: two areas of one picture, each scaled into
+    its output less the borders and bordered (constant into NV12, replicate into RGB888)."""
+    src, y, uv, _rgb = nv12_source(640, 480, seed=15)
+    out0, p0 = yuv_out(224, 224)
+    rsw = align_up(128 * 3, 16)
+    p1, _ret = M.dvpp_malloc(rsw * 128)
+    out1 = pic_desc(p1, rsw * 128, RGB888, 128, 128, rsw, 128)
+    src_b, dst_b = batch_of([src]), batch_of([out0, out1])
+    areas = [M.dvpp_create_roi_config(0, 319, 0, 239), M.dvpp_create_roi_config(320, 639, 240,
+                                                                                479)]
+    borders = [border_config(0, 16, 16, 32, 32, (16, 128, 128)), border_config(1, 8, 8, 8, 8)]
+    resize = M.dvpp_create_resize_config()
+    ret = M.dvpp_vpc_batch_crop_resize_make_border_async(CH, src_b, [2], dst_b, areas,
+                                                         borders, resize, S)
+    R["pyacl"] = run(ret, "batch border")
+    gy, guv = planes(p0, 224, 224, 224, 224)
+    iy = cv2.resize(y[:240, :320], (160, 192), interpolation=cv2.INTER_LINEAR)
+    iuv = cv2.resize(uv[:120, :160], (80, 96), interpolation=cv2.INTER_LINEAR)
+    want_y = cv2.copyMakeBorder(iy, 16, 16, 32, 32, cv2.BORDER_CONSTANT, value=16)
+    want_uv = cv2.copyMakeBorder(iuv, 8, 8, 16, 16, cv2.BORDER_CONSTANT, value=(128, 128))
+    R["constant_exact"] = bool((gy == want_y).all() and (guv == want_uv).all())
+    # the RGB output: the card's own crop-resize of the area, bordered by replication
+    inner_sw = align_up(112 * 3, 16)
+    ip, _ret = M.dvpp_malloc(inner_sw * 112)
+    inner = pic_desc(ip, inner_sw * 112, RGB888, 112, 112, inner_sw, 112)
+    ok(run(M.dvpp_vpc_crop_resize_async(CH, src, inner, areas[1], resize, S), "crop resize"))
+    flat = np.frombuffer(d2h(ip, inner_sw * 112), np.uint8).reshape(112, inner_sw)
+    want_rgb = cv2.copyMakeBorder(flat[:, :336].reshape(112, 112, 3), 8, 8, 8, 8,
+                                  cv2.BORDER_REPLICATE)
+    got = np.frombuffer(d2h(p1, rsw * 128), np.uint8).reshape(128, rsw)[:, :384]
+    R["replicate_exact"] = bool((got.reshape(128, 128, 3) == want_rgb).all())
+    # the C call's order (size after roi_nums), nearest
+    ok(M.dvpp_set_resize_config_interpolation(resize, 2))
+    R["c_form"] = run(M.dvpp_vpc_batch_crop_resize_make_border_async(
+        CH, src_b, [2], 1, dst_b, areas, borders, resize, S), "c form")
+    gy, _guv = planes(p0, 224, 224, 224, 224)
+    R["nearest_exact"] = bool((gy[16:208, 32:192] == cv2.resize(
+        y[:240, :320], (160, 192), interpolation=cv2.INTER_NEAREST)).all())
+    call = M.dvpp_vpc_batch_crop_resize_make_border_async
+    R["refused"] = [
+        call(CH, src_b, [2], dst_b, areas, [border_config(2, 8, 8, 8, 8), borders[1]],
+             resize, S),                                             # reflect
+        call(CH, src_b, [2], dst_b, areas, [border_config(0, 110, 110, 0, 0), borders[1]],
+             resize, S),                                             # 4 rows left
+        call(CH, src_b, [2], dst_b, areas, [border_config(0, 3, 3, 0, 0), borders[1]],
+             resize, S),                                             # odd on NV12
+        call(CH, src_b, [2], dst_b, areas, borders[:1], resize, S),  # one config short
+        call(CH, src_b, [2], dst_b, areas, [borders[0], 12345], resize, S)]  # not a config
+    R["sync_after_refusals"] = acl.rt.synchronize_stream(S)
+    try:
+        call(CH, src_b, [2], dst_b, areas, borders, S)
+        R["arity"] = "accepted"
+    except TypeError:
+        R["arity"] = "TypeError"
+
+
 @scenario
 def profiled(prof_dir):
     """A decode and a resize while profiling: the tasks the trace shows (the test reads it)."""
