@@ -421,7 +421,8 @@ def small_copy(dst: object, dst_max: object, src: object, count: object,
         if view is _FAR or src_view is _FAR:
             _memmove(_mapped(alloc, dst, count), _mapped(src_alloc, src, count), count)
         else:
-            if link.poisoned(dst, count) or link.poisoned(src, count):
+            words, at = link.poison_word  # one word read while no page is isolated
+            if words[at] and (link.poisoned(dst, count) or link.poisoned(src, count)):
                 _mapped(alloc, dst, count)  # raises 507054 for the page it names
                 _mapped(src_alloc, src, count)
             o, p = dst - alloc.ptr, src - src_alloc.ptr
@@ -444,7 +445,8 @@ def small_copy(dst: object, dst_max: object, src: object, count: object,
             addr = _mapped(alloc, dev, count)
             move(addr, host, count) if kind == _H2D else move(host, addr, count)
         else:
-            if alloc.link.poisoned(dev, count):
+            words, at = alloc.link.poison_word  # one word read while no page is isolated
+            if words[at] and alloc.link.poisoned(dev, count):
                 _mapped(alloc, dev, count)  # raises 507054 for the page it names
             o, p, host_view = dev - alloc.ptr, host - memo[0], memo[3]
             if kind == _H2D:
@@ -477,14 +479,19 @@ def small_copy(dst: object, dst_max: object, src: object, count: object,
 
 
 def _view(alloc: Allocation) -> memoryview:
-    """Make ``alloc.mapped`` and ``alloc.view`` (once per block); ``_FAR`` if some of its
-    span is in far pages (those copies take ``_mapped``, which maps them first)."""
+    """Make ``alloc.mapped`` and ``alloc.view`` (once per block). A block in far pages
+    (``shared/pages.py``) has them all mapped here first: they stay at those addresses while
+    the block lives (a far page is remapped only once its block is freed and the page used
+    again). ``_FAR`` if that fails (such copies take ``_mapped``, which says why)."""
     rel = alloc.ptr - _DEVICE_BASE
     arena, offset = (rel >> _ARENA_SHIFT) & 1, rel & _OFFSET_MASK
     link = alloc.link
     if offset + alloc.span > link.arena_near[arena]:
-        alloc.mapped, alloc.view = -1, _FAR
-        return _FAR
+        try:
+            link.far[arena].ensure_range(offset, alloc.span)
+        except errors.AclError:
+            alloc.mapped, alloc.view = -1, _FAR
+            return _FAR
     alloc.mapped = link.arena_addr[arena] + offset
     view: memoryview = _memory_view(alloc.mapped, alloc.span, _WRITABLE)
     alloc.view = view

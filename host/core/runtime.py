@@ -79,8 +79,8 @@ class Allocation:
     stack: str = ""  # where it was allocated, when NPUEMU_TRACK_ALLOC=1
     mapped: int = 0
     """Where ``ptr`` is in this process's mapping of the arena, set by the first short copy
-    (``memory.small_copy``) when the whole block lies in the arena's near part; -1 when it
-    has far pages (mapped on demand: such copies take ``memory._mapped``)."""
+    (``memory.small_copy``, which maps a block's far pages first); -1 when they could not
+    be mapped (such copies take ``memory._mapped``)."""
     view: memoryview | None = None
     """The block's ``span`` bytes at ``mapped`` as a memoryview (made with ``mapped``)."""
 

@@ -229,6 +229,8 @@ class FakeLink:
     def poisoned(self, ptr: int, count: int) -> int:
         return 0
 
+    poison_word: tuple[Sequence[int], int] = ((0,), 0)  # never an isolated page
+
     def faults_injected(self) -> int:
         return 0  # a fake link takes no faults (INJECT is refused)
 

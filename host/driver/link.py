@@ -165,6 +165,7 @@ class DeviceLink:
         self._poll.register(self.pidfd, select.POLLIN)
         self._poll_lock = threading.Lock()  # a poll object must not be polled concurrently
         self.bell = shm.semaphore(shm.name(n, d, "bell"))
+        self.poison_word: tuple[Sequence[int], int] = (self.ctl, int(_C.POISONED))  # read first
         self._maps = [shm.open_arena(n, self.dev, kind) for kind in (address.HBM, address.DDR)]
         self.arenas = [seg for seg, _table, _far in self._maps]
         self.arena_addr = [seg.address for seg in self.arenas]

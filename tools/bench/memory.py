@@ -16,7 +16,8 @@ COPY_SIZES = [4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB, 256 * MiB]
 
 @figure("copy-bandwidth", devices=2)
 def fig_copy_bandwidth(ctx: Context) -> list[Record]:
-    """H2D, D2H (host copies) and D2D (worker copies) vs np.copyto, per size."""
+    """H2D, D2H (host copies) and D2D (worker copies; host copies up to 64 KiB) vs
+    np.copyto, per size; at 4 KiB also each call's wall time (``PER_CALL_TARGETS_US``)."""
     import numpy as np
 
     from npuemu.host import acl
@@ -64,7 +65,18 @@ def fig_copy_bandwidth(ctx: Context) -> list[Record]:
                       if n == 64 * MiB and kind != "D2D" else None)
             records.append(Record(f"{kind} {label}", rates[kind], "GB/s",
                                   f"np.copyto {label}", rates["np.copyto"], target))
+        if n == 4 * KiB:  # the same samples as one call's wall time
+            per_call = {name: n / rate / 1e3 for name, rate in rates.items()}
+            for kind, bound in PER_CALL_TARGETS_US.items():
+                records.append(Record(f"{kind} {label} per call", per_call[kind], "µs",
+                                      f"np.copyto {label} per call", per_call["np.copyto"],
+                                      Target(f"≤ {bound:g} µs", "value", "<=", bound)))
     return records
+
+
+PER_CALL_TARGETS_US = {"H2D": 2.0, "D2H": 2.0, "D2D": 8.0}
+"""Targets for one synchronous 4 KiB ``aclrtMemcpy`` (``memory.small_copy``: the host moves
+the bytes between its mappings, no request to the card), from the 4 KiB rates."""
 
 
 # malloc + free -------------------------------------------------------------------------
