@@ -1,6 +1,7 @@
 """C bodies of ``libacl_dvpp.so`` (``acl/ops/acl_dvpp.h``): DVPP memory, channel and picture
-descriptors, configs, the JPEG/PNG probes and the asynchronous decode, encode and VPC calls;
-the video calls are ``video.py``'s (imported at the end, registered with the rest).
+descriptors, configs, the JPEG/PNG probes and the asynchronous decode, encode and VPC calls
+(the pyramid call included); the video calls and every ``Get/SetChannelDescParam`` form
+(``acldvpp*`` too) are ``video.py``'s (imported at the end, registered with the rest).
 
 Each mirrors the C call of its name through ``acl.media`` (``host/acl/media.py``): the same
 checks and codes as a Python program. Descriptors are the face's int handles cast to
@@ -185,7 +186,8 @@ for _name, _fn in (("acldvppJpegDecodeAsync", media.dvpp_jpeg_decode_async),
                    ("acldvppVpcCropAsync", media.dvpp_vpc_crop_async),
                    ("acldvppVpcCropResizeAsync", media.dvpp_vpc_crop_resize_async),
                    ("acldvppVpcCropAndPasteAsync", media.dvpp_vpc_crop_and_paste_async),
-                   ("acldvppVpcConvertColorAsync", media.dvpp_vpc_convert_color_async)):
+                   ("acldvppVpcConvertColorAsync", media.dvpp_vpc_convert_color_async),
+                   ("acldvppVpcPyrDownAsync", media.dvpp_vpc_pyr_down_async)):
     _async(_name, _fn)
 
 

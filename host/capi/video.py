@@ -1,6 +1,8 @@
 """C bodies of the video calls of ``libacl_dvpp.so`` (``acl/ops/acl_dvpp.h``): stream
 descriptors, VDEC and VENC channel descriptors (each field's setter and getter, and the
-``Get/SetChannelDescParam`` forms), frame configs and the send-frame calls.
+``Get/SetChannelDescParam`` forms, here with the image channel's
+``acldvppSet/GetChannelDescParam``: the same pointer and length rules), frame configs and the
+send-frame calls.
 
 Each mirrors the C call of its name through ``acl.media`` (``host/media/vdec.py``,
 ``host/media/venc.py``), with the same checks and codes as a Python program; a getter of an
@@ -154,10 +156,13 @@ for _name, _fn in (("aclvdecSendFrame", media.vdec_send_frame),
 # the Get/SetChannelDescParam forms: the value behind a pointer, sized by the type -------------
 _VENC_CTYPES = {0: "uint64_t", 1: "aclvencCallback", 7: "void *"}
 """``aclvencChannelDescParamType`` -> the C type of its value (the others: ``uint32_t``)."""
+_DVPP_CTYPES = {2: "uint64_t", 5: "int32_t"}
+"""``acldvppChannelDescParamType`` -> the C type of its value (the others: ``uint32_t``)."""
 
 
 def _param_ctype(side: str, param_type: int) -> str:
-    return _VENC_CTYPES.get(param_type, "uint32_t") if side == "venc" else "uint32_t"
+    table = {"venc": _VENC_CTYPES, "dvpp": _DVPP_CTYPES}.get(side, {})
+    return table.get(param_type, "uint32_t")
 
 
 def _set_param(side: str, handle: Any, param_type: int, length: int, param: Any) -> int:
@@ -176,6 +181,8 @@ def _set_param(side: str, handle: Any, param_type: int, length: int, param: Any)
         value = dvpp._addr(value)
     if side == "vdec":
         return int(media.vdec_set_channel_desc_param(dvpp._addr(handle), param_type, value)[1])
+    if side == "dvpp":
+        return int(media.dvpp_set_channel_desc_param(dvpp._addr(handle), param_type, value)[1])
     return int(media.venc_set_channel_desc_param(dvpp._addr(handle), param_type, value))
 
 
@@ -190,6 +197,8 @@ def _get_param(side: str, handle: Any, param_type: int, length: int, ret_size: A
         return dvpp._invalid(name)
     if side == "vdec":
         _size, value, ret = media.vdec_get_channel_desc_param(dvpp._addr(handle), param_type)
+    elif side == "dvpp":
+        _size, value, ret = media.dvpp_get_channel_desc_param(dvpp._addr(handle), param_type)
     elif ctype == "aclvencCallback":
         body = _fields.venc_get_channel_desc_callback(dvpp._addr(handle))
         if not isinstance(body, CCallback):
@@ -219,3 +228,4 @@ def _param_calls(side: str) -> None:
 
 _param_calls("vdec")
 _param_calls("venc")
+_param_calls("dvpp")

@@ -1,7 +1,8 @@
 """``libacl_dvpp.so`` from C: a JPEG decoded and resized as the samples write it (sizes from
 the header probes), the result equal to the Python face's reference (OpenCV's bilinear of
-the planes FFmpeg's MJPEG decoder gives), a refused host pointer (100000) and a corrupt
-file failing its task (507018) while the card goes on."""
+the planes FFmpeg's MJPEG decoder gives), the channel's parameters set and read back, the
+decoded luma halved by the pyramid call (``cv2.pyrDown`` of FFmpeg's luma), refused calls
+(100000) and a corrupt file failing its task (507018) while the card goes on."""
 
 from __future__ import annotations
 
@@ -24,11 +25,14 @@ def test_decode_and_resize_from_c(compile_c, run_c, tmp_path):
     (tmp_path / "in.jpg").write_bytes(buf.getvalue())
     exe = compile_c("dvpp.c", libs=("ascendcl", "acl_dvpp"))
     res = run_c(exe, str(tmp_path / "in.jpg"), str(tmp_path / "out.nv12"),
+                str(tmp_path / "out.gray"),
                 env={"NPUEMU_DEVICES": "1", "NPUEMU_HBM": "256M", "NPUEMU_DDR": "64M"})
     assert res.returncode == 0, res.stdout + res.stderr
     lines = res.stdout.splitlines()
     assert f"info 480 360 3 2 size {512 * 368 * 3 // 2}" in lines, lines
     assert "decoded 480 360 512 368 ret 0" in lines, lines
+    assert "param csc 3 size 4 id 8 1" in lines, lines
+    assert "halved 240 180" in lines, lines
     assert lines[-1] == "dvpp ok"
     frame = av.CodecContext.create("mjpeg", "r").decode(av.Packet(buf.getvalue()))[0]
     assert frame.format.name == "yuvj420p"                      # the file's chroma as coded
@@ -40,6 +44,8 @@ def test_decode_and_resize_from_c(compile_c, run_c, tmp_path):
     want_uv = cv2.resize(uv, (112, 112), interpolation=cv2.INTER_LINEAR)
     assert (got[:224 * 224].reshape(224, 224) == want_y).all()
     assert (got[224 * 224:].reshape(112, 112, 2) == want_uv).all()
+    halved = np.frombuffer((tmp_path / "out.gray").read_bytes(), np.uint8).reshape(180, 240)
+    assert (halved == cv2.pyrDown(y)).all()
 
 
 def test_the_library_exports_its_header_and_nothing_of_libascendcl(sdk_root):
@@ -57,11 +63,12 @@ def test_the_library_exports_its_header_and_nothing_of_libascendcl(sdk_root):
     out = subprocess.run(["nm", "-D", "--defined-only", str(sdk_root / "lib64/libacl_dvpp.so")],
                          capture_output=True, text=True, check=True).stdout
     exported = {ln.split()[-1] for ln in out.splitlines() if " T " in ln}
-    assert {"acldvppMalloc", "acldvppJpegDecodeAsync", "acldvppVpcResizeAsync"} <= declared
+    assert {"acldvppMalloc", "acldvppJpegDecodeAsync", "acldvppVpcResizeAsync",
+            "acldvppVpcPyrDownAsync", "acldvppSetChannelDescParam"} <= declared
     assert declared <= exported
     assert not [n for n in exported if n.startswith(("aclrt", "aclInit", "aclmdl"))]
     consts = ffi._parser._int_constants
     for enum in (media.PixelFormat, media.StreamFormat, media.ChannelMode, media.BorderType,
-                 media.JpegFormat):
+                 media.JpegFormat, media.ChannelDescParamType, media.JpegdPrecisionMode):
         for name, member in enum.__members__.items():
             assert consts[name] == int(member), name

@@ -1,7 +1,9 @@
 /* acldvpp* from C, as the samples write it: a JPEG file decoded on the card's DVPP engine
  * (sizes from acldvppJpegGetImageInfo / acldvppJpegPredictDecSize), resized to 224x224 by
- * VPC, the NV12 result written to a file; then a refused call and a corrupt file's code.
- * Usage: dvpp IN.jpg OUT.nv12 */
+ * VPC, the NV12 result written to a file; the channel's parameters set and read back; the
+ * decoded luma halved by acldvppVpcPyrDownAsync, written to a second file; then refused
+ * calls and a corrupt file's code.
+ * Usage: dvpp IN.jpg OUT.nv12 OUT.gray */
 #define ENABLE_DVPP_INTERFACE
 #include <stdint.h>
 #include <stdio.h>
@@ -15,7 +17,7 @@
 static uint32_t align_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
 
 int main(int argc, char **argv) {
-    if (argc != 3) return 2;
+    if (argc != 4) return 2;
     FILE *f = fopen(argv[1], "rb");
     EXPECT(f != NULL);
     fseek(f, 0, SEEK_END);
@@ -60,6 +62,53 @@ int main(int argc, char **argv) {
     f = fopen(argv[2], "wb");
     EXPECT(f != NULL && fwrite(out, 1, out_size, f) == out_size);
     fclose(f);
+
+    /* channel parameters: a CSC matrix set and read back, the created channel's id */
+    uint32_t csc = 3, back = 0;
+    uint64_t id = 99;
+    size_t got_size = 0, id_size = 0;
+    CHECK(acldvppSetChannelDescParam(channel, ACL_DVPP_CSC_MATRIX_UINT32, sizeof csc, &csc));
+    CHECK(acldvppGetChannelDescParam(channel, ACL_DVPP_CSC_MATRIX_UINT32, sizeof back,
+                                     &got_size, &back));
+    CHECK(acldvppGetChannelDescParam(channel, ACL_DVPP_CHANNEL_ID_UINT64, sizeof id, &id_size,
+                                     &id));
+    printf("param csc %u size %zu id %zu %d\n", back, got_size, id_size,
+           id == acldvppGetChannelDescChannelId(channel));
+    EXPECT_CODE(ACL_ERROR_INVALID_PARAM,               /* a length below the type's size */
+                acldvppSetChannelDescParam(channel, ACL_DVPP_CSC_MATRIX_UINT32, 2, &csc));
+    EXPECT_CODE(ACL_ERROR_INVALID_PARAM,
+                acldvppGetChannelDescParam(channel, ACL_DVPP_CHANNEL_ID_UINT64, 4, &id_size,
+                                           &id));
+    EXPECT_CODE(ACL_ERROR_INVALID_PARAM,
+                acldvppSetChannelDescParam(channel, ACL_DVPP_CSC_MATRIX_UINT32, 4, NULL));
+
+    /* the decoded luma (strides 512 x 368) as a YUV400 picture, halved */
+    uint32_t sw = acldvppGetPicDescWidthStride(decoded);
+    uint32_t sh = acldvppGetPicDescHeightStride(decoded);
+    acldvppPicDesc *gray = picture(yuv, sw * sh, w, h, sw, sh);
+    CHECK(acldvppSetPicDescFormat(gray, PIXEL_FORMAT_YUV_400));
+    uint32_t half_w = w / 2, half_h = h / 2, half_sw = align_up(half_w, 16);
+    void *halved = NULL;
+    CHECK(acldvppMalloc(&halved, half_sw * half_h));
+    acldvppPicDesc *half = picture(halved, half_sw * half_h, half_w, half_h, half_sw, half_h);
+    CHECK(acldvppSetPicDescFormat(half, PIXEL_FORMAT_YUV_400));
+    CHECK(acldvppVpcPyrDownAsync(channel, gray, half, NULL, stream));
+    CHECK(aclrtSynchronizeStream(stream));
+    char *rows = malloc(half_sw * half_h);
+    CHECK(aclrtMemcpy(rows, half_sw * half_h, halved, half_sw * half_h,
+                      ACL_MEMCPY_DEVICE_TO_HOST));
+    f = fopen(argv[3], "wb");
+    for (uint32_t r = 0; r < half_h; r++) {
+        EXPECT(fwrite(rows + r * half_sw, 1, half_w, f) == half_w);
+    }
+    fclose(f);
+    printf("halved %u %u\n", half_w, half_h);
+    EXPECT_CODE(ACL_ERROR_INVALID_PARAM,               /* NV12 is not a pyramid format */
+                acldvppVpcPyrDownAsync(channel, decoded, half, NULL, stream));
+    CHECK(acldvppDestroyPicDesc(gray));
+    CHECK(acldvppDestroyPicDesc(half));
+    CHECK(acldvppFree(halved));
+    free(rows);
 
     EXPECT_CODE(ACL_ERROR_INVALID_PARAM,
                 acldvppJpegDecodeAsync(channel, jpeg, jpeg_size, decoded, stream));

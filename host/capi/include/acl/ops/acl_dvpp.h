@@ -89,6 +89,21 @@ typedef enum acldvppJpegFormat {
     ACL_JPEG_CSS_440, ACL_JPEG_CSS_411, ACL_JPEG_CSS_UNKNOWN = 1000
 } acldvppJpegFormat;
 
+typedef enum acldvppChannelDescParamType {
+    ACL_DVPP_CSC_MATRIX_UINT32 = 0,
+    ACL_DVPP_MODE_UINT32,
+    ACL_DVPP_CHANNEL_ID_UINT64,
+    ACL_DVPP_CHANNEL_HEIGHT_UINT32,
+    ACL_DVPP_CHANNEL_WIDTH_UINT32,
+    ACL_DVPP_JPEGD_PRECISION_MODE_ENUM
+} acldvppChannelDescParamType;
+
+typedef enum acldvppJpegdPrecisionMode {
+    ACL_YUVOUT_ALIGN_DOWN = 0,
+    ACL_YUVOUT_ALIGN_UP = 1,
+    ACL_YUVOUT_ALIGN_DOWN_COMPAT = 2
+} acldvppJpegdPrecisionMode;
+
 typedef enum aclvencChannelDescParamType {
     ACL_VENC_THREAD_ID_UINT64 = 0,
     ACL_VENC_CALLBACK_PTR,
@@ -128,6 +143,13 @@ ACL_FUNC_VISIBILITY acldvppChannelDesc *acldvppCreateChannelDesc(void);
 ACL_FUNC_VISIBILITY aclError acldvppDestroyChannelDesc(acldvppChannelDesc *channelDesc);
 ACL_FUNC_VISIBILITY uint64_t acldvppGetChannelDescChannelId(const acldvppChannelDesc *channelDesc);
 ACL_FUNC_VISIBILITY aclError acldvppSetChannelDescMode(acldvppChannelDesc *channelDesc, uint32_t mode);
+ACL_FUNC_VISIBILITY aclError acldvppSetChannelDescParam(acldvppChannelDesc *channelDesc,
+                                                        acldvppChannelDescParamType paramType,
+                                                        size_t length, const void *param);
+ACL_FUNC_VISIBILITY aclError acldvppGetChannelDescParam(const acldvppChannelDesc *channelDesc,
+                                                        acldvppChannelDescParamType paramType,
+                                                        size_t length, size_t *paramRetSize,
+                                                        void *param);
 ACL_FUNC_VISIBILITY aclError acldvppCreateChannel(acldvppChannelDesc *channelDesc);
 ACL_FUNC_VISIBILITY aclError acldvppDestroyChannel(acldvppChannelDesc *channelDesc);
 
@@ -206,6 +228,9 @@ ACL_FUNC_VISIBILITY aclError acldvppVpcCropAndPasteAsync(acldvppChannelDesc *cha
 ACL_FUNC_VISIBILITY aclError acldvppVpcConvertColorAsync(acldvppChannelDesc *channelDesc,
                                                          acldvppPicDesc *inputDesc, acldvppPicDesc *outputDesc,
                                                          aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcPyrDownAsync(acldvppChannelDesc *channelDesc,
+                                                    acldvppPicDesc *inputDesc, acldvppPicDesc *outputDesc,
+                                                    void *reserve, aclrtStream stream);
 
 ACL_FUNC_VISIBILITY acldvppStreamDesc *acldvppCreateStreamDesc(void);
 ACL_FUNC_VISIBILITY aclError acldvppDestroyStreamDesc(acldvppStreamDesc *streamDesc);
