@@ -76,9 +76,10 @@ Figures (limit in brackets):
   with it]; target ≤ 3x. Host CPU per synchronize
   (thread CPU over wall time) for a 2 ms kernel (target ≤ 30 %) and a tiny op. See
   ``card.py``.
-* card-sharing (its own one-card node): share ratio of 2 and 4 processes launching equal
-  loads [equal shares; target ≤ 1.3] and their aggregate rate [one process alone; target
-  ≥ 0.9x].
+* card-sharing (its own one-card node, 4 helpers attached once; windows with 1, 2 and 4 of
+  them submitting taken in turn, 3 rounds, medians): share ratio of 2 and 4 processes
+  launching equal loads [equal shares; target ≤ 1.3] and their aggregate rate [one process
+  alone; target ≥ 0.9x].
 * stream create+destroy (1 device): median of one ``acl.rt.create_stream()`` +
   ``acl.rt.destroy_stream`` pair [two sync round trips (PING), the requests the pair
   needs at least]; and the same pair with ``create_stream_with_config(0,
