@@ -5,8 +5,9 @@ work on the host.
   of a 1920x1080 4:2:0 JPEG (quality 90, a textured picture) into YUV420SP [Pillow decoding
   the same bytes to YCbCr on the host, the decode the card's engine runs]; target ≤ 2x.
 * ``VPC resize 1080p->224``: median of ``dvpp_vpc_resize_async`` + ``synchronize_stream``
-  of a 1920x1080 NV12 picture to 224x224 (bilinear) [``cv2.resize`` of its luma and chroma
-  planes on the host]; target ≤ 2x.
+  of a 1920x1080 NV12 picture (the decoded one) to 224x224 (bilinear) [``cv2.resize`` of
+  its luma and chroma planes on the host: the same picture, copied back in the card's
+  strides]; target ≤ 2x.
 
 Each sample is one call, interleaved with its limit's, after one untimed run of each: 15
 decodes (5 quick) and 61 resizes (15 quick; a resize is under a millisecond, and on a
@@ -102,8 +103,13 @@ def fig_dvpp(ctx: Context) -> list[Record]:
             np.asarray(image)
 
         card_decode()  # the decoded picture is the resize's input (strides written back)
-        frame = np.zeros(W * H * 3 // 2, np.uint8)
-        luma, chroma = frame[:W * H].reshape(H, W), frame[W * H:].reshape(H // 2, W // 2, 2)
+        # the host resizes the same picture, copied back in the card's layout
+        frame = np.empty(size, np.uint8)
+        check_ret(rt.memcpy(frame.ctypes.data, size, yuv, size, 2), "memcpy D2H")
+        sw, sh = (getattr(media, f"dvpp_get_pic_desc_{side}_stride")(dec)  # made in a loop
+                  for side in ("width", "height"))
+        luma = frame[:sw * sh].reshape(sh, sw)[:H, :W]
+        chroma = frame[sw * sh:sw * sh * 3 // 2].reshape(sh // 2, sw // 2, 2)[:H // 2, :W // 2]
 
         def card_resize() -> None:
             check_ret(media.dvpp_vpc_resize_async(chan, dec, res, cfg, stream) or
