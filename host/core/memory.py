@@ -395,7 +395,7 @@ def small_copy(dst: object, dst_max: object, src: object, count: object,
     elif kind != _D2D or not (_DEVICE_BASE <= src < _DEVICE_END
                               and _DEVICE_BASE <= dst < _DEVICE_END):
         return False
-    rt = runtime.get()
+    rt = runtime._runtime or runtime.get()  # the attribute: one call less per copy
     try:
         context: runtime.Context | None = rt.local.ctx
     except AttributeError:
@@ -440,37 +440,44 @@ def small_copy(dst: object, dst_max: object, src: object, count: object,
         if not (alloc.ptr <= dev and dev + count <= alloc.ptr + alloc.size
                 and allocations.get(alloc.ptr) is alloc):
             alloc = _recent_dst = find(dev, count)
-        view = alloc.view or _view(alloc)
+        link, view = alloc.link, alloc.view or _view(alloc)
         if view is _FAR:
             addr = _mapped(alloc, dev, count)
             move(addr, host, count) if kind == _H2D else move(host, addr, count)
         else:
-            words, at = alloc.link.poison_word  # one word read while no page is isolated
-            if words[at] and alloc.link.poisoned(dev, count):
+            words, at = link.poison_word  # one word read while no page is isolated
+            if words[at] and link.poisoned(dev, count):
                 _mapped(alloc, dev, count)  # raises 507054 for the page it names
             o, p, host_view = dev - alloc.ptr, host - memo[0], memo[3]
-            if kind == _H2D:
-                src_addr, gap = host, alloc.mapped + o - host
-            else:
-                src_addr, gap = alloc.mapped + o, host - alloc.mapped - o
-            if count < BOUNCE_MIN_BYTES or not 0 < gap & 4095 <= ALIASED_OFFSETS:
+            dev_addr = alloc.mapped + o
+            gap = (dev_addr - host if kind == _H2D else host - dev_addr) & 4095
+            if count < SPLIT_MIN_BYTES or not 0 < gap <= ALIASED_OFFSETS:
                 if kind == _H2D:
                     view[o : o + count] = host_view[p : p + count]
                 else:
                     host_view[p : p + count] = view[o : o + count]
-            else:  # 4K-aliased (``move``): through this thread's bounce buffer
+            elif count <= SPLIT_MAX_BYTES:  # 4K-aliased (``move``), small: in two halves
+                half = count >> 1
+                if kind == _H2D:
+                    view[o : o + half] = host_view[p : p + half]
+                    view[o + half : o + count] = host_view[p + half : p + count]
+                else:
+                    host_view[p : p + half] = view[o : o + half]
+                    host_view[p + half : p + count] = view[o + half : o + count]
+            else:  # 4K-aliased, larger: through this thread's bounce buffer
                 try:
                     base, bounce = _bounce.view
                 except AttributeError:
                     base, bounce = _bounce_view()
-                at = (src_addr + 2048 - base) & 4095  # 2 KiB off the source: neither leg aliases
+                at = ((host if kind == _H2D else dev_addr) + 2048 - base) & 4095  # off the
+                # source's page offset by 2 KiB: neither leg aliases
                 if kind == _H2D:
                     bounce[at : at + count] = host_view[p : p + count]
                     view[o : o + count] = bounce[at : at + count]
                 else:
                     bounce[at : at + count] = view[o : o + count]
                     host_view[p : p + count] = bounce[at : at + count]
-    link = alloc.link  # a device that died during the copy fails the copy
+    # a device that died during the copy fails the copy (``link``: the block's card)
     now = _monotonic_ns()
     if link.lost_detail or now - _polled.get(link, 0) >= LIVENESS_POLL_NS:
         link.check_alive()
@@ -591,6 +598,12 @@ BOUNCE_MAX_BYTES = 512 * 1024
 """From this size on, an aliased copy is left as it is: memmove no longer uses ``rep
 movsb`` (measured: 512 KiB at ~13 GB/s direct, ~8 through the bounce buffer)."""
 BOUNCE_CHUNK_BYTES = 64 * 1024
+SPLIT_MIN_BYTES, SPLIT_MAX_BYTES = 2048, 4096
+"""An aliased short copy (``small_copy``) of this many bytes goes in two halves instead of
+through the bounce buffer, each half below glibc's ``rep movsb`` threshold (2112 bytes on
+cores with FSRM, more on others), so neither aliases and no byte is copied twice (measured,
+4 KiB D2H into numpy: 1.7 us direct, 0.85 through the bounce buffer, 0.62 in halves);
+above it, the bounce buffer."""
 _bounce = threading.local()
 """Each thread's bounce buffer (``move``), made on its first aliased copy: threads never
 share one."""
