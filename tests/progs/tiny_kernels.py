@@ -12,8 +12,21 @@ the same buffers while their data, and then the buffers themselves, change).
 import time
 
 import numpy as np
-from childlib import (R, acl, d2h, event, h2d, hold, main, malloc, ok, scenario, source, stream,
-                      zeroed)
+from childlib import (
+    R,
+    acl,
+    d2h,
+    event,
+    h2d,
+    hold,
+    main,
+    malloc,
+    ok,
+    scenario,
+    source,
+    stream,
+    zeroed,
+)
 
 F: dict = {}
 """The kernels by name (``aclrtBinaryGetFunction``)."""

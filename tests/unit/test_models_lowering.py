@@ -64,10 +64,6 @@ def _node(g: Graph, n, extra: list) -> list:
         return [make("MaxPool" if n.op == "MaxPool" else "AveragePool", ins, outs,
                      kernel_shape=a["ksize"][2:], strides=a["strides"][2:])]
     if n.op == "BatchNorm":
-        if a.get("fused_relu"):
-            pre = f"{outs[0]}__prerelu"
-            return [make("BatchNormalization", ins, [pre], epsilon=a["epsilon"]),
-                    make("Relu", [pre], outs)]
         return [make("BatchNormalization", ins, outs, epsilon=a["epsilon"])]
     if n.op == "LayerNorm":
         return [make("LayerNormalization", ins, outs, axis=a["begin_norm_axis"],
