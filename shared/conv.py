@@ -18,11 +18,12 @@ is given and large enough, else in a fresh array.
 
 A depthwise convolution (``groups`` equal to the input's and the output's channels, one
 filter per channel) of float32 or float64 takes a direct path instead (``depthwise``): the
-GEMM would be one tiny matrix product per channel. The image is copied once into a zeroed,
-padded channels-last array, and each kernel tap adds the strided window of that array times
-the tap's per-channel weights into a channels-last accumulator (the first tap writes it, the
-bias is added after); the accumulator goes back to NCHW in the one copy that also applies
-the fused Relu. Its scratch is ``depthwise_bytes``.
+GEMM would be one tiny matrix product per channel. The image is copied once into a padded
+channels-last array (only its padding zeroed), the kernel taps are two axes of one strided
+view of it, and ``np.einsum`` sums the taps' windows times their per-channel weights into a
+channels-last accumulator in one call; the accumulator goes back to NCHW in the one copy
+that also adds the bias (or applies the fused Relu without one; with a bias the Relu is a
+pass over the NCHW output). Its scratch is ``depthwise_bytes``.
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ def workspace_bytes(c: int, kh: int, kw: int, ho: int, wo: int, sh: int, sw: int
 
 
 def depthwise_bytes(c: int, h: int, w: int, ho: int, wo: int, pads: Any, itemsize: int) -> int:
-    """Bytes of scratch ``depthwise`` uses for one image: the padded channels-last image, the
-    accumulator and one product."""
+    """Bytes of scratch ``depthwise`` uses for one image: the padded channels-last image and
+    the channels-last accumulator."""
     hp, wp = h + pads[0] + pads[1], w + pads[2] + pads[3]
-    return sum(-(-n * c * itemsize // ALIGN) * ALIGN for n in (hp * wp, ho * wo, ho * wo))
+    return sum(-(-n * c * itemsize // ALIGN) * ALIGN for n in (hp * wp, ho * wo))
 
 
 def is_depthwise(c: int, w_shape: Any, groups: int, dtype: Any) -> bool:
@@ -132,32 +133,35 @@ def _carve(ws: Any, shapes: list[tuple[int, ...]], dtype: Any) -> list[Any]:
 def depthwise(x: Any, w: Any, sh: int, sw: int, dh: int, dw: int, pads: Any, ws: Any,
               out: Any, bias: Any, relu: bool) -> Any:
     """``conv2d`` when ``is_depthwise``: ``x`` (N, C, H, W) by ``w`` (C, 1, kh, kw) into
-    ``out`` (N, C, Ho, Wo, C-contiguous, x's dtype), tap by tap in channels-last scratch."""
+    ``out`` (N, C, Ho, Wo, C-contiguous, x's dtype), in channels-last scratch: every tap's
+    window is one axis of a strided view of the padded image, and ``np.einsum`` sums the
+    taps times their per-channel weights in one call (no product temporaries)."""
     n, c, h, wd = x.shape
     kh, kw = w.shape[2], w.shape[3]
     ho, wo = out.shape[2], out.shape[3]
-    hp, wp = h + pads[0] + pads[1], wd + pads[2] + pads[3]
-    xp, acc, tmp = _carve(ws, [(hp, wp, c), (ho, wo, c), (ho, wo, c)], x.dtype)
-    taps = np.ascontiguousarray(w.reshape(c, kh * kw).T, dtype=x.dtype)
-    b = None if bias is None else np.asarray(bias, x.dtype).reshape(c)
-    xp.fill(0)
-    inner = xp[pads[0]:pads[0] + h, pads[2]:pads[2] + wd]
+    pt, pb, pl, pr = pads
+    hp, wp = h + pt + pb, wd + pl + pr
+    xp, acc = _carve(ws, [(hp, wp, c), (ho, wo, c)], x.dtype)
+    taps = np.ascontiguousarray(w.reshape(c, kh, kw).transpose(1, 2, 0), dtype=x.dtype)
+    b = None if bias is None else np.asarray(bias, x.dtype).reshape(c, 1, 1)
+    for strip in (xp[:pt], xp[pt + h:], xp[pt:pt + h, :pl], xp[pt:pt + h, pl + wd:]):
+        strip.fill(0)  # only the padding: the inside is overwritten by every image
+    inner = xp[pt:pt + h, pl:pl + wd]
+    s0, s1, s2 = xp.strides
+    windows = np.lib.stride_tricks.as_strided(
+        xp, (kh, kw, ho, wo, c), (s0 * dh, s1 * dw, s0 * sh, s1 * sw, s2), writeable=False)
     for img in range(n):
         inner[...] = x[img].transpose(1, 2, 0)
-        for t in range(kh * kw):
-            i, j = divmod(t, kw)
-            src = xp[i * dh:i * dh + (ho - 1) * sh + 1:sh, j * dw:j * dw + (wo - 1) * sw + 1:sw]
-            if t == 0:
-                np.multiply(src, taps[0], out=acc)
-            else:
-                np.multiply(src, taps[t], out=tmp)
-                acc += tmp
+        np.einsum("ijhwc,ijc->hwc", windows, taps, out=acc)
+        dst, res = out[img], acc.transpose(2, 0, 1)
         if b is not None:
-            acc += b
-        if relu:
-            np.maximum(acc.transpose(2, 0, 1), 0, out=out[img])
+            np.add(res, b, out=dst)
+            if relu:
+                np.maximum(dst, 0, out=dst)
+        elif relu:
+            np.maximum(res, 0, out=dst)
         else:
-            out[img] = acc.transpose(2, 0, 1)
+            dst[...] = res
     return out
 
 

@@ -19,8 +19,9 @@ is the Conv's only reader, ``host/models/fold.py``; our attribute, CANN fuses in
 graph passes), ``max(., 0)`` are applied in place on that output. The im2col matrix is built
 without a padded copy (one strided copy per kernel offset, the padding's strips zeroed); a
 1x1 window with stride 1 and no padding has none (x is the matrix). A depthwise Conv2D
-(float32, or bfloat16 widened to it) is computed tap by tap instead (``conv.depthwise``,
-channels-last scratch), not as one tiny GEMM per channel. Conv2D declares a
+(float32, or bfloat16 widened to it) is computed directly instead (``conv.depthwise``: its
+taps summed by one ``np.einsum`` in channels-last scratch), not as one tiny GEMM per
+channel. Conv2D declares a
 workspace (``OpDef.workspace``): one image's im2col matrix; inside a model it is a planned
 block of the model's workspace, reused by every image and every execute. Still numpy
 temporaries: the result of an NHWC or bfloat16 Conv2D (copied or rounded into y), the
