@@ -140,7 +140,7 @@ def test_vmm_map_past_the_limits_is_refused_and_the_card_serves_another_process(
     assert r["new_window_after_unmaps"] == 0
     # areas counted: 3 a one-run piece, 1 a window; held besides the pieces: the big window
     # and the small one mapped after the unmaps (1 + 3)
-    assert r["pieces_code"] == OVER_LIMIT
+    assert r["pieces_code"] == OVER_LIMIT and r["mapped_after_refusal"] == 0
     assert r["pieces"] == (windows.MAX_CLIENT_AREAS - 5) // 3
     assert r["maps_full"] - r["maps_before"] <= windows.MAX_CLIENT_AREAS
     assert r["maps_full"] < r["max_map_count"] // 4
@@ -213,10 +213,11 @@ def test_the_cards_budgets_hold_across_clients(run_py, spawn_py, shared_node,
     finally:
         (tmp_path / "vmm").touch()
     first_r = _finish(first)
-    assert first_r["pieces_code"] == OVER_LIMIT
+    assert first_r["pieces_code"] == OVER_LIMIT and first_r["mapped_after_refusal"] == 0
     assert first_r["same_worker"] and second["same_worker"]
     if windows.area_budget() >= 2 * windows.MAX_CLIENT_AREAS:  # a large vm.max_map_count
         pytest.skip(f"the card's budget of {windows.area_budget()} areas holds two clients")
     assert second["pieces_code"] == errors.ACL_ERROR_RT_RESOURCE_ALLOC_FAIL
+    assert second["mapped_after_refusal"] == 0
     assert second["pieces"] < first_r["pieces"]
     assert second["maps_full"] < second["max_map_count"] // 2

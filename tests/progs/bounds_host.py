@@ -8,7 +8,8 @@ embedded one), runs one scenario and prints ``RESULT <json>``:
   fresh communicator's all_reduce;
 - ``serves``: every card of the node copies data and runs a two-card all_reduce (the
   supervisor's reaper runs when this process leaves);
-- ``vmm``: raw ``VMM_MAP`` frames past the windows limit and past the memory-area limit;
+- ``vmm``: raw ``VMM_MAP`` frames past the windows limit and past the memory-area limit
+  (sent in batches back to back: the link's ``call_many``);
   the worker's count of memory areas; with ``HOLD`` set, the mappings are kept until the
   file ``$HOLD`` appears (another process works on the card meanwhile);
 - ``vmm_fresh``: a fresh process reserves and maps through the acl API and runs a copy;
@@ -154,18 +155,28 @@ def vmm():
     def vmm_map(va, size, offset, phys, length):
         return code_of(lk.call, Op.VMM_MAP, va, size, offset, phys, length)
 
-    codes = [vmm_map(base + k * 2 * MiB, 2 * MiB, 0, ptr, 2 * MiB)
-             for k in range(windows.MAX_WINDOWS + 1)]
+    def codes_of(requests):
+        """The codes of ``requests`` sent back to back (the link's call_many, one wait)."""
+        return [r.code if isinstance(r, errors.AclError) else 0
+                for r in lk.call_many(requests)]
+
+    codes = codes_of([(Op.VMM_MAP, base + k * 2 * MiB, 2 * MiB, 0, ptr, 2 * MiB)
+                      for k in range(windows.MAX_WINDOWS + 1)])
     R["windows"] = [codes.count(0), codes[-1]]
-    for k in range(windows.MAX_WINDOWS):  # empty windows go at the next new one (no task)
-        ok(code_of(lk.call, Op.VMM_UNMAP, base + k * 2 * MiB, 0), "unmap")
+    # empty windows go at the next new one (no task)
+    codes = codes_of([(Op.VMM_UNMAP, base + k * 2 * MiB, 0) for k in range(windows.MAX_WINDOWS)])
+    ok(max(codes), "unmap")
     R["new_window_after_unmaps"] = vmm_map(base - (1 << 30), 2 * MiB, 0, ptr, 2 * MiB)
-    # one big window, 4 KiB pieces of the block, until the memory-area limit refuses
-    big, pieces, code = address.VIRT_BASE + (1 << 41), 0, 0
+    # one big window, 4 KiB pieces of the block, until the memory-area limit refuses: 256
+    # maps at a time; the maps after the first refusal must be refused too
+    big, pieces, code, R["mapped_after_refusal"] = address.VIRT_BASE + (1 << 41), 0, 0, 0
     while pieces < 20000 and not code:
-        off = pieces * 8192
-        code = vmm_map(big, 256 * MiB, off, ptr + off % (2 * MiB), 4096)
-        pieces += not code
+        offs = [(pieces + k) * 8192 for k in range(256)]
+        for c in codes_of([(Op.VMM_MAP, big, 256 * MiB, off, ptr + off % (2 * MiB), 4096)
+                           for off in offs]):
+            R["mapped_after_refusal"] += bool(code) and not c
+            code = code or c
+            pieces += not code
     R["pieces"], R["pieces_code"] = pieces, code
     R["maps_full"] = map_count(proc)
     with open("/proc/sys/vm/max_map_count") as f:
