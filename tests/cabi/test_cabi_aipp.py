@@ -1,28 +1,48 @@
 """AIPP from C: a static AIPP model (aclmdlGetAippType, aclmdlGetFirstAippInfo, execute on
 the raw image) and a dynamic AIPP model (an aclmdlAIPP set applied with aclmdlSetInputAIPP)
-built by the SDK's atc, their outputs against a numpy crop and normalisation; the gears of a
-``--dynamic_image_size`` model."""
+built by npuemu's atc (what the SDK's atc runs), their outputs against a numpy crop and
+normalisation; the gears of a ``--dynamic_image_size`` model."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
+import onnx
 import pytest
 
-from tests.cabi.test_cabi_models import _atc
 from tests.integration.test_models_aipp import conv_gap, identity, normalise, rgb_cfg
 
 pytestmark = pytest.mark.integration
 
 
+def _atc_runs(tmp_path, jobs) -> list:
+    """``npuemu atc`` (what the SDK's ``bin/atc`` execs) for each ``(model, name, *options)``
+    of ``jobs``, one after the other in one child interpreter (its imports paid once; the
+    wrapper script itself is run by ``test_cabi_models``); the paths of the .om files."""
+    argvs = []
+    for model, name, *extra in jobs:
+        onnx.save(model, tmp_path / f"{name}.onnx")
+        argvs.append(["atc", f"--model={tmp_path / name}.onnx", "--framework=5",
+                      f"--output={tmp_path / name}", "--soc_version=Ascend910B1", *extra])
+    code = ("import sys; from npuemu.tools.cli import main\n"
+            f"for argv in {argvs!r}:\n"
+            "    if main(argv):\n"
+            "        sys.exit(f'atc failed: {argv}')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return [tmp_path / f"{name}.om" for _, name, *_ in jobs]
+
+
 def test_aipp_program(compile_c, run_c, sdk_root, tmp_path):
     (tmp_path / "s.cfg").write_text(rgb_cfg())
     (tmp_path / "d.cfg").write_text("aipp_op { aipp_mode: dynamic max_src_image_size: 360 }")
-    static = _atc(sdk_root, identity(3, 8, 8), tmp_path, "s",
-                  f"--insert_op_conf={tmp_path / 's.cfg'}")
-    dynamic = _atc(sdk_root, identity(3, 8, 8), tmp_path, "d",
-                   f"--insert_op_conf={tmp_path / 'd.cfg'}")
-    hw = _atc(sdk_root, conv_gap(), tmp_path, "hw", "--input_shape=x:1,3,-1,-1",
-              "--dynamic_image_size=16,12;8,8")
+    static, dynamic, hw = _atc_runs(tmp_path, [
+        (identity(3, 8, 8), "s", f"--insert_op_conf={tmp_path / 's.cfg'}"),
+        (identity(3, 8, 8), "d", f"--insert_op_conf={tmp_path / 'd.cfg'}"),
+        (conv_gap(), "hw", "--input_shape=x:1,3,-1,-1", "--dynamic_image_size=16,12;8,8")])
     raw = np.random.default_rng(8).integers(0, 256, (10, 12, 3), dtype=np.uint8)
     (tmp_path / "raw.bin").write_bytes(raw.tobytes())
     res = run_c(compile_c("aipp.c"), str(static), str(dynamic), str(tmp_path / "raw.bin"),
