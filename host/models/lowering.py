@@ -11,10 +11,12 @@ Flatten, Squeeze, Unsqueeze) become ``Reshape`` with the inferred static shape.
 
 Attributes follow the op library's conventions (``host/ops``: ``transpose_x1``, Conv2D
 ``pads`` as ``[top, bottom, left, right]``, pooling ``padding`` VALID/SAME, ``concat_dim``,
-``keep_dims``, ...). The library's pooling has no explicit pads or ceil mode, so ONNX
-pooling with pads becomes a ``Pad`` (with the dtype's lowest value for MaxPool, zeros for
-AvgPool) then VALID pooling; an AvgPool whose windows are not all full (pads excluded from
-the count, ceil mode) is then multiplied by a compile-time weight ``kh*kw / count``.
+``keep_dims``, ...). ONNX pooling with pads or ceil mode takes the library pooling's
+``pads`` (our attribute) when the library's rule is ONNX's: MaxPool, or AvgPool without
+``count_include_pad``, every window holding an element of the input. Otherwise it becomes
+a ``Pad`` (with the dtype's lowest value for MaxPool, zeros for AvgPool) then VALID
+pooling, and an AvgPool whose windows are not all full is then multiplied by a
+compile-time weight ``kh*kw / count``.
 Every lowered node is checked against the library: its op type exists, and the library's
 shape inference gives the shapes and dtypes ONNX inferred (else 145000 naming the node).
 
@@ -241,6 +243,14 @@ class _Lowerer:
         b += max(0, (out_hw[0] - 1) * strides[0] + ks[0] - (x.shape[2] + t + b))
         r += max(0, (out_hw[1] - 1) * strides[1] + ks[1] - (x.shape[3] + left + r))
         src, out = n.input[0], n.output[0]
+        hw = x.shape[2:]
+        if (t or b or left or r) and (op == "MaxPool" or not a.get("count_include_pad", 0)) \
+                and t < ks[0] and left < ks[1] and (out_hw[0] - 1) * strides[0] - t < hw[0] \
+                and (out_hw[1] - 1) * strides[1] - left < hw[1]:
+            # the pads inside the pooling: pads never win a max and are not averaged
+            self.emit(n, op, [src], [out], ksize=[1, 1, *ks], strides=[1, 1, *strides],
+                      padding="VALID", data_format="NCHW", pads=[t, b, left, r])
+            return
         if t or b or left or r:
             fill = float(np.finfo(np.dtype(x.dtype)).min) if op == "MaxPool" else 0.0
             src = self._pad(n, src, [[0, 0], [0, 0], [t, b], [left, r]], fill)

@@ -2,12 +2,20 @@
 
 ``ksize``/``strides`` are 4 values in the data format's order (2 are taken as H, W);
 ``padding`` is ``VALID`` or ``SAME`` (TensorFlow rules: SAME pads so the output is
-ceil(in / stride), and AvgPool averages over the real elements only). GlobalAveragePool
-averages every axis after the channel (ONNX), keeping them as 1.
+ceil(in / stride), and AvgPool averages over the real elements only). ``pads`` (our
+attribute, set by ATC for ONNX pooling with pads or ceil mode; ``[top, bottom, left,
+right]``) pads explicitly instead, with the same rule (MaxPool never takes a pad, AvgPool
+averages the real elements); every window must hold an element of x (100000 otherwise).
+GlobalAveragePool averages every axis after the channel (ONNX), keeping them as 1.
 
-A pooling tile folds the kh*kw strided slices of the (padded) input with ``np.maximum`` or
-``np.add`` in place, instead of reducing a six-axis window view (an order of magnitude
-slower in numpy).
+A pooling tile is separable: the kw strided column slices of the (padded) input are folded
+with ``np.maximum`` or ``np.add`` into one array of every input row, then its kh strided
+row slices into the NCHW output itself (kw + kh - 2 folds instead of kh*kw - 1, and no
+window view, an order of magnitude slower in numpy). AvgPool sums float16 and float32 in
+float32 (float64 in float64) and divides by the window's size (VALID) or multiplies by
+1 / its count of real elements (padded: a constant of the kernel, computed once when it is
+compiled); a padded input is copied with only its border strips filled; an NHWC output is
+the NCHW result transposed into y.
 """
 
 from __future__ import annotations
@@ -18,27 +26,48 @@ from npuemu.host.ops.cube import _hw, _layout
 from npuemu.host.ops.registry import FLOATS, Body, OpDef, Spec, bad, register
 
 _POOL = '''
-_win = np.lib.stride_tricks.sliding_window_view
-
-def _pool(x, kh, kw, sh, sw, pads, mode):
+def _pool(x, kh, kw, sh, sw, pads, mode, out, inv=None):
     pt, pb, pl, pr = pads
-    xp = x if mode == "max" else x.astype(np.float64)
-    if any(pads):
-        xp = np.pad(xp, ((0, 0), (0, 0), (pt, pb), (pl, pr)),
-                    constant_values=-np.inf if mode == "max" else 0)
+    xp = x
+    if any(pads):  # a padded copy: x in the middle, only the border strips filled
+        n, c, h, w = x.shape
+        xp = np.empty((n, c, h + pt + pb, w + pl + pr), x.dtype)
+        fill = -np.inf if mode == "max" else 0
+        for strip in (xp[:, :, :pt], xp[:, :, pt + h:], xp[:, :, pt:pt + h, :pl],
+                      xp[:, :, pt:pt + h, pl + w:]):
+            strip.fill(fill)
+        xp[:, :, pt:pt + h, pl:pl + w] = x
     ho = (xp.shape[2] - kh) // sh + 1
     wo = (xp.shape[3] - kw) // sw + 1
+    hs, ws_ = (ho - 1) * sh + 1, (wo - 1) * sw + 1
+    dt = x.dtype if mode == "max" or x.dtype == np.float64 else np.dtype(np.float32)
     fold = np.maximum if mode == "max" else np.add
-    acc = None
-    for i in range(kh):
-        for j in range(kw):
-            part = xp[:, :, i:i + (ho - 1) * sh + 1:sh, j:j + (wo - 1) * sw + 1:sw]
-            acc = part.copy() if acc is None else fold(acc, part, out=acc)
-    if mode == "max":
+    rows = np.empty((*xp.shape[:3], wo), dt)  # the windows' columns folded, every input row
+    np.copyto(rows, xp[..., 0:ws_:sw])
+    for j in range(1, kw):
+        fold(rows, xp[..., j:j + ws_:sw], out=rows)
+    acc = out if out is not None and out.dtype == dt else np.empty((*x.shape[:2], ho, wo), dt)
+    np.copyto(acc, rows[:, :, 0:hs:sh])
+    for i in range(1, kh):
+        fold(acc, rows[:, :, i:i + hs:sh], out=acc)
+    if mode != "max":
+        if inv is not None:  # padded: the mean of the window's real elements
+            acc *= inv
+        else:
+            acc /= kh * kw
+    if out is None or acc is out:
         return acc
-    ones = np.pad(np.ones(x.shape[2:]), ((pt, pb), (pl, pr)))
-    count = _win(ones, (kh, kw))[::sh, ::sw].sum(axis=(-1, -2))
-    return acc / count
+    np.copyto(out, acc)
+    return out
+
+
+def _inv_count(h, w, kh, kw, sh, sw, pads):
+    """1 / the number of real elements in each padded window (Ho, Wo), float64."""
+    counts = []
+    for size, k, s, lo, hi in ((h, kh, sh, pads[0], pads[1]), (w, kw, sw, pads[2], pads[3])):
+        starts = np.arange((size + lo + hi - k) // s + 1) * s - lo
+        counts.append(np.minimum(starts + k, size) - np.maximum(starts, 0))
+    return 1.0 / np.outer(counts[0], counts[1])
 '''
 
 
@@ -61,11 +90,28 @@ def _params(ins: list[Spec], attrs: dict[str, Any]):
         raise bad(f"pooling takes a 4-D x, got {ins[0].shape}")
     x = ins[0].shape
     h, w = (x[2], x[3]) if layout == "NCHW" else (x[1], x[2])
+    if attrs.get("pads") is not None:
+        return (layout, kh, kw, sh, sw, *_explicit(attrs["pads"], h, w, kh, kw, sh, sw))
     ho, pt, pb = _pads(h, kh, sh, padding == "SAME")
     wo, pl, pr = _pads(w, kw, sw, padding == "SAME")
     if ho < 1 or wo < 1:
         raise bad("pool output would be empty")
     return layout, kh, kw, sh, sw, (pt, pb, pl, pr), ho, wo
+
+
+def _explicit(values: Any, h: int, w: int, kh: int, kw: int, sh: int,
+              sw: int) -> tuple[tuple[int, int, int, int], int, int]:
+    """``pads`` [top, bottom, left, right] (our attribute: ATC's ONNX pooling with pads) and
+    the output size; every window must hold at least one element of x."""
+    pads = tuple(int(p) for p in values)
+    if len(pads) != 4 or min(pads) < 0:
+        raise bad(f"pool pads {values} must be 4 values >= 0")
+    pt, pb, pl, pr = pads
+    ho, wo = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+    if ho < 1 or wo < 1 or pt >= kh or pl >= kw or (ho - 1) * sh - pt >= h \
+            or (wo - 1) * sw - pl >= w:
+        raise bad(f"pool pads {values} leave a window without an element of x")
+    return (pt, pb, pl, pr), ho, wo
 
 
 def _pool_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> list[Spec]:
@@ -79,15 +125,22 @@ def _pool_source(mode: str):
     def source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
         layout, kh, kw, sh, sw, pads, _ho, _wo = _params(ins, attrs)
         nhwc = layout == "NHWC"
-        xin = "x0[s].transpose(0, 3, 1, 2)" if nhwc else "x0[s]"
-        tile = (f"r_ = _pool({xin}, {kh}, {kw}, {sh}, {sw}, {pads}, {mode!r})\n"
-                f"y0[s] = r_.transpose(0, 2, 3, 1) if {nhwc} else r_\n")
-        return Body(tile, helpers=_POOL)
+        x = ins[0].shape
+        h, w = (x[1], x[2]) if nhwc else (x[2], x[3])
+        inv = "_INV" if mode == "avg" and any(pads) else "None"
+        helpers = _POOL + (f"_INV = _inv_count({h}, {w}, {kh}, {kw}, {sh}, {sw}, {pads})\n"
+                           if inv != "None" else "")  # once, when the kernel is compiled
+        if nhwc:
+            tile = (f"r_ = _pool(x0[s].transpose(0, 3, 1, 2), {kh}, {kw}, {sh}, {sw}, {pads}, "
+                    f"{mode!r}, None, {inv})\ny0[s] = r_.transpose(0, 2, 3, 1)\n")
+        else:
+            tile = f"_pool(x0[s], {kh}, {kw}, {sh}, {sw}, {pads}, {mode!r}, y0[s], {inv})\n"
+        return Body(tile, helpers=helpers)
     return source
 
 
 _ATTRS = {"ksize": [1, 1, 1, 1], "strides": [1, 1, 1, 1], "padding": "VALID",
-          "data_format": None}
+          "data_format": None, "pads": None}
 for _name, _mode in (("MaxPool", "max"), ("AvgPool", "avg")):
     register(OpDef(_name, "aivector", ("x",), ("y",), FLOATS, _pool_infer, _pool_source(_mode),
                    attrs=dict(_ATTRS), linear=lambda i, o, a: [(0, 0), (len(i), 0)]))

@@ -61,8 +61,10 @@ def _node(g: Graph, n, extra: list) -> list:
         return [conv, make("Relu", conv_out, outs)] if a.get("fused_relu") else [conv]
     if n.op in ("MaxPool", "AvgPool"):
         assert a["padding"] == "VALID"
+        t, b, left, r = a.get("pads") or [0, 0, 0, 0]  # AvgPool: pads never counted
         return [make("MaxPool" if n.op == "MaxPool" else "AveragePool", ins, outs,
-                     kernel_shape=a["ksize"][2:], strides=a["strides"][2:])]
+                     kernel_shape=a["ksize"][2:], strides=a["strides"][2:],
+                     pads=[t, left, b, r])]
     if n.op == "BatchNorm":
         return [make("BatchNormalization", ins, outs, epsilon=a["epsilon"])]
     if n.op == "LayerNorm":
