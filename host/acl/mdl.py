@@ -63,15 +63,19 @@ def _om_from_mem(ptr: int, size: int) -> omfile.OmModel:
 # load / query / unload ---------------------------------------------------------------------
 def _load(om: omfile.OmModel, work: tuple[int, int] | None = None,
           weight: tuple[int, int] | None = None) -> int:
-    model = models.load(om, work, weight)
-    model.desc = modeldesc.describe(om)
+    return _described(models.load(om, work, weight))
+
+
+def _described(model: models.Model) -> int:
+    model.desc = modeldesc.describe(model.om)
     return model.model_id
 
 
 @with_result(0)
 def load_from_file(path: str) -> int:
-    """``aclmdlLoadFromFile`` -> (model_id, ret) (blocks: weights copied, ops compiled)."""
-    return _load(omfile.read_file(path))
+    """``aclmdlLoadFromFile`` -> (model_id, ret) (blocks: weights read from the file into
+    device memory, ops compiled)."""
+    return _described(models.load_file(path))
 
 
 @with_result(0)
@@ -85,7 +89,7 @@ def load_from_file_with_mem(path: str, work_ptr: int, work_size: int, weight_ptr
                             weight_size: int) -> int:
     """``aclmdlLoadFromFileWithMem``: the caller's device memory for work and weights (a 0
     pointer lets the system allocate that one)."""
-    return _load(omfile.read_file(path), (work_ptr, work_size), (weight_ptr, weight_size))
+    return _described(models.load_file(path, (work_ptr, work_size), (weight_ptr, weight_size)))
 
 
 @with_result(0)

@@ -29,12 +29,11 @@ class Model:
     unloads on exit."""
 
     def __init__(self, source: str | os.PathLike | bytes, device: Any = None) -> None:
-        om = omfile.read(source) if isinstance(source, bytes) else omfile.read_file(source)
+        om = omfile.read(source) if isinstance(source, bytes) else None
         self.device = device_or_current(device)
-        self.desc = modeldesc.describe(om)
-        with self.device._current():
-            self._model = _runtime.load(om)
-        self._model.desc = self.desc
+        with self.device._current():  # a file's weights are read into device memory
+            self._model = _runtime.load(om) if om is not None else _runtime.load_file(source)
+        self.desc = self._model.desc = modeldesc.describe(self._model.om)
 
     @property
     def model_id(self) -> int:

@@ -23,9 +23,15 @@ one within the dtype's rounding. The Conv's ``MatMul``-from-``Gemm`` twin is the
 ``Gemm`` lowers to ``MatMul`` (+ ``Mul`` alpha, + ``Add`` C), which folds to one ``MatMul``
 with a bias.
 
-Not done here: a Relu after a MatMul stays its own task; a
-BatchNorm that follows anything but a Conv stays its own op; a Conv / MatMul whose output has
-several readers keeps them.
+A ``BatchNorm`` that follows anything but a Conv (DenseNet's, after a Concat) is itself a
+producer: with constant statistics it is ``x * a + b`` per channel, so the per-channel
+``Mul`` / ``Add`` / ``Sub`` / ``BatchNorm`` after it fold into its ``a`` and ``b`` the same
+way, and the Relu after the chain is fused into it (``fused_relu``). The folded BatchNorm
+holds ``a`` as its scale, ``b`` as its offset, mean 0, variance 1 and epsilon 0, so its
+kernel computes exactly ``x * a + b``.
+
+Not done here: a Relu after a MatMul stays its own task; a Conv / MatMul / BatchNorm whose
+output has several readers keeps them.
 
 The passes are on by default; ``NPUEMU_ATC_FOLD=off`` (or ``0``/``no``/``false``) in the
 environment, or ``fold=False`` given to ``atc.convert``, keeps every op as lowered (the
@@ -67,7 +73,7 @@ def apply(graph: Graph) -> int:
                                                                                    nxt):
             absorbed.add(id(nxt))
             folded = True
-        if node.op == "Conv2D" and _fuse_relu(graph, readers, node, absorbed):
+        if node.op in ("Conv2D", "BatchNorm") and _fuse_relu(graph, readers, node, absorbed):
             folded = True
         if folded:
             changed.append(node)
@@ -107,10 +113,15 @@ def _readers(graph: Graph) -> dict[str, list[Node]]:
 
 
 def _producer(graph: Graph, node: Node) -> bool:
-    """A Conv2D (NCHW) or MatMul whose filter / ``x2`` and bias (if any) are float weights."""
-    if node.op == "Conv2D" and node.attrs.get("data_format") not in (None, "NCHW"):
+    """A Conv2D (NCHW) or MatMul whose filter / ``x2`` and bias (if any) are float weights,
+    or an inference BatchNorm (NCHW, 4-D) whose four statistics are float weights."""
+    if node.op in ("Conv2D", "BatchNorm") and node.attrs.get("data_format") not in (None,
+                                                                                   "NCHW"):
         return False
-    if node.op not in ("Conv2D", "MatMul"):
+    if node.op == "BatchNorm" and (node.attrs.get("is_training") or len(node.inputs) != 5
+                                   or len(graph.tensors[node.inputs[0]].shape) != 4):
+        return False
+    if node.op not in ("Conv2D", "MatMul", "BatchNorm"):
         return False
     consts = [n for n in node.inputs[1:] if n]
     return all(n in graph.weights and graph.weights[n].dtype.kind == "f" for n in consts)
@@ -128,11 +139,16 @@ def _absorb(graph: Graph, prod: Node, nxt: Node) -> bool:
     y = graph.tensors[prod.outputs[0]]
     if graph.tensors[nxt.outputs[0]].shape != y.shape:
         return False  # the op broadcasts the result to a bigger shape
-    channels = y.shape[1] if prod.op == "Conv2D" else y.shape[-1]
+    channels = y.shape[-1] if prod.op == "MatMul" else y.shape[1]
     affine = _affine(graph, nxt, prod.outputs[0], channels)
     if affine is None:
         return False
     scale, shift = affine
+    if prod.op == "BatchNorm":
+        a, b = _affine(graph, prod, prod.inputs[0], channels)  # type: ignore[misc]
+        _store_affine(graph, prod, a * scale, b * scale + shift)
+        prod.outputs = list(nxt.outputs)
+        return True
     weight, bias = _current(graph, prod, channels)
     if prod.op == "Conv2D":
         weight = weight * scale.reshape(-1, 1, 1, 1)
@@ -200,6 +216,19 @@ def _store(graph: Graph, prod: Node, weight: np.ndarray, bias: np.ndarray) -> No
         graph.weights[name] = value
         graph.tensors[name] = Tensor(name, value.dtype.name, value.shape, "weight")
     prod.inputs = [prod.inputs[0], w_name, b_name]
+
+
+def _store_affine(graph: Graph, prod: Node, scale: np.ndarray, shift: np.ndarray) -> None:
+    """Make the BatchNorm ``prod`` compute ``x * scale + shift``: those as its scale and
+    offset, mean 0, variance 1, epsilon 0 (the kernel's factor is then exactly ``scale``)."""
+    dtype = graph.weights[prod.inputs[1]].dtype
+    values = (scale, shift, np.zeros_like(scale), np.ones_like(scale))
+    names = [f"{prod.name}::folded_{k}" for k in ("scale", "offset", "mean", "variance")]
+    for name, value in zip(names, values, strict=True):
+        graph.weights[name] = value.astype(dtype)
+        graph.tensors[name] = Tensor(name, np.dtype(dtype).name, value.shape, "weight")
+    prod.inputs = [prod.inputs[0], *names]
+    prod.attrs["epsilon"] = 0.0
 
 
 def _drop_unused(graph: Graph) -> None:

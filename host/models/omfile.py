@@ -59,6 +59,7 @@ import hashlib
 import os
 import stat
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,31 +168,140 @@ def encode(om: OmModel) -> bytes:
     return bytes(out)
 
 
-def read_file(path: str | os.PathLike) -> OmModel:
+Place = Callable[[int], memoryview]
+"""Where a read puts the weights: called once with the WEIGHTS_DATA size, returns a writable
+buffer of that many bytes (a model load's device memory)."""
+CHUNK_BYTES = 1 << 20
+"""The weights are read into their place and hashed this many bytes at a time (each chunk
+is hashed while it is still in the cache)."""
+
+
+def read_file(path: str | os.PathLike, place: Place | None = None) -> OmModel:
     """Read and decode an OM file: 145002 if missing, unreadable, empty, larger than
     :data:`MAX_FILE_BYTES` or not a regular file (a FIFO, a device such as ``/dev/zero``, a
     directory: opened without blocking and refused before any read); 145000 if its
-    header's length is not the file's. At most the declared length is read."""
+    header's length is not the file's. At most the declared length is read.
+
+    With ``place``, the WEIGHTS_DATA partition is read straight into ``place(size)`` in
+    chunks, hashed as it comes (the rest of the file is read first, the checksum compared
+    after the last chunk, before anything is decoded); the model's ``weights`` are that
+    buffer. A file whose table is not plain (the partition missing, overlapping another,
+    out of bounds) is read whole and its weights copied into the buffer, so its errors are
+    the ones above. ``place`` is called at most once, and may have been called when the
+    read fails (the caller releases what it gave)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, TypeError, ValueError) as exc:
         raise _no_path(path, str(exc)) from exc
     try:
         with os.fdopen(fd, "rb") as f:
-            data = _read_bounded(f, path)
+            total = _checked_size(f, path)
+            staged = None if place is None else _stage(f, total)
+            if staged is not None and place is not None:
+                return _decode_staged(f, staged, place)
+            data = _read_bounded(f, total)
     except OSError as exc:
         raise _no_path(path, str(exc)) from exc
     except MemoryError as exc:  # a large (or sparse) file this host cannot hold
         raise _no_path(path, "too large for this host's memory") from exc
-    return _decode_guarded(data)  # the buffer is this call's own: decoded without a copy
+    om = _decode_guarded(data)  # the buffer is this call's own: decoded without a copy
+    if place is not None:
+        weights = np.frombuffer(place(om.weight_size), np.uint8)
+        weights[:] = np.frombuffer(om.weights, np.uint8)
+        om.weights = weights
+    return om
+
+
+@dataclass
+class _Staged:
+    """A file read but for its weights: the bytes before and after WEIGHTS_DATA and the
+    partition's place in the file."""
+
+    pre: bytes
+    post: bytes
+    offset: int
+    size: int
+    total: int
+
+
+def _stage(f: Any, total: int) -> _Staged | None:
+    """Read all of the file but WEIGHTS_DATA, or None (then it is read whole) unless the
+    header and table are plain: the magic, a supported version, the declared length, and
+    a WEIGHTS_DATA partition that no other partition overlaps."""
+    fd = f.fileno()
+    head = os.pread(fd, HEADER_SIZE, 0)
+    if len(head) < HEADER_SIZE:
+        return None
+    magic, hsize, version, _digest, declared, count, _dyn, _name = _HEADER.unpack_from(head)
+    if (magic != MAGIC or hsize != HEADER_SIZE or not 0 < version <= FORMAT_VERSION
+            or declared != total or HEADER_SIZE + count * _ENTRY.size > total):
+        return None
+    table = os.pread(fd, count * _ENTRY.size, HEADER_SIZE)
+    if len(table) != count * _ENTRY.size:
+        return None
+    entries = [_ENTRY.unpack_from(table, k * _ENTRY.size) for k in range(count)]
+    weights = [(off, size) for ptype, _, off, size in entries if ptype == WEIGHTS_DATA]
+    if len(weights) != 1:
+        return None
+    off, size = weights[0]
+    end = off + size
+    if off % ALIGN or off < HEADER_SIZE + count * _ENTRY.size or end > total:
+        return None
+    if any(ptype != WEIGHTS_DATA and o < end and off < o + n for ptype, _, o, n in entries):
+        return None
+    pre, post = os.pread(fd, off, 0), os.pread(fd, total - end, end)
+    if len(pre) != off or len(post) != total - end:
+        raise _bad(f"OM file shrank while read: {len(pre) + len(post) + size} of {total}")
+    return _Staged(pre, post, off, size, total)
+
+
+def _decode_staged(f: Any, staged: _Staged, place: Place) -> OmModel:
+    """The weights of ``staged`` read from ``f`` into ``place(size)`` and hashed in file order
+    with the rest, then the file decoded as ``_decode`` does (same checks, same codes)."""
+    dest = place(staged.size)
+    if len(dest) != staged.size:
+        raise ValueError(f"a weights place of {len(dest)} bytes for {staged.size}")
+    pre = memoryview(staged.pre)
+    check = hashlib.sha256(pre[:_SUM.start])
+    check.update(bytes(_SUM.stop - _SUM.start))
+    check.update(pre[_SUM.stop:])
+    f.seek(staged.offset)
+    at = 0
+    while at < staged.size:
+        got = f.readinto(dest[at:min(at + CHUNK_BYTES, staged.size)])
+        if not got:
+            raise _bad(f"OM file shrank while read: {staged.offset + at} of {staged.total} "
+                       "bytes")
+        check.update(dest[at:at + got])
+        at += got
+    check.update(staged.post)
+    if check.digest() != _HEADER.unpack_from(staged.pre)[3]:
+        raise _bad("OM file checksum mismatch: corrupted")
+
+    end = staged.offset + staged.size
+
+    def part(off: int, size: int) -> memoryview:
+        if off + size <= staged.offset:
+            return pre[off:off + size]
+        if off >= end:
+            return memoryview(staged.post)[off - end:off - end + size]
+        return dest  # the one WEIGHTS_DATA partition (_stage checked nothing overlaps it)
+
+    try:
+        return _build(pre, part, staged.total)
+    except ModelError:
+        raise
+    except Exception as exc:  # malformed content of any shape: never crash the caller
+        raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"malformed OM file: {exc!r}") from exc
 
 
 def _no_path(path: object, detail: str) -> ModelError:
     return ModelError(ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID, f"{path!r}: {detail}")
 
 
-def _read_bounded(f: Any, path: object) -> bytes:
-    """The file's bytes, never more than its size and its header's declared length."""
+def _checked_size(f: Any, path: object) -> int:
+    """The file's length, once it is known to be a regular file of 1 to MAX_FILE_BYTES
+    bytes whose header declares that length."""
     st = os.fstat(f.fileno())
     if not stat.S_ISREG(st.st_mode):
         raise _no_path(path, "not a regular file")
@@ -202,6 +312,11 @@ def _read_bounded(f: Any, path: object) -> bytes:
     if total != st.st_size:
         raise _bad(f"OM file length {st.st_size} does not match its header ({total}): "
                    "truncated or extended")
+    return int(total)
+
+
+def _read_bounded(f: Any, total: int) -> bytes:
+    """The file's ``total`` bytes (``_checked_size``), never more."""
     data = f.read(total)  # one buffer (the weights stay views of it)
     if len(data) != total:
         raise _bad(f"OM file shrank while read: {len(data)} of {total} bytes")
@@ -230,7 +345,7 @@ def _bad(detail: str) -> ModelError:
 def _decode(data: bytes | bytearray) -> OmModel:
     if len(data) < HEADER_SIZE:
         raise _bad(f"truncated OM file: {len(data)} bytes, header needs {HEADER_SIZE}")
-    magic, head, version, digest, total, count, dynamic, name = _HEADER.unpack_from(data)
+    magic, head, version, digest, total = _HEADER.unpack_from(data)[:5]
     if magic != MAGIC or head != HEADER_SIZE:
         raise _bad(f"not an OM file (magic {magic!r}, header size {head})")
     if version > FORMAT_VERSION or version == 0:
@@ -245,7 +360,14 @@ def _decode(data: bytes | bytearray) -> OmModel:
     check.update(view[_SUM.stop:])
     if check.digest() != digest:
         raise _bad("OM file checksum mismatch: corrupted")
-    parts = _partitions(view, count)
+    return _build(view, lambda off, size: view[off:off + size], len(data))
+
+
+def _build(head: memoryview, part: Callable[[int, int], memoryview], total: int) -> OmModel:
+    """The model of a checked file: ``head`` holds its header and partition table, ``part``
+    gives the bytes of a partition by offset and size, ``total`` is the file's length."""
+    version, _digest, _total, count, dynamic, name = _HEADER.unpack_from(head)[2:]
+    parts = _partitions(head, count, total, part)
     om = OmModel(version, name.rstrip(b"\0").decode(), bool(dynamic),
                  _unpack(parts, MODEL_DEF), _unpack(parts, TENSOR_DESC),
                  _unpack(parts, TASK_INFO), _unpack(parts, TILING_DATA),
@@ -254,16 +376,18 @@ def _decode(data: bytes | bytearray) -> OmModel:
     return om
 
 
-def _partitions(data: memoryview, count: int) -> dict[int, memoryview]:
-    """Each partition as a view into ``data`` (no copy)."""
-    if HEADER_SIZE + count * _ENTRY.size > len(data):
+def _partitions(table: memoryview, count: int, total: int,
+                part: Callable[[int, int], memoryview]) -> dict[int, memoryview]:
+    """Each partition as a view (``part``, no copy) of a file of ``total`` bytes whose
+    header and table are in ``table``."""
+    if HEADER_SIZE + count * _ENTRY.size > min(total, len(table)):
         raise _bad(f"partition table of {count} entries runs past the end of the file")
     parts = {}
     for k in range(count):
-        ptype, _, off, size = _ENTRY.unpack_from(data, HEADER_SIZE + k * _ENTRY.size)
-        if off % ALIGN or off + size > len(data) or off < HEADER_SIZE:
+        ptype, _, off, size = _ENTRY.unpack_from(table, HEADER_SIZE + k * _ENTRY.size)
+        if off % ALIGN or off + size > total or off < HEADER_SIZE:
             raise _bad(f"partition {ptype} at {off}+{size} is outside the file or unaligned")
-        parts[ptype] = data[off:off + size]
+        parts[ptype] = part(off, size)
     missing = sorted(PARTITION_NAMES[t] for t in set(PARTITION_NAMES) - set(parts))
     if missing:
         raise _bad(f"OM file lacks partitions {missing}")

@@ -3,13 +3,13 @@
 Core of ``aclmdlLoadFromFile/Mem(WithMem)``, ``aclmdlExecute(Async)`` and ``aclmdlUnload``;
 the faces are ``acl.mdl`` (``host/acl/mdl.py``) and the Pythonic API.
 
-The four memory regions of a loaded model: **weights** (the OM's WEIGHTS_DATA, copied into HBM at
-load) and **workspace** (one block of the MemoryPlanner's size; every intermediate at its
-planned offset) are allocated at load, or supplied by the caller (the WithMem loads); the
-**inputs** and **outputs** are the caller's buffers, bound per execute. An op that declares
-scratch (``OpDef.workspace``) gets its planned block of the workspace as its kernel's last
-argument. Every op signature
-of every program (batch gear) is compiled, or found in the op caches, at load, as a static
+The four memory regions of a loaded model: **weights** (the OM's WEIGHTS_DATA, put into HBM
+at load: a file's read straight into it, ``load_file``) and **workspace** (one block of the
+MemoryPlanner's size; every intermediate at its planned offset) are allocated at load, or
+supplied by the caller (the WithMem loads); the **inputs** and **outputs** are the caller's
+buffers, bound per execute. An op that declares scratch (``OpDef.workspace``) gets its
+planned block of the workspace as its kernel's last argument. Every op signature of every
+program (batch gear) is compiled, or found in the op caches, at load, as a static
 op-map entry (never aged out while loaded); the binaries of the fresh ones are placed on the
 card in one pipelined batch of ``OP_LOAD``s (``executor.preload``), not one round trip each.
 The task list of every program (each op's binary, kernel, blocks and argument template with
@@ -166,16 +166,47 @@ _next_id = [0]
 def load(om: omfile.OmModel, work: tuple[int, int] | None = None,
          weight: tuple[int, int] | None = None) -> Model:
     """Load ``om`` on the current device (blocks: allocation, weight copy, op compiles)."""
-    rt = runtime.get()
-    ctx = rt.current()
-    model = Model(om, device=ctx.device)
+    model = Model(om, device=runtime.get().current().device)
     try:
         model.weight_ptr = _region(model, weight, om.weight_size, "weight")
-        model.work_ptr = _region(model, work, om.work_size, "work")
         if om.weight_size:
             blob = np.frombuffer(om.weights, np.uint8)
             memory.memcpy(model.weight_ptr, om.weight_size, blob.ctypes.data, om.weight_size,
                           _H2D)
+    except BaseException:
+        _release(model)
+        raise
+    return _finish(model, work)
+
+
+def load_file(path: Any, work: tuple[int, int] | None = None,
+              weight: tuple[int, int] | None = None) -> Model:
+    """Load the OM file at ``path`` on the current device (blocks), its weights read from
+    the file straight into their device memory (``omfile.read_file`` with a place: no host
+    copy of them, no host-to-device copy) and checked there; the rest as ``load``."""
+    model = Model(omfile.OmModel(0, "", False, {}, [], [], [], {}, b""),
+                  device=runtime.get().current().device)
+
+    def place(size: int) -> memoryview:
+        model.weight_ptr = _region(model, weight, size, "weight")
+        return memory.host_view(model.weight_ptr, size) if size else memoryview(bytearray())
+
+    try:
+        model.om = omfile.read_file(path, place)
+        runtime.get().current_link().check_alive()
+    except BaseException:
+        _release(model)
+        raise
+    return _finish(model, work)
+
+
+def _finish(model: Model, work: tuple[int, int] | None) -> Model:
+    """The rest of a load once the weights are on the card: the workspace, every program
+    compiled and registered, the model id."""
+    rt = runtime.get()
+    om = model.om
+    try:
+        model.work_ptr = _region(model, work, om.work_size, "work")
         model.link = link = rt.current_link()
         model.programs = [_prepare(model, k, link) for k in range(len(om.programs))]
         for prog in model.programs:

@@ -2,9 +2,13 @@
 
 BatchNorm: ``y = (x - mean) / sqrt(variance + epsilon) * scale + offset`` over the channel
 axis (1 for NCHW/ND, last for NHWC); only inference (``is_training`` true is 100000); one
-output (the real op's four statistics outputs are not produced). LayerNorm normalises over
-the axes from ``begin_norm_axis`` (TBE default 0) and returns only ``y``. SoftmaxV2 takes
-``axes`` (default ``[-1]``). Each tiles rows of axis 0 when axis 0 is not normalised.
+output (the real op's four statistics outputs are not produced). The kernel computes the
+per-channel factor and shift once per launch (float64, stored in x's dtype) and makes one
+multiply and one add pass over x; ``fused_relu`` (our attribute, set by ATC when a Relu is
+the only reader, ``host/models/fold.py``) adds ``max(., 0)`` on the tile in place.
+LayerNorm normalises over the axes from ``begin_norm_axis`` (TBE default 0) and returns
+only ``y``. SoftmaxV2 takes ``axes`` (default ``[-1]``). Each tiles rows of axis 0 when
+axis 0 is not normalised.
 """
 
 from __future__ import annotations
@@ -45,14 +49,19 @@ def _bn_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body
     axis = _bn_axis(ins[0], attrs)
     rank = len(ins[0].shape)
     shape = tuple(-1 if a == axis else 1 for a in range(rank))
-    prep = (f"k_ = (x1 / np.sqrt(x4 + {float(attrs['epsilon'])!r})).reshape({shape})\n"
-            f"m_ = x3.reshape({shape}); b_ = x2.reshape({shape})\n")
-    return Body("y0[s] = (x0[s] - m_) * k_ + b_", prep)
+    prep = (f"k_ = x1 / np.sqrt(x4.astype(np.float64) + {float(attrs['epsilon'])!r})\n"
+            f"b_ = (x2 - x3 * k_).astype(x0.dtype).reshape({shape})\n"
+            f"k_ = k_.astype(x0.dtype).reshape({shape})\n")
+    tile = "np.multiply(x0[s], k_, out=y0[s])\nnp.add(y0[s], b_, out=y0[s])\n"
+    if attrs.get("fused_relu"):  # a Relu fused by ATC, in place on the tile
+        tile += "np.maximum(y0[s], 0, out=y0[s])\n"
+    return Body(tile, prep)
 
 
 register(OpDef("BatchNorm", "aivector", ("x", "scale", "offset", "mean", "variance"), ("y",),
                FLOATS, _bn_infer, _bn_source,
-               attrs={"epsilon": 1e-4, "data_format": None, "is_training": False},
+               attrs={"epsilon": 1e-4, "data_format": None, "is_training": False,
+                      "fused_relu": False},
                linear=lambda i, o, a: [(0, 0), (len(i), 0)]))
 
 

@@ -160,8 +160,21 @@ def _pad_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> list
     return [Spec(ins[0].dtype, shape, ins[0].format)]
 
 
-register(OpDef(
-    "Pad", "aicpu", ("x", "paddings"), ("y",), ALL, _pad_infer,
-    lambda i, o, a: _single(f"y0[...] = np.pad(x0, {_paddings(i, a)}, "
-                            f"constant_values={a['constant_values']!r})"),
-    attrs={"paddings": None, "constant_values": 0}, optional=1))
+def _pad_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
+    """x copied into the middle of y, and only the border slabs filled (np.pad would build
+    the padded array apart and copy it once more)."""
+    pads = _paddings(ins, attrs)
+    inner = ", ".join(f"{lo}:{lo + d}" for d, (lo, _hi) in zip(ins[0].shape, pads, strict=True))
+    lines = [f"y0[{inner}] = x0"] if ins[0].shape else ["y0[...] = x0"]
+    for axis, (lo, hi) in enumerate(pads):
+        head = ":, " * axis
+        if lo:
+            lines.append(f"y0[{head}:{lo}] = value_")
+        if hi:
+            lines.append(f"y0[{head}{lo + ins[0].shape[axis]}:] = value_")
+    return Body("\n".join(lines), f"value_ = y0.dtype.type({attrs['constant_values']!r})\n",
+                split=False)
+
+
+register(OpDef("Pad", "aicpu", ("x", "paddings"), ("y",), ALL, _pad_infer, _pad_source,
+               attrs={"paddings": None, "constant_values": 0}, optional=1))

@@ -115,6 +115,34 @@ def test_conv_without_bias_and_scalar_mul() -> None:
     assert_same_outputs(model, plain, folded)
 
 
+def test_batchnorm_after_a_concat_takes_mul_add_and_relu() -> None:
+    """DenseNet's pattern: Concat -> BatchNorm -> Mul -> Add -> Relu is Concat and one
+    BatchNorm (x * a + b, Relu fused), equal to the unfused graph by the op library's
+    kernels and by onnxruntime; a BatchNorm with a second reader keeps its Mul and Add."""
+    model = _conv_chain([helper.make_node("Concat", ["c", "c"], ["cc"], axis=0),
+                         helper.make_node("BatchNormalization", ["cc", "g", "be", "m", "v"],
+                                          ["n"], epsilon=1e-3),
+                         helper.make_node("Mul", ["n", "k"], ["p"]),
+                         helper.make_node("Add", ["k", "p"], ["q"]),
+                         helper.make_node("Relu", ["q"], ["y"])])
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 4
+    plain, folded, absorbed = folded_pair(model)
+    assert absorbed == 3
+    assert [n.op for n in folded.nodes] == ["Conv2D", "Concat", "BatchNorm"]
+    bn = folded.nodes[2]
+    assert bn.attrs["fused_relu"] and bn.attrs["epsilon"] == 0.0
+    assert_same_outputs(model, plain, folded)
+    feeds = random_feeds(model, 2)
+    want = run_ort(to_onnx(plain), feeds)
+    for w, x in zip(want, run_graph(folded, feeds), strict=True):
+        np.testing.assert_allclose(x, w, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(w).max()))
+    model.graph.output.append(helper.make_tensor_value_info("n", TensorProto.FLOAT,
+                                                            [4, 4, 6, 6]))
+    _plain, kept, absorbed = folded_pair(model)
+    assert absorbed == 1  # only the Relu, into the Add
+    assert [n.op for n in kept.nodes][1:] == ["Concat", "BatchNorm", "Mul", "Add"]
+
+
 @pytest.mark.parametrize("case", ["two readers", "output between", "computed", "broadcast",
                                   "c minus x"])
 def test_what_must_not_fold(case: str) -> None:

@@ -66,6 +66,10 @@ def _node(g: Graph, n, extra: list) -> list:
                      kernel_shape=a["ksize"][2:], strides=a["strides"][2:],
                      pads=[t, left, b, r])]
     if n.op == "BatchNorm":
+        if a.get("fused_relu"):
+            pre = f"{outs[0]}__prerelu"
+            return [make("BatchNormalization", ins, [pre], epsilon=a["epsilon"]),
+                    make("Relu", [pre], outs)]
         return [make("BatchNormalization", ins, outs, epsilon=a["epsilon"])]
     if n.op == "LayerNorm":
         return [make("LayerNormalization", ins, outs, axis=a["begin_norm_axis"],

@@ -259,3 +259,35 @@ def test_npuemu_atc_without_singleop_is_model_mode(cnn_path, tmp_path, capsys) -
                           "--soc_version=Ascend910B1"]) == 0
     assert omfile.read_file(tmp_path / "c.om").model_def["inputs"] == ["x"]
     assert "ATC run success" in capsys.readouterr().out
+
+
+def test_weights_read_into_their_place_and_checked_there(om_bytes, tmp_path,
+                                                        monkeypatch) -> None:
+    """read_file with a place: the weights land in the given buffer (the model's weights are
+    a view of it), in chunks smaller than them; a flipped weight byte is the checksum's
+    145000 (after the place was filled), a file cut short 145000 before it is asked."""
+    data = om_bytes
+    om = omfile.read(data)
+    assert len(om.weights) > 2 * 64
+    monkeypatch.setattr(omfile, "CHUNK_BYTES", 64)
+    path = tmp_path / "m.om"
+    path.write_bytes(data)
+    given: list[bytearray] = []
+
+    def place(size: int) -> memoryview:
+        given.append(bytearray(size))
+        return memoryview(given[-1])
+
+    got = omfile.read_file(path, place)
+    assert len(given) == 1 and bytes(given[0]) == bytes(om.weights)
+    assert np.shares_memory(got.weights, np.frombuffer(given[0], np.uint8))
+    assert got.tensors == om.tensors and got.programs == om.programs
+    at = data.index(bytes(om.weights)) + len(om.weights) // 2
+    path.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
+    with pytest.raises(ModelError, match="checksum") as err:
+        omfile.read_file(path, place)
+    assert err.value.code == 145000 and len(given) == 2
+    path.write_bytes(data[:-1])
+    with pytest.raises(ModelError) as err:
+        omfile.read_file(path, place)
+    assert err.value.code == 145000 and len(given) == 2

@@ -102,6 +102,16 @@ def reader_code(data: bytes) -> int:
     return 0
 
 
+def placed_code(path: str) -> int:
+    """The code of ``omfile.read_file`` reading the weights into a place of their own (the
+    model load's path: straight into device memory, hashed as read)."""
+    try:
+        omfile.read_file(path, lambda size: memoryview(bytearray(size)))
+    except ModelError as exc:
+        return exc.code
+    return 0
+
+
 def getters(desc: int) -> None:
     """Every descriptor getter, for every input and output and one index past them."""
     for i in range(mdl.get_num_inputs(desc) + 1):
@@ -121,7 +131,7 @@ def getters(desc: int) -> None:
 def entry_codes(path: str, data: bytes | None = None) -> dict[str, int]:
     """The code of each entry point for the file at ``path`` (and ``data`` in memory)."""
     desc = mdl.create_desc()
-    codes = {"query_size": mdl.query_size(path)[-1],
+    codes = {"query_size": mdl.query_size(path)[-1], "read_file_placed": placed_code(path),
              "get_desc_from_file": mdl.get_desc_from_file(desc, path)}
     getters(desc)
     if data is not None:
