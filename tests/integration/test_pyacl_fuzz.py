@@ -3,7 +3,9 @@
 Every public function of ``acl``, ``acl.rt`` and ``acl.util`` is called by hypothesis with
 wrong types and extreme values mixed with live handles (streams, events, device and pinned
 pointers, contexts, data buffers), in one child program (``tests/progs/pyacl_fuzz.py``) on
-one embedded node. A call may return anything or raise TypeError, ValueError or
+one embedded node: each function five times (its arity, or one argument less or more), each
+time after 0 to 2 calls of random functions (``FUZZ_BUDGET_S=<s>`` in the environment adds
+random call sequences for that long). A call may return anything or raise TypeError, ValueError or
 OverflowError (what pyACL's argument parser raises for a wrong Python type or an
 out-of-range C value); any other exception is an internal error and fails the test.
 Afterwards the card must still be usable: a round trip through device memory, a stream, and
@@ -38,4 +40,5 @@ def test_fuzz_every_pyacl_function(run_prog, tmp_path):
     print("pyACL fuzz:", r["stats"], f"in {r['seconds']} s")
     assert r["n_internal"] == 0, "\n".join(r["internal"])
     assert r["stats"]["calls"] > 1000 and r["stats"]["functions"] >= 90
+    assert r["stats"]["called"] == r["stats"]["functions"]  # each, FUZZ_EXAMPLES times
     assert r["roundtrip"] and r["status"] == [0, 0]

@@ -75,6 +75,7 @@ def test_op_load_of_code_or_failing_source_is_107000_and_a_bystander_sees_nothin
 def test_past_the_op_binary_limit_207012_and_the_op_map_makes_room(run_prog):
     r = program(run_prog, "limit", env={"NPUEMU_OP_INCREMENTAL": "0"}, timeout=240)
     assert r["refused_with"] == OVER_LIMIT and r["loaded"] == 1 << 15
+    assert r["refused"] == [OVER_LIMIT] and r["loaded_after_refusal"] == 0  # loads pipelined
     assert r["unload"] == ["ok", "ok"]
     assert r["adds"] == [[0, [True]]] * 3 and r["evictions"] == 1  # the third shed the first
     assert r["raw_again"] == ["err", OVER_LIMIT] and r["ping"] == "ok"

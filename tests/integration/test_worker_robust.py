@@ -11,6 +11,7 @@ dict; assertions are here. Scenarios that need a second host use a shared node
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -85,6 +86,9 @@ def test_host_leaving_with_tasks_running_does_not_kill_the_card(module_node, run
 
 def test_kill_9_of_hosts_doing_large_async_copies_leaves_the_card_serving(
         module_node, spawn_prog, run_prog, tmp_path):
+    """Four hosts killed one after the other in their copy loop. Each host first makes the
+    check of ``still_serves`` (so hosts 1 to 3 check the card after the kill before them)
+    and a last ``still_serves`` host checks it after the fourth kill."""
     name = module_node(devices=2, hbm="64M", ddr="32M")
     pids = set()
     for i in range(4):
@@ -96,13 +100,16 @@ def test_kill_9_of_hosts_doing_large_async_copies_leaves_the_card_serving(
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() - t0 < deadline, "the host never got going"
             time.sleep(0.05)
+        r = json.loads(ready.read_text())
+        assert r["serves"], i  # after the kill of host i - 1 (i > 0)
+        pids.add(r["pid"])
         time.sleep(0.1 * i)  # kill at different moments of the copy loop
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
-        r = scenario(run_prog, "still_serves", env={"NPUEMU_NODE": name})
-        assert r["serves"], i
-        pids.add(r["pid"])
-    assert len(pids) == 1  # the same worker served after every kill
+    r = scenario(run_prog, "still_serves", env={"NPUEMU_NODE": name})
+    assert r["serves"]
+    pids.add(r["pid"])
+    assert len(pids) == 1  # the same worker served before the kills and after every one
 
 
 # 5. a kernel's counts and pointers are checked before any view ------------------------------

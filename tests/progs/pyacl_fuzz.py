@@ -3,9 +3,15 @@
 values mixed with live handles, then a round trip through the card (what is fuzzed and what
 is not: the test's docstring).
 
-``python pyacl_fuzz.py fuzz_all`` initializes pyACL, sets device 0, fuzzes for
-``$FUZZ_BUDGET_S`` seconds (20 by default) and prints ``R`` (see ``childlib``): the call
-counts, the exceptions allowed, the internal ones (the bugs), the card's state after.
+``python pyacl_fuzz.py fuzz_all`` initializes pyACL, sets device 0 and sweeps the surface:
+for each function in turn, ``$FUZZ_EXAMPLES`` hypothesis examples (5 by default), each a
+call of that function (its own arity four times in six, one less or one more otherwise)
+after 0 to 2 calls of random functions, so every function is called at least that many
+times and in varied states. A count rather than a time budget: the same coverage however
+loaded the machine is. ``$FUZZ_BUDGET_S`` (0 by default) adds random batches (sequences of
+1 to 4 calls of any functions) until the fuzzing has lasted that long, for a longer hunt. Then
+it prints ``R`` (see ``childlib``): the call counts, the exceptions allowed, the internal
+ones (the bugs), the card's state after.
 """
 
 import inspect
@@ -21,7 +27,8 @@ from hypothesis import strategies as st
 
 from npuemu.host.acl import _wrap
 
-TIME_BUDGET_S = float(os.environ.get("FUZZ_BUDGET_S", "20"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "5"))
+TIME_BUDGET_S = float(os.environ.get("FUZZ_BUDGET_S", "0"))
 BIG_HOST = 256 << 20
 GUARD = 64 << 10
 ALLOWED = (TypeError, ValueError, OverflowError)
@@ -112,15 +119,19 @@ messages = set()
 stats = {"calls": 0, "returned": 0, "allowed_exc": 0, "internal": [], "functions": len(CALLS)}
 
 
-@settings(max_examples=100, deadline=None,
-          suppress_health_check=list(HealthCheck), database=None, phases=[Phase.generate])
-@given(st.data())
-def fuzz(data):
+def calls_of(c):
+    """A call of ``c`` (name, function, arity): its arguments, mostly as many as it takes."""
+    return st.tuples(st.just(c), st.sampled_from([c[2]] * 4 + [max(c[2] - 1, 0), c[2] + 1])
+                     .flatmap(lambda n: st.lists(junk(), min_size=n, max_size=n)))
+
+
+ANY_CALL = st.sampled_from(CALLS).flatmap(calls_of)
+SETTINGS = {"deadline": None, "suppress_health_check": list(HealthCheck), "database": None,
+            "phases": [Phase.generate]}
+
+
+def run_plan(plan):
     global POOL
-    call = st.sampled_from(CALLS).flatmap(lambda c: st.tuples(
-        st.just(c), st.sampled_from([c[2]] * 4 + [max(c[2] - 1, 0), c[2] + 1]).flatmap(
-            lambda n: st.lists(junk(), min_size=n, max_size=n))))
-    plan = data.draw(st.lists(call, min_size=1, max_size=4))
     LIVE_IDS.clear()
     LIVE_IDS.update(i for t in threading.enumerate() for i in (t.ident, t.native_id))
     for (name, fn, _n), raw in plan:
@@ -145,6 +156,26 @@ def fuzz(data):
             acl.rt.free_host(out[0])
 
 
+def sweep(c):
+    """``EXAMPLES`` plans ending with a call of ``c``, after 0 to 2 random calls."""
+    @settings(max_examples=EXAMPLES, **SETTINGS)
+    @given(st.lists(ANY_CALL, max_size=2), calls_of(c))
+    def one(before, target):
+        run_plan([*before, target])
+        called.add(c[0])
+
+    one()
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(st.lists(ANY_CALL, min_size=1, max_size=4))
+def fuzz(plan):
+    run_plan(plan)
+
+
+called = set()
+
+
 @scenario
 def fuzz_all():
     global POOL
@@ -152,13 +183,16 @@ def fuzz_all():
     ok(acl.rt.set_device(0), "set_device")
     POOL = fresh_pool()
     start = time.monotonic()
+    for c in CALLS:  # every function, EXAMPLES times
+        sweep(c)
     batches = 0
-    while time.monotonic() - start < TIME_BUDGET_S:  # fresh hypothesis runs until the budget
+    while time.monotonic() - start < TIME_BUDGET_S:  # a longer hunt, asked for
         fuzz()
         batches += 1
     R["stats"] = {k: v for k, v in stats.items() if k != "internal"}
     R["stats"]["exceptions"] = kinds
-    R["stats"]["examples"] = batches * 100
+    R["stats"]["examples"] = len(CALLS) * EXAMPLES + batches * 100
+    R["stats"]["called"] = len(called)
     R["messages"] = sorted(messages)
     R["internal"] = stats["internal"][:20]
     R["n_internal"] = len(stats["internal"])

@@ -8,8 +8,8 @@ Usage: ``python trust_ops.py SCENARIO [ARG]``:
   then whether the card is the same process, still serves, and got its HBM back.
 - ``bystander``: a well-behaved host copying and checking data until the file ``ARG``
   exists (``READY`` is created once it runs).
-- ``limit``: ``OP_LOAD`` of a tiny source until the card refuses; then one unload and a
-  load again.
+- ``limit``: ``OP_LOAD`` of a tiny source until the card refuses (pipelined, 256 loads a
+  wait); then two unloads, three op compiles and a raw load again.
 - ``compile``: one ``Add`` compiled and executed (``ASCEND_CACHE_PATH`` from the test), the
   result and the op cache statistics.
 - ``models DIR EACH``: ``aclopSetModelDir(DIR)``, ``aclopLoad`` of every file in ``EACH``,
@@ -174,18 +174,29 @@ def bystander(stop: str) -> None:
     R["same_worker"] = worker_pid() == R["pid"]
 
 
+LIMIT_BATCH = 256
+"""Raw loads ``limit`` sends back to back before it waits for their replies."""
+
+
 def limit() -> None:
-    """Raw loads until the card refuses; two unloads; then three op compiles (distinct
-    binaries): the third finds the card full and the op map sheds its oldest entry."""
+    """Raw loads until the card refuses (``LIMIT_BATCH`` at a time through the link's
+    ``call_many``: sent back to back, one wait; the refusals past the first are kept: each
+    must be 207012 and no load may succeed after one); two unloads; then three op compiles
+    (distinct binaries): the third finds the card full and the op map sheds its oldest
+    entry."""
     ok(acl.init(), "init")
     ok(acl.rt.set_device(0), "set_device")
-    loaded, t0 = [], time.monotonic()
-    while len(loaded) <= 200_000:
-        status, result = call(Op.OP_LOAD, "x = 1\n", "tiny")
-        if status != "ok":
-            R["refused_with"] = result
-            break
-        loaded.append(result[:2])
+    loaded, refused, t0 = [], [], time.monotonic()
+    R["loaded_after_refusal"] = 0
+    while not refused and len(loaded) <= 200_000:  # pipelined, LIMIT_BATCH loads a wake
+        for result in link().call_many([(Op.OP_LOAD, "x = 1\n", "tiny")] * LIMIT_BATCH):
+            if isinstance(result, errors.AclError):
+                refused.append(result.code)
+            else:
+                R["loaded_after_refusal"] += bool(refused)
+                loaded.append(list(result[:2]))
+    R["refused_with"] = refused[0] if refused else None
+    R["refused"] = sorted(set(refused))
     R["loaded"] = len(loaded)
     R["seconds"] = round(time.monotonic() - t0, 1)
     R["unload"] = [call(Op.OP_UNLOAD, *loaded.pop())[0] for _ in range(2)]

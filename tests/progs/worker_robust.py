@@ -5,6 +5,7 @@ host would be, pushing raw frames through its own link (``runtime.get().current_
 ``childlib``); the assertions are the test's. The kernels are ``robust_kernels.py``.
 """
 
+import json
 import os
 import threading
 import time
@@ -218,9 +219,14 @@ def leave(how):
 
 @scenario
 def copy_forever(ready):
-    """``leaver``, then create the file ``ready`` and copy until killed."""
+    """``still_serves``'s check (written into the file ``ready``, as JSON), ``leaver``, then
+    ``ready`` appears (renamed into place, whole) and the host copies until killed."""
+    ok(acl.rt.set_device(0))
+    check = {"serves": serves(), "pid": worker_pid()}
     s, n, a, b, hp = leaver()
-    open(ready, "w").close()
+    with open(ready + ".part", "w") as f:
+        json.dump(check, f)
+    os.rename(ready + ".part", ready)
     while True:
         for _ in range(5):
             ok(acl.rt.memcpy_async(b, n, a, n, 3, s), "D2D")
