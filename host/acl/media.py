@@ -7,7 +7,9 @@ names). A ``dvpp_create_*`` call that fails returns 0 (the C call's NULL), with 
 ``acl.get_recent_err_msg``.
 
 Video decode (``vdec_*``, ``dvpp_*_stream_desc*``) is ``host/media/vdec.py``, video encode
-(``venc_*``) ``host/media/venc.py``. Every name of pyACL's media table is provided. The histogram
+(``venc_*``) ``host/media/venc.py``. Every name of pyACL's media table that CANN's pyACL
+documentation gives is provided, as far as it was checked (pyramid, batch crop-resize with
+borders, channel parameters and ``dvpp_malloc_with_cfg`` were the last). The histogram
 calls (``acldvppVpcCalcHistAsync``, ``acldvppVpcEqualizeHistAsync``, ``acldvppHist``,
 ``acldvppLutMap``) are C calls CANN documents no ``acl.media`` form of (pyACL has them as
 ``acl.himpi.vpc_calc_hist`` and ``vpc_equalize_hist`` only), so there are none here.

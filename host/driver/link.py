@@ -50,6 +50,7 @@ a lock; ``clear_event`` writes an event slot that the worker no longer writes (s
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import signal
@@ -95,19 +96,46 @@ _ASYNC_SIGNALS = signal.valid_signals() - {signal.SIGSEGV, signal.SIGBUS, signal
                                             signal.SIGABRT}
 
 
+class _SigSet(ctypes.Structure):
+    """A C ``sigset_t`` (glibc's: 1024 bits)."""
+
+    _fields_ = [("bits", ctypes.c_ulong * (1024 // (8 * ctypes.sizeof(ctypes.c_ulong))))]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_sigmask = _libc.pthread_sigmask
+_sigmask.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+_sigmask.restype = ctypes.c_int
+_HELD = _SigSet()
+for _sig in _ASYNC_SIGNALS:
+    _libc.sigaddset(ctypes.byref(_HELD), int(_sig))
+_HELD_REF = ctypes.byref(_HELD)
+
+
 def _sleep(sem: posix_ipc.Semaphore, timeout_s: float) -> bool:
     """``shm.wait`` with asynchronous signals held back until it returns. (posix_ipc runs
     Python's handler on EINTR but then replaces the handler's exception, KeyboardInterrupt
     or SystemExit, with ``SignalError``.) A signal that arrives meanwhile is delivered when
     the mask is restored, at most one sleep slice later, and its handler then runs as for
-    any Python code. Costs two ``pthread_sigmask`` calls, on the sleeping path only."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _ASYNC_SIGNALS)
+    any Python code. Costs three ``pthread_sigmask`` calls, on the sleeping path only.
+
+    The mask is changed by libc's ``pthread_sigmask`` itself, not ``signal.pthread_sigmask``:
+    that one runs pending handlers inside the call, after the mask has changed, and then
+    Python code of its own, so a handler's exception raised there (a signal taken by
+    another thread a moment before) left the thread with every asynchronous signal blocked
+    for good: each later sleep then restored that mask, SIGINT and SIGTERM stayed pending
+    for the rest of the program, and every process it started inherited the mask. Here the
+    mask is read before anything changes, blocked inside the ``try`` and restored in its
+    ``finally``, whatever is raised where; handlers run after the restore, as Python code."""
+    old = _SigSet()
+    _sigmask(signal.SIG_BLOCK, None, ctypes.byref(old))  # reads it; changes nothing
     try:
+        _sigmask(signal.SIG_BLOCK, _HELD_REF, None)
         return shm.wait(sem, timeout_s)
     except posix_ipc.SignalError:  # a signal that cannot be blocked: like a spurious wake
         return False
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        _sigmask(signal.SIG_SETMASK, ctypes.byref(old), None)
 
 
 def encode(frame: list[Any] | protocol.Frame) -> bytes:

@@ -99,15 +99,15 @@ def test_covering_gives_the_mapped_range_and_the_cache_it_holds_for(fake_runtime
 
 @pytest.mark.parametrize("shift", [0, 16, memory.ALIASED_OFFSETS, 2048, 4000])
 def test_short_copies_land_exactly_aliased_or_not(fake_runtime, shift):
-    """H2D and D2H of sizes about the bounce threshold and up to ``SMALL_COPY_BYTES``,
+    """H2D and D2H of sizes about the split and bounce thresholds, up to ``SMALL_COPY_BYTES``,
     with the host end ``shift`` bytes into its page (16 and 256: D2H aliased; 4000: H2D
     aliased), at the start and inside a block: every byte, nothing past the end."""
     ok(acl.rt.set_device(0))
     top = memory.SMALL_COPY_BYTES
     dev = malloc(top + 8192)
     rng = np.random.default_rng(shift)
-    for count in (100, memory.BOUNCE_MIN_BYTES - 1, memory.BOUNCE_MIN_BYTES,
-                  memory.BOUNCE_MIN_BYTES + 1, 3 * 4096 + 5, top):
+    for count in (100, memory.SPLIT_MIN_BYTES - 1, memory.SPLIT_MIN_BYTES, 3001,
+                  memory.SPLIT_MAX_BYTES, memory.SPLIT_MAX_BYTES + 1, 3 * 4096 + 5, top):
         for inner in (0, 4096):
             _raw_src, src = page_buffer(count, shift)
             src[:] = rng.integers(0, 256, count, dtype=np.uint8)

@@ -62,7 +62,9 @@ Figures (limit in brackets):
   ``launch_kernel`` of an empty AI Core kernel plus ``synchronize_stream`` [the same ring].
   "copy+compute overlap": 16 MiB D2D ``memcpy_async`` on one stream and a 4 Mi-element relu
   kernel on another, sized so that each alone takes about the same time T; the time of both
-  at once [the longer one alone]; target ≤ 1.3x.
+  at once [the longer one alone]; target ≤ 1.3x. "copy+compute overlap, bare threads": the
+  same memmove and in-place ``np.maximum`` in two threads of the bench process, samples
+  taking turns with the streams' [the longer thread alone]: what the machine allows.
 * node start-up: ``npuemu start --devices 8 --name bench-<pid>`` until it returns, median
   of 5 (1 quick), each followed by ``npuemu stop`` [8 bare ``python -c "import
   npuemu.shared.ring"`` started in parallel]. ``npuemu`` is the console script next to
