@@ -17,7 +17,8 @@ absorbed task's output. Chains fold one after another (Conv -> BatchNorm -> Mul 
 Conv). A ``Relu`` that is the sole reader of such a Conv2D's output (after its chain, if any)
 is fused into it (``fused_relu``: the kernel applies ``max(., 0)`` to its output in place, so
 the Relu's task and its pass over memory are gone); nothing folds after it. A Relu that is
-the sole reader of an ``Add`` (a residual sum) is fused into the Add the same way. The arithmetic
+the sole reader of an ``Add`` (a residual sum) or of a ``Concat`` (ShuffleNet's downsampling
+units) is fused into it the same way. The arithmetic
 is done in float64 and stored in the filter's dtype, so the folded model equals the unfused
 one within the dtype's rounding. The Conv's ``MatMul``-from-``Gemm`` twin is the same:
 ``Gemm`` lowers to ``MatMul`` (+ ``Mul`` alpha, + ``Add`` C), which folds to one ``MatMul``
@@ -78,7 +79,7 @@ def apply(graph: Graph) -> int:
         if folded:
             changed.append(node)
     for node in graph.nodes:
-        if node.op == "Add" and id(node) not in absorbed and \
+        if node.op in ("Add", "Concat") and id(node) not in absorbed and \
                 _fuse_relu(graph, readers, node, absorbed):
             changed.append(node)
     if not absorbed:

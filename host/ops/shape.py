@@ -2,6 +2,8 @@
 
 Index-like inputs (``perm``, ``shape``, ``paddings``) must be const
 (``aclSetTensorConst``) or given as the attribute of the same name (the ``...D`` form).
+Concat takes ``fused_relu`` (our attribute, set by ATC when a Relu is its only reader,
+``host/models/fold.py``): ``max(., 0)`` on y in place after the copy.
 Reshape also takes its shape from the output descriptor, and accepts one -1. Concat
 (``concat_dim``, default 0) takes any number of inputs; Split (``split_dim``, ``num_split``)
 gives ``num_split`` equal outputs. Gather takes ``axis`` (default 0); an index out of range
@@ -92,11 +94,12 @@ def _concat_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> l
 def _concat_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
     axis = normalize_axis(int(attrs["concat_dim"]), len(ins[0].shape))
     xs = ", ".join(f"x{i}" for i in range(len(ins)))
-    return _single(f"np.concatenate(({xs},), axis={axis}, out=y0)")
+    relu = "\nnp.maximum(y0, 0, out=y0)" if attrs.get("fused_relu") else ""
+    return _single(f"np.concatenate(({xs},), axis={axis}, out=y0){relu}")
 
 
 register(OpDef("Concat", "aicpu", ("x",), ("y",), MOVES, _concat_infer, _concat_source,
-               attrs={"concat_dim": 0}, variadic_inputs=True))
+               attrs={"concat_dim": 0, "fused_relu": False}, variadic_inputs=True))
 
 
 MAX_SPLIT = 1 << 16

@@ -54,3 +54,24 @@ def test_an_add_read_elsewhere_keeps_its_relu(case: str) -> None:
     plain, folded, absorbed = folded_pair(model)
     assert absorbed == 0
     assert [n.op for n in folded.nodes] == [n.op for n in plain.nodes]
+
+
+def test_a_relu_after_a_concat_is_fused_into_it() -> None:
+    """ShuffleNet's downsampling unit ends in Concat -> Relu: one Concat with fused_relu,
+    equal to the unfused graph by the op library's kernels."""
+    nodes = [helper.make_node("Neg", ["x"], ["n"]),
+             helper.make_node("Concat", ["x", "n"], ["c"], axis=1),
+             helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6, 4, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    plain, folded, absorbed = folded_pair(model)
+    assert absorbed == 1 and [n.op for n in folded.nodes] == ["Neg", "Concat"]
+    assert folded.nodes[1].attrs["fused_relu"]
+    feeds = random_feeds(model, 2)
+    (want,) = run_ort(to_onnx(plain), feeds)
+    (got,) = run_graph(folded, feeds)
+    np.testing.assert_array_equal(got, want)
+    (again,) = run_ort(to_onnx(folded), feeds)
+    np.testing.assert_array_equal(again, want)

@@ -83,6 +83,9 @@ def _node(g: Graph, n, extra: list) -> list:
     if n.op == "Transpose":
         return [make("Transpose", ins, outs, perm=a["perm"])]
     if n.op == "Concat":
+        if a.get("fused_relu"):
+            return [make("Concat", ins, [f"{outs[0]}__prerelu"], axis=a["concat_dim"]),
+                    make("Relu", [f"{outs[0]}__prerelu"], outs)]
         return [make("Concat", ins, outs, axis=a["concat_dim"])]
     if n.op == "Split":
         return [make("Split", ins, outs, axis=a["split_dim"], num_outputs=a["num_split"])]
