@@ -2,19 +2,23 @@
 process of an environment where npuemu is installed (the top-level ``acl`` package shipped
 with npuemu forwards to this module), unless a real pyACL comes earlier on ``sys.path``.
 
-Submodules as in pyACL: ``acl.rt`` (runtime), ``acl.util`` (pointer helpers), ``acl.prof``
-(profiling), ``acl.media`` (DVPP images). Calls return
+Submodules as in pyACL: ``acl.rt`` (runtime), ``acl.util`` (pointer helpers), ``acl.op``
+(single operators), ``acl.mdl`` (offline models), ``acl.prof`` (profiling), ``acl.media``
+(DVPP images and video). ``acl.mdl``, ``acl.media`` and ``acl.prof`` are imported on first
+use (an attribute read, ``from acl import mdl`` or ``import acl.mdl``), so a program that
+uses only the runtime does not pay for the model, codec and profiler modules. Calls return
 ``ret`` or a tuple ending in ``ret``; pointers and handles are ints. Calls that take no
 parameters accept and ignore extra arguments, as pyACL's do.
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from npuemu.host.acl import data, mdl, media, op, prof, rt, tensor, util
+from npuemu.host.acl import data, op, rt, tensor, util
 from npuemu.host.acl._wrap import fail as _fail
 from npuemu.host.acl._wrap import recent_message as _recent_message
 from npuemu.host.acl._wrap import with_result as _with_result
@@ -128,6 +132,9 @@ def app_log(level: int, msg: str, *_location: Any) -> None:
         plog.log(slog_level, msg.replace("\n", " "), module="APP")
 
 
+_ON_FIRST_USE = ("mdl", "media", "prof")
+"""The submodules imported on first use (``__getattr__``)."""
+
 create_data_buffer = data.create
 destroy_data_buffer = data.destroy
 get_data_buffer_addr = data.get_addr
@@ -140,5 +147,15 @@ __all__ = ["app_log", "create_data_buffer", "data_type_size", "destroy_data_buff
            "finalize", "get_data_buffer_addr", "get_data_buffer_size",
            "get_data_buffer_size_v2", "get_device_capability", "get_recent_err_msg",
            "get_soc_name", "get_version",
-           "init", "mdl", "media", "on_finalize", "op", "prof", "rt", "update_data_buffer", "util",
+           "init", "on_finalize", "op", "rt", "update_data_buffer", "util", *_ON_FIRST_USE,
            *tensor.__all__]
+
+def __getattr__(name: str) -> Any:
+    """``acl.mdl``, ``acl.media``, ``acl.prof``: imported on first use (see the docstring)."""
+    if name in _ON_FIRST_USE:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_ON_FIRST_USE})
