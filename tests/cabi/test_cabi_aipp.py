@@ -5,8 +5,10 @@ normalisation; the gears of a ``--dynamic_image_size`` model."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -26,12 +28,9 @@ def _atc_runs(tmp_path, jobs) -> list:
         onnx.save(model, tmp_path / f"{name}.onnx")
         argvs.append(["atc", f"--model={tmp_path / name}.onnx", "--framework=5",
                       f"--output={tmp_path / name}", "--soc_version=Ascend910B1", *extra])
-    code = ("import sys; from npuemu.tools.cli import main\n"
-            f"for argv in {argvs!r}:\n"
-            "    if main(argv):\n"
-            "        sys.exit(f'atc failed: {argv}')\n")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=180)
+    prog = Path(__file__).resolve().parents[1] / "progs" / "atc_many.py"
+    res = subprocess.run([sys.executable, str(prog), json.dumps(argvs)], capture_output=True,
+                         text=True, timeout=180)
     assert res.returncode == 0, res.stdout + res.stderr
     return [tmp_path / f"{name}.om" for _, name, *_ in jobs]
 

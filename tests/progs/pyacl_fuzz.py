@@ -8,7 +8,10 @@ for each function in turn, ``$FUZZ_EXAMPLES`` hypothesis examples (5 by default)
 call of that function (its own arity four times in six, one less or one more otherwise)
 after 0 to 2 calls of random functions, so every function is called at least that many
 times and in varied states. A count rather than a time budget: the same coverage however
-loaded the machine is. ``$FUZZ_BUDGET_S`` (0 by default) adds random batches (sequences of
+loaded the machine is; and derandomized (the same examples every run), so a failure of the
+sweep reproduces. It once failed, randomized, with stdout refusing the final print (EINVAL),
+not reproduced since: a fuzzed call damaging the process, to be found with the hunt below.
+``$FUZZ_BUDGET_S`` (0 by default) adds random batches (sequences of
 1 to 4 calls of any functions) until the fuzzing has lasted that long, for a longer hunt. Then
 it prints ``R`` (see ``childlib``): the call counts, the exceptions allowed, the internal
 ones (the bugs), the card's state after.
@@ -158,7 +161,7 @@ def run_plan(plan):
 
 def sweep(c):
     """``EXAMPLES`` plans ending with a call of ``c``, after 0 to 2 random calls."""
-    @settings(max_examples=EXAMPLES, **SETTINGS)
+    @settings(max_examples=EXAMPLES, derandomize=True, **SETTINGS)
     @given(st.lists(ANY_CALL, max_size=2), calls_of(c))
     def one(before, target):
         run_plan([*before, target])
