@@ -1,4 +1,10 @@
-"""Figure family: execution: submission, queries, kernel launch and copy/compute overlap."""
+"""Figure family: execution: submission, queries, kernel launch and copy/compute overlap.
+
+Threads: the figure runs in the bench's main thread. ``_BareOverlap.together`` starts one
+more thread for the duration of one sample: it runs ``_relus`` over ``_x`` while the main
+thread runs ``_copies`` over ``_src``/``_dst``; the two touch disjoint arrays and the main
+thread joins it before reading the clock, so no lock is needed. Nothing else here starts a
+thread."""
 
 from __future__ import annotations
 
