@@ -405,16 +405,10 @@ def small_copy(dst: object, dst_max: object, src: object, count: object,
     if _CAPTURES[0] or _CAPTURES[1] or _CAPTURES[2]:
         capture.check_mode("aclrtMemcpy")  # 107030 while a capture's mode forbids it
     allocations = rt.allocations
-    alloc = _recent_dst
     if kind == _D2D:
         link = rt.devices[context.device].link
-        src_alloc = _recent_src
-        if not (alloc.ptr <= dst and dst + count <= alloc.ptr + alloc.size
-                and allocations.get(alloc.ptr) is alloc):
-            alloc = _recent_dst = find(dst, count)
-        if not (src_alloc.ptr <= src and src + count <= src_alloc.ptr + src_alloc.size
-                and allocations.get(src_alloc.ptr) is src_alloc):
-            src_alloc = _recent_src = find(src, count)
+        alloc = _recent_dst = _live(_recent_dst, dst, count, allocations)
+        src_alloc = _recent_src = _live(_recent_src, src, count, allocations)
         if alloc.link is not link or src_alloc.link is not link or link.faults_injected():
             return False
         view, src_view = alloc.view or _view(alloc), src_alloc.view or _view(src_alloc)
@@ -437,9 +431,7 @@ def small_copy(dst: object, dst_max: object, src: object, count: object,
             dev, host, memo = src, dst, _host_write
             if not (memo[0] <= dst and dst + count <= memo[1] and memo[2] is maps.cache):
                 memo = _host_write = _host_memo(maps, dst, count, True)
-        if not (alloc.ptr <= dev and dev + count <= alloc.ptr + alloc.size
-                and allocations.get(alloc.ptr) is alloc):
-            alloc = _recent_dst = find(dev, count)
+        alloc = _recent_dst = _live(_recent_dst, dev, count, allocations)
         link, view = alloc.link, alloc.view or _view(alloc)
         if view is _FAR:
             addr = _mapped(alloc, dev, count)
@@ -448,41 +440,45 @@ def small_copy(dst: object, dst_max: object, src: object, count: object,
             words, at = link.poison_word  # one word read while no page is isolated
             if words[at] and link.poisoned(dev, count):
                 _mapped(alloc, dev, count)  # raises 507054 for the page it names
-            o, p, host_view = dev - alloc.ptr, host - memo[0], memo[3]
-            dev_addr = alloc.mapped + o
-            gap = (dev_addr - host if kind == _H2D else host - dev_addr) & 4095
-            if count < SPLIT_MIN_BYTES or not 0 < gap <= ALIASED_OFFSETS:
-                if kind == _H2D:
-                    view[o : o + count] = host_view[p : p + count]
-                else:
-                    host_view[p : p + count] = view[o : o + count]
-            elif count <= SPLIT_MAX_BYTES:  # 4K-aliased (``move``), small: in two halves
-                half = count >> 1
-                if kind == _H2D:
-                    view[o : o + half] = host_view[p : p + half]
-                    view[o + half : o + count] = host_view[p + half : p + count]
-                else:
-                    host_view[p : p + half] = view[o : o + half]
-                    host_view[p + half : p + count] = view[o + half : o + count]
-            else:  # 4K-aliased, larger: through this thread's bounce buffer
-                try:
-                    base, bounce = _bounce.view
-                except AttributeError:
-                    base, bounce = _bounce_view()
-                at = ((host if kind == _H2D else dev_addr) + 2048 - base) & 4095  # off the
-                # source's page offset by 2 KiB: neither leg aliases
-                if kind == _H2D:
-                    bounce[at : at + count] = host_view[p : p + count]
-                    view[o : o + count] = bounce[at : at + count]
-                else:
-                    bounce[at : at + count] = view[o : o + count]
-                    host_view[p : p + count] = bounce[at : at + count]
-    # a device that died during the copy fails the copy (``link``: the block's card)
-    now = _monotonic_ns()
-    if link.lost_detail or now - _polled.get(link, 0) >= LIVENESS_POLL_NS:
-        link.check_alive()
-        _polled[link] = now
+            o, p = dev - alloc.ptr, host - memo[0]
+            if kind == _H2D:
+                _put(view, o, memo[3], p, count, alloc.mapped + o, host)
+            else:
+                _put(memo[3], p, view, o, count, host, alloc.mapped + o)
+    _check_alive_soon(link)  # a device that died during the copy fails the copy
     return True
+
+
+def _live(recent: Allocation, ptr: int, count: int, allocations: dict[int, Allocation]
+          ) -> Allocation:
+    """``recent`` if it holds ``[ptr, ptr+count)`` and is still live (the table still maps
+    its start to it: a freed block is not), else ``find``'s block (raises its codes)."""
+    if recent.ptr <= ptr and ptr + count <= recent.ptr + recent.size \
+            and allocations.get(recent.ptr) is recent:
+        return recent
+    return find(ptr, count)
+
+
+def _put(dst: memoryview, d: int, src: memoryview, s: int, count: int, dst_addr: int,
+         src_addr: int) -> None:
+    """``dst[d:d+count] = src[s:s+count]`` for a short host<->device copy, around 4K
+    aliasing as ``move`` (``dst_addr``/``src_addr``: the two ends' addresses): direct; or,
+    aliased, in two halves up to ``SPLIT_MAX_BYTES``, else through this thread's bounce
+    buffer placed 2 KiB off the source's page offset."""
+    if count < SPLIT_MIN_BYTES or not 0 < (dst_addr - src_addr) & 4095 <= ALIASED_OFFSETS:
+        dst[d : d + count] = src[s : s + count]
+    elif count <= SPLIT_MAX_BYTES:  # each half below glibc's ``rep movsb`` threshold
+        half = count >> 1
+        dst[d : d + half] = src[s : s + half]
+        dst[d + half : d + count] = src[s + half : s + count]
+    else:
+        try:
+            base, bounce = _bounce.view
+        except AttributeError:
+            base, bounce = _bounce_view()
+        at = (src_addr + 2048 - base) & 4095
+        bounce[at : at + count] = src[s : s + count]
+        dst[d : d + count] = bounce[at : at + count]
 
 
 def _view(alloc: Allocation) -> memoryview:
@@ -517,11 +513,17 @@ def _host_memo(maps: Any, addr: int, count: int,
     return lo, hi, token, _memory_view(lo, hi - lo, _WRITABLE if write else _READ_ONLY)
 
 
-def _bounce_view() -> tuple[int, memoryview]:
-    """This thread's bounce buffer (``move``'s) as ``(address, memoryview)``, made once."""
+def _bounce_buffer() -> Any:
+    """This thread's bounce buffer (``move``'s), made on its first use."""
     buf = getattr(_bounce, "buf", None)
     if buf is None:
         buf = _bounce.buf = ctypes.create_string_buffer(BOUNCE_CHUNK_BYTES + 4096)
+    return buf
+
+
+def _bounce_view() -> tuple[int, memoryview]:
+    """This thread's bounce buffer as ``(address, memoryview)``, made once."""
+    buf = _bounce_buffer()
     view = _bounce.view = (ctypes.addressof(buf), memoryview(buf).cast("B"))
     return view
 
@@ -618,10 +620,7 @@ def move(dst: int, src: int, count: int) -> None:
             or not 0 < (dst - src) & 4095 <= ALIASED_OFFSETS):
         _memmove(dst, src, count)
         return
-    buf = getattr(_bounce, "buf", None)
-    if buf is None:
-        buf = _bounce.buf = ctypes.create_string_buffer(BOUNCE_CHUNK_BYTES + 4096)
-    base = ctypes.addressof(buf)
+    base = ctypes.addressof(_bounce_buffer())
     bounce = base + ((src + 2048 - base) & 4095)
     for offset in range(0, count, BOUNCE_CHUNK_BYTES):
         n = min(BOUNCE_CHUNK_BYTES, count - offset)
