@@ -244,30 +244,25 @@ class Scheduler:
         (``_FAST``) checked in one expression, or a LAUNCH that repeats its kernel's last
         checked arguments; any other frame, and any frame the fast checks do not pass, goes
         through every field check (``_enqueue_checked``), which names the field at fault."""
-        op = frame[0]
+        op, slot = frame[0], frame[2]
         fast = _FAST.get(op)
-        if fast is not None and fast(frame):
-            slot = frame[2]
-            stream = self.streams.get((client.slot, slot)) if type(slot) is int else None
-            if stream is not None:
-                args = frame[4:]
-                queue = stream.queue
-                if not queue:
-                    self.rotation.add(client, slot, stream)
-                queue.append(Task(op, frame[3], args if type(args) is tuple else tuple(args),
-                                  stream, frame[1]))
-                return
+        args: tuple[Any, ...] | None = None
+        if fast is not None:
+            if fast(frame):
+                args = tuple(frame[4:])
         elif op == _LAUNCH and len(frame) == 8 and _header_ok(frame):
-            slot, kernel_args = frame[2], frame[7]
-            stream = self.streams.get((client.slot, slot)) if type(slot) is int else None
-            fn = _known_kernel(client, frame[4], frame[5], frame[6], kernel_args)
-            if stream is not None and fn is not None:
-                queue = stream.queue
-                if not queue:
-                    self.rotation.add(client, slot, stream)
-                queue.append(Task(op, frame[3], (*frame[4:], fn), stream, frame[1]))
-                return
-        self._enqueue_checked(client, frame)
+            fn = _known_kernel(client, frame[4], frame[5], frame[6], frame[7])
+            if fn is not None:
+                args = (*frame[4:], fn)
+        stream = self.streams.get((client.slot, slot)) \
+            if args is not None and type(slot) is int else None
+        if stream is None or args is None:
+            self._enqueue_checked(client, frame)
+            return
+        queue = stream.queue
+        if not queue:
+            self.rotation.add(client, slot, stream)
+        queue.append(Task(op, frame[3], args, stream, frame[1]))
 
     def _enqueue_checked(self, client: Client, frame: protocol.Frame) -> None:
         """``enqueue`` with every field checked by the protocol's and executors' checks."""
@@ -491,20 +486,13 @@ class Scheduler:
 
     def _inline_fast(self, task: Task) -> int | None:
         """Run the LAUNCH ``task`` inline if it repeats a launch measured as tiny whose
-        prepared callable is at hand (see ``_tiny``, which this mirrors without building
-        anything); its code (0: it succeeded, and the caller completes it), or None if it
+        prepared callable is at hand (``_repeat``, as ``_tiny``, but building nothing); its
+        code (0: it succeeded, and the caller completes it), or None if it
         must take ``_start``'s path. An injected engine fault's code without running."""
-        _bin, name, num_blocks, args, fn = task.args
-        if type(fn) is not _FUNCTION:
+        last = _repeat(task)
+        if last is None or last[3] is None or last[4] is not task.stream.client:
             return None
-        last = fn.__dict__.get(_COST)
-        client = task.stream.client
-        if last is None or last[3] is None or last[4] is not client \
-                or last[2] > INLINE_KERNEL_NS or last[1] != num_blocks or last[0] != args:
-            return None
-        timeout_s = client.op_timeout_s
-        if timeout_s and timeout_s < _INLINE_TIMEOUT_FLOOR_S:
-            return None
+        _bin, name, _blocks, _args, fn = task.args
         engine: str = fn.__dict__["__npu_kernel__"]  # a plain function: no code of its own
         faults = self.worker.faults
         if faults.engine_faults:
@@ -585,22 +573,14 @@ class Scheduler:
         (the same kernel, blocks and arguments of the same client: it runs the same), so
         a repeated tiny launch builds nothing. Raises AclError for an injected engine
         fault, as any launch does."""
-        _bin, name, num_blocks, args, fn = task.args
-        if type(fn) is not _FUNCTION:
-            return None
-        last = fn.__dict__.get(_COST)
-        if last is None or last[2] > INLINE_KERNEL_NS or last[1] != num_blocks \
-                or last[0] != args:
-            return None
-        client = task.stream.client
-        timeout_s = client.op_timeout_s
-        if timeout_s and timeout_s < _INLINE_TIMEOUT_FLOOR_S:
+        last = _repeat(task)
+        if last is None:
             return None
         run = last[3]
-        if run is None or last[4] is not client:
-            return run_kernel(self.worker, client, task)  # checks injected faults
-        engine: str = fn.__dict__["__npu_kernel__"]  # a plain function: no code of its own
-        self.worker.faults.check_launch(engine, name)
+        if run is None or last[4] is not task.stream.client:
+            return run_kernel(self.worker, task.stream.client, task)  # checks injected faults
+        engine: str = task.args[4].__dict__["__npu_kernel__"]  # a plain function
+        self.worker.faults.check_launch(engine, task.args[1])
         return engine, run
 
     def _learn(self, task: Task, ns: int, run: Any) -> None:
@@ -759,28 +739,45 @@ _INLINE = {Op.RECORD: _record, Op.RESET_EVENT: _reset, Op.WAIT_EVENT: _wait,
 _kernel_name = protocol.text()
 
 
+def _repeat(task: Task) -> tuple[Any, ...] | None:
+    """The cost record of the LAUNCH ``task``'s kernel if the task repeats a launch measured
+    as tiny (a plain function, the same blocks and arguments, at most ``INLINE_KERNEL_NS``)
+    and its client's execution timeout leaves ample room; else None."""
+    _bin, _name, num_blocks, args, fn = task.args
+    if type(fn) is not _FUNCTION:
+        return None
+    last: tuple[Any, ...] | None = fn.__dict__.get(_COST)
+    if last is None or last[2] > INLINE_KERNEL_NS or last[1] != num_blocks \
+            or last[0] != args:
+        return None
+    timeout_s = task.stream.client.op_timeout_s
+    if timeout_s and timeout_s < _INLINE_TIMEOUT_FLOOR_S:
+        return None
+    return last
+
+
 def _fast_check(bounds: tuple[int, ...]) -> Callable[[protocol.Frame], bool]:
     """A check that a task frame has exactly ``len(bounds)`` arguments, each an int in
     ``[0, bound)``, and a submit stamp and task seq that are u64s: what the protocol's
     checks of such an op accept, in one expression (no message: a frame it refuses goes
     through the full checks, which name the field)."""
-    size = 4 + len(bounds)
-
-    def check(f: protocol.Frame) -> bool:
-        return (len(f) == size and _header_ok(f)
-                and all(type(v) is int and 0 <= v < b
-                        for v, b in zip(f[4:], bounds, strict=True)))
-
     if len(bounds) == 2:  # the event record: the commonest small task, unrolled
         b0, b1 = bounds
 
-        def check(f: protocol.Frame) -> bool:
+        def pair(f: protocol.Frame) -> bool:
             if len(f) != 6:
                 return False
             _op, stamp, _slot, seq, v0, v1 = f
             return (type(stamp) is int and type(seq) is int and type(v0) is int
                     and type(v1) is int and 0 <= stamp < _U64 and 0 <= seq < _U64
                     and 0 <= v0 < b0 and 0 <= v1 < b1)
+        return pair
+    size = 4 + len(bounds)
+
+    def check(f: protocol.Frame) -> bool:
+        return (len(f) == size and _header_ok(f)
+                and all(type(v) is int and 0 <= v < b
+                        for v, b in zip(f[4:], bounds, strict=True)))
     return check
 
 
