@@ -138,6 +138,11 @@ def _sleep(sem: posix_ipc.Semaphore, timeout_s: float) -> bool:
         _sigmask(signal.SIG_SETMASK, ctypes.byref(old), None)
 
 
+def _error_of(reply: protocol.Frame) -> errors.AclError:
+    """The AclError a reply ``[seq, code, message?]`` with a non-zero code carries."""
+    return errors.error_for(reply[1], reply[2] if len(reply) > 2 else "")
+
+
 def encode(frame: list[Any] | protocol.Frame) -> bytes:
     """One frame's bytes; an argument the wire cannot carry (an int outside the 64-bit
     range, an object of another type) is ``ACL_ERROR_RT_PARAM_INVALID`` (107000), raised
@@ -313,7 +318,7 @@ class DeviceLink:
                 if reply[0] == seq:
                     break
         if reply[1]:
-            raise errors.error_for(reply[1], reply[2] if len(reply) > 2 else "")
+            raise _error_of(reply)
         return reply[2:]
 
     def call_many(self, requests: Sequence[tuple[Any, ...]]
@@ -338,7 +343,7 @@ class DeviceLink:
                 reply = self._wait_reply()
                 if first <= reply[0] < first + len(payloads):
                     replies[reply[0]] = reply
-        return [errors.error_for(r[1], r[2] if len(r) > 2 else "") if r[1] else r[2:]
+        return [_error_of(r) if r[1] else r[2:]
                 for r in (replies[first + i] for i in range(len(payloads)))]
 
     def _push(self, payload: bytes) -> None:
