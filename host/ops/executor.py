@@ -123,10 +123,7 @@ def compile_request(req: Request, link: Any, *, static: bool = False,
             _check_bf16(req.op_type)
         if any(d.dynamic for d in (*req.present, *req.outs)):
             return _compile_dynamic(cache, op, req, key)
-        attrs = registry.attrs_of(op, S.attr_values(req.attr))
-        ins = [S.spec(d) for d in req.present]
-        outs = S.outputs(op, ins, [S.spec(d) for d in req.outs], attrs)
-        lkey = S.linear_key(op, ins, outs, attrs, S.attr_digest(req.attr))
+        attrs, ins, outs, lkey = _specs(op, req)
         base = cache.linear.get(lkey) if lkey is not None and INCREMENTAL[0] else None
         if base is not None and base.alive:
             return _retile(cache, op, req, key, base, ins, outs, attrs)
@@ -143,6 +140,16 @@ def compile_request(req: Request, link: Any, *, static: bool = False,
         if lkey is not None:
             cache.linear[lkey] = entry
         return entry
+
+
+def _specs(op: OpDef, req: Request) -> tuple[dict[str, Any], list[Spec], list[Spec],
+                                             tuple | None]:
+    """A static request's attributes, input and output specs (checked, outputs inferred:
+    raises their codes) and its linear key (``S.linear_key``)."""
+    attrs = registry.attrs_of(op, S.attr_values(req.attr))
+    ins = [S.spec(d) for d in req.present]
+    outs = S.outputs(op, ins, [S.spec(d) for d in req.outs], attrs)
+    return attrs, ins, outs, S.linear_key(op, ins, outs, attrs, S.attr_digest(req.attr))
 
 
 def preload(reqs: Sequence[Request], link: Any) -> Ready:
@@ -162,10 +169,7 @@ def preload(reqs: Sequence[Request], link: Any) -> Ready:
                 continue
             try:
                 op = registry.lookup(req.op_type)
-                attrs = registry.attrs_of(op, S.attr_values(req.attr))
-                ins = [S.spec(d) for d in req.present]
-                outs = S.outputs(op, ins, [S.spec(d) for d in req.outs], attrs)
-                lkey = S.linear_key(op, ins, outs, attrs, S.attr_digest(req.attr))
+                attrs, ins, outs, lkey = _specs(op, req)
                 if lkey is not None and INCREMENTAL[0] and (lkey in bases
                                                             or lkey in cache.linear):
                     continue  # compile_request re-tiles it from the base
