@@ -262,9 +262,7 @@ def _decode_staged(f: Any, staged: _Staged, place: Place) -> OmModel:
     if len(dest) != staged.size:
         raise ValueError(f"a weights place of {len(dest)} bytes for {staged.size}")
     pre = memoryview(staged.pre)
-    check = hashlib.sha256(pre[:_SUM.start])
-    check.update(bytes(_SUM.stop - _SUM.start))
-    check.update(pre[_SUM.stop:])
+    check = _digest_from(pre)
     f.seek(staged.offset)
     at = 0
     while at < staged.size:
@@ -293,6 +291,15 @@ def _decode_staged(f: Any, staged: _Staged, place: Place) -> OmModel:
         raise
     except Exception as exc:  # malformed content of any shape: never crash the caller
         raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"malformed OM file: {exc!r}") from exc
+
+
+def _digest_from(head: memoryview) -> Any:
+    """A sha256 fed the file's first bytes ``head`` (the header at least) with the checksum
+    field zeroed: the file's digest once the rest is added in file order."""
+    check = hashlib.sha256(head[:_SUM.start])
+    check.update(bytes(_SUM.stop - _SUM.start))
+    check.update(head[_SUM.stop:])
+    return check
 
 
 def _no_path(path: object, detail: str) -> ModelError:
@@ -355,9 +362,7 @@ def _decode(data: bytes | bytearray) -> OmModel:
         raise _bad(f"OM file length {len(data)} does not match its header ({total}): "
                    "truncated or extended")
     view = memoryview(data)
-    check = hashlib.sha256(view[:_SUM.start])  # the digest of the file with its field zeroed
-    check.update(bytes(_SUM.stop - _SUM.start))
-    check.update(view[_SUM.stop:])
+    check = _digest_from(view)
     if check.digest() != digest:
         raise _bad("OM file checksum mismatch: corrupted")
     return _build(view, lambda off, size: view[off:off + size], len(data))
