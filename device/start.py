@@ -35,6 +35,7 @@ import subprocess
 import sys
 import traceback
 import warnings
+from collections.abc import Callable
 from typing import NoReturn
 
 import setproctitle
@@ -109,7 +110,7 @@ def fork_worker(argv: list[str]) -> WorkerProc:
     _child(worker.main, argv)
 
 
-def _child(main: object, argv: list[str]) -> NoReturn:
+def _child(main: Callable[[list[str]], int], argv: list[str]) -> NoReturn:
     """The forked child: made to look exec'd (see the module docstring), then the worker."""
     code = 1
     try:
@@ -119,7 +120,7 @@ def _child(main: object, argv: list[str]) -> NoReturn:
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         sys.argv = ["npuemu.device", *argv]
         setproctitle.setproctitle(" ".join([sys.executable, "-m", "npuemu.device", *argv]))
-        code = main(argv)  # type: ignore[operator]
+        code = main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
         if not isinstance(exc.code, int | None):
@@ -130,4 +131,4 @@ def _child(main: object, argv: list[str]) -> NoReturn:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):  # a closed or broken terminal
                 stream.flush()
-        os._exit(code if isinstance(code, int) else 1)
+        os._exit(code)
