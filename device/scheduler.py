@@ -4,7 +4,8 @@ Each host stream is an ordered queue of tasks in the worker. On every pass of th
 loop the scheduler looks at the head task of every stream that is not busy: a task whose
 waits are met is started, on its engine's thread (large copies, kernels) or right away in
 the loop thread (event record/reset/wait, callbacks, copies and memsets of at most
-``INLINE_BYTES``); a stream blocked on an event blocks only itself. Completions come back
+``INLINE_BYTES``, VPC tasks measured short: ``exec/dvpp.py`` ``INLINE_VPC_NS``); a stream
+blocked on an event blocks only itself. Completions come back
 through ``done`` and are published in the client segment's stream and event tables, which
 the host reads without a round trip (``shared/layout.py``: STREAM_ENTRY, EVENT_ENTRY).
 

@@ -54,15 +54,20 @@ size, not the hardware's (whose odd side CANN's documentation says shows a green
 Threading model: ``prepare`` runs in the worker's loop thread; the job (``run``) on the DVPP
 engine thread touches only its task's resolved addresses (device memory and pinned records
 of the task's client, held live by the allocator's checks at prepare time, as copies are).
+A VPC task measured short runs in the loop thread instead (``INLINE_VPC_NS``), and only
+while the DVPP engine has no task. ``_costs`` (the last run's time of each VPC geometry) is
+written by whichever thread ran the job, one dict store at a time (atomic under the GIL), and
+read by the loop; a lost update only delays the switch to or from the loop by one task.
 """
 
 from __future__ import annotations
 
 import ctypes
 import io
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import av
 import cv2
@@ -83,10 +88,26 @@ _RECORD = ctypes.c_uint64 * _P.words
 cv2.setNumThreads(1)  # one engine thread per card: no pool of its own behind it
 
 
-def prepare(worker: Card, client: contracts.Client,
-            task: Job) -> tuple[str, Callable[[Job], int]]:
+class TimedClient(contracts.Client, Protocol):
+    """A client as ``_runs_here`` reads it (``worker.Client``): its execution timeout."""
+
+    op_timeout_s: float  # 0.0: the defaults
+
+
+class TimedJob(Job, Protocol):
+    """A task as a run in the loop thread writes it (``scheduler.Task``): what an engine
+    writes on the task it ran (its key and when it ran, for the trace)."""
+
+    engine: str
+    start_ns: int
+    end_ns: int
+
+
+def prepare(worker: Card, client: TimedClient,
+            task: Job) -> tuple[str | None, Callable[[TimedJob], int]]:
     """Loop thread: read and check the task's records, resolve its addresses; the engine
-    and the run function. Raises AclError (the task fails with its code)."""
+    (None: a VPC task measured short, run now in the loop thread, ``INLINE_VPC_NS``) and
+    the run function. Raises AclError (the task fails with its code)."""
     kind, records, params = task.args
     pics = [pictures.read(worker, client, p) for p in records]
     try:
@@ -100,7 +121,11 @@ def prepare(worker: Card, client: contracts.Client,
         worker.log("ERROR", f"{kind}: {err}", module="DVPP")
         raise errors.error_for(FAILED, str(err)) from None
 
-    def run(task: Job) -> int:
+    key = _cost_key(pics, params) if kind == "vpc" else None
+    here = key is not None and _runs_here(worker, client, key)
+
+    def run(task: TimedJob) -> int:
+        start = time.monotonic_ns()
         try:
             job()
         except Exception as err:  # DvppFailure, or a codec library refusing the pixels
@@ -109,12 +134,60 @@ def prepare(worker: Card, client: contracts.Client,
             what = "" if isinstance(err, DvppFailure) else f"{type(err).__name__}: "
             worker.log("ERROR", f"{kind}: {what}{err}", module="DVPP")
             return FAILED
+        if key is not None:
+            end = time.monotonic_ns()
+            _learn(worker, key, end - start, here)
+            if here:  # as the engine writes them (the trace's engine and times)
+                task.engine, task.start_ns, task.end_ns = engines.DVPP, start, end
         if kind not in ("vdec", "venc"):  # their outputs are the channel's to report
             for pic in pics:
                 pic.record[_P.RET_CODE] = 0
         return 0
 
-    return engines.DVPP, run
+    return (None if here else engines.DVPP), run
+
+
+# VPC tasks run in the loop thread ------------------------------------------------------------
+INLINE_VPC_NS = 500_000
+"""A VPC task whose last run with the same geometry and parameters took at most this long
+runs in the worker's loop thread when it starts, not on the DVPP engine thread: the two
+thread hand-offs (the engine's wake-up, then the loop's to publish the completion) cost a
+resize of a few hundred microseconds a third to a half again, more on a loaded machine.
+Meanwhile the loop serves nothing else, as for tiny kernels (``scheduler.py``); a task that
+ran longer goes back to the engine from its next start on."""
+_TIMEOUT_FLOOR_S = 0.01
+"""Below this execution timeout (``aclrtSetOpExecuteTimeOut``) no VPC task runs in the loop
+(a task there cannot time out), as for the scheduler's tiny kernels."""
+_COSTS_MAX = 1024
+_costs: dict[tuple[Any, ...], int] = {}
+"""Nanoseconds of the last successful run of a VPC task, by ``_cost_key``."""
+
+
+def _cost_key(pics: list[Picture], params: Sequence[int]) -> tuple[Any, ...]:
+    """What a VPC job's time depends on: its parameters and its pictures' geometry."""
+    return (*params, *[(p.fmt, p.width, p.height, p.stride_w, p.stride_h) for p in pics])
+
+
+def _runs_here(worker: Card, client: TimedClient, key: tuple[Any, ...]) -> bool:
+    """The VPC task of ``key`` runs in the loop thread: its last run took at most
+    ``INLINE_VPC_NS``, the DVPP engine has no task (its tasks stay one at a time) and the
+    client's execution timeout is not below ``_TIMEOUT_FLOOR_S``."""
+    if _costs.get(key, INLINE_VPC_NS + 1) > INLINE_VPC_NS:
+        return False
+    if worker.scheduler.engines[engines.DVPP].running:
+        return False
+    timeout_s = client.op_timeout_s
+    return not timeout_s or timeout_s >= _TIMEOUT_FLOOR_S
+
+
+def _learn(worker: Card, key: tuple[Any, ...], ns: int, here: bool) -> None:
+    """Keep the time of a successful VPC run; one run in the loop thread counts as the
+    DVPP engine's busy time, as an inline kernel's does."""
+    if len(_costs) >= _COSTS_MAX and key not in _costs:
+        _costs.clear()
+    _costs[key] = ns
+    if here:
+        worker.scheduler.engines[engines.DVPP].inline_ns += ns
 
 
 # decoders and the encoder ----------------------------------------------------------------
