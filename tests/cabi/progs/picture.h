@@ -4,10 +4,9 @@
 
 #include "check.h"
 
-static acldvppPicDesc *picture(void *data, uint32_t size, uint32_t w, uint32_t h,
-                               uint32_t sw, uint32_t sh) {
-    acldvppPicDesc *desc = acldvppCreatePicDesc();
-    EXPECT(desc != NULL);
+/* desc's fields set to an NV12 picture */
+static void describe_picture(acldvppPicDesc *desc, void *data, uint32_t size, uint32_t w,
+                             uint32_t h, uint32_t sw, uint32_t sh) {
     CHECK(acldvppSetPicDescData(desc, data));
     CHECK(acldvppSetPicDescSize(desc, size));
     CHECK(acldvppSetPicDescFormat(desc, PIXEL_FORMAT_YUV_SEMIPLANAR_420));
@@ -15,6 +14,13 @@ static acldvppPicDesc *picture(void *data, uint32_t size, uint32_t w, uint32_t h
     CHECK(acldvppSetPicDescHeight(desc, h));
     CHECK(acldvppSetPicDescWidthStride(desc, sw));
     CHECK(acldvppSetPicDescHeightStride(desc, sh));
+}
+
+static acldvppPicDesc *picture(void *data, uint32_t size, uint32_t w, uint32_t h,
+                               uint32_t sw, uint32_t sh) {
+    acldvppPicDesc *desc = acldvppCreatePicDesc();
+    EXPECT(desc != NULL);
+    describe_picture(desc, data, size, w, h, sw, sh);
     return desc;
 }
 

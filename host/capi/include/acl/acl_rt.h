@@ -109,6 +109,31 @@ typedef enum aclrtMemMallocPolicy {
     ACL_MEM_MALLOC_HUGE1G_ONLY_P2P = 7
 } aclrtMemMallocPolicy;
 
+typedef enum aclrtMallocAttrType {
+    ACL_RT_MEM_ATTR_RSV = 0,
+    ACL_RT_MEM_ATTR_MODULE_ID = 1,
+    ACL_RT_MEM_ATTR_DEVICE_ID = 2,
+    ACL_RT_MEM_ATTR_VA_FLAG = 3
+} aclrtMallocAttrType;
+
+typedef union aclrtMallocAttrValue {
+    uint16_t moduleId;
+    uint32_t deviceId;
+    uint32_t vaFlag;
+    uint8_t rsv[8];
+} aclrtMallocAttrValue;
+
+typedef struct aclrtMallocAttribute {
+    aclrtMallocAttrType attr;
+    aclrtMallocAttrValue value;
+} aclrtMallocAttribute;
+
+/* the configuration of acldvppMallocWithCfg (acl/ops/acl_dvpp.h) */
+typedef struct aclrtMallocConfig {
+    aclrtMallocAttribute *attrs;
+    size_t numAttrs;
+} aclrtMallocConfig;
+
 typedef enum aclrtMemAttr {
     ACL_DDR_MEM = 0,
     ACL_HBM_MEM = 1,

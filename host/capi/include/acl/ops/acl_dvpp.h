@@ -1,13 +1,16 @@
 /*
  * npuemu C ABI: acl_dvpp.h, the DVPP image calls of libacl_dvpp.so (link with -lacl_dvpp),
  * written for npuemu from the published names, types and enum values. As CANN's header,
- * it wants ENABLE_DVPP_INTERFACE defined before it is included. Declared here: DVPP memory,
- * channel and picture descriptors, ROI/resize/JPEGE configs, JPEG/PNG header probes and
- * size predictions, JPEG/PNG decode, JPEG encode and VPC resize/crop/crop-and-paste/convert;
- * video decode and encode (aclvdec*, aclvenc*: channel descriptors, stream descriptors, frame
- * configs, send frame; callbacks on the thread of aclvdecSetChannelDescThreadId /
- * aclvencSetChannelDescThreadId, from its aclrtProcessReport).
- * Not declared (not in this library): the batch, border, histogram and pyramid calls.
+ * it wants ENABLE_DVPP_INTERFACE defined before it is included. Declared here: DVPP memory
+ * (with a malloc policy and configuration too), channel, picture and batch picture
+ * descriptors, ROI/resize/JPEGE/border configs, JPEG/PNG header probes and size predictions,
+ * JPEG/PNG decode, JPEG encode and VPC resize/crop/crop-and-paste (with a resize config
+ * too)/convert/make-border/pyramid and the batch crop calls (roiNums[i] areas of input i,
+ * the per-area arrays as long as roiNums adds up to); video decode and encode (aclvdec*,
+ * aclvenc*: channel descriptors, stream descriptors, frame configs, send frame; callbacks on
+ * the thread of aclvdecSetChannelDescThreadId / aclvencSetChannelDescThreadId, from its
+ * aclrtProcessReport).
+ * Not declared (not in this library): the histogram and LUT calls.
  */
 #if !defined(ENABLE_DVPP_INTERFACE) && !defined(NPUEMU_CDEF)
 #error "if you want to use dvpp funtions ,please use the macro definition (ENABLE_DVPP_INTERFACE)."
@@ -17,9 +20,12 @@
 #define NPUEMU_ACL_DVPP_H_
 
 #ifdef NPUEMU_CDEF
-/* the library's own build: the types it needs, not libascendcl's calls */
+/* the library's own build: the types it needs, not libascendcl's calls (acl_rt.h's
+ * malloc policy and configuration by name: cffi takes their definitions from it) */
 typedef int aclError;
 typedef void *aclrtStream;
+typedef int... aclrtMemMallocPolicy;
+typedef ... aclrtMallocConfig;
 #define ACL_FUNC_VISIBILITY
 #else
 #include <stdint.h>
@@ -33,10 +39,12 @@ extern "C" {
 #endif
 
 typedef struct acldvppPicDesc acldvppPicDesc;
+typedef struct acldvppBatchPicDesc acldvppBatchPicDesc;
 typedef struct acldvppRoiConfig acldvppRoiConfig;
 typedef struct acldvppResizeConfig acldvppResizeConfig;
 typedef struct acldvppChannelDesc acldvppChannelDesc;
 typedef struct acldvppJpegeConfig acldvppJpegeConfig;
+typedef struct acldvppBorderConfig acldvppBorderConfig;
 typedef struct acldvppStreamDesc acldvppStreamDesc;
 typedef struct aclvdecChannelDesc aclvdecChannelDesc;
 typedef struct aclvdecFrameConfig aclvdecFrameConfig;
@@ -137,6 +145,9 @@ typedef void (*aclvdecCallback)(acldvppStreamDesc *input, acldvppPicDesc *output
 typedef void (*aclvencCallback)(acldvppPicDesc *input, acldvppStreamDesc *output, void *userdata);
 
 ACL_FUNC_VISIBILITY aclError acldvppMalloc(void **devPtr, size_t size);
+ACL_FUNC_VISIBILITY aclError acldvppMallocWithCfg(void **devPtr, size_t size,
+                                                  aclrtMemMallocPolicy policy,
+                                                  aclrtMallocConfig *cfg);
 ACL_FUNC_VISIBILITY aclError acldvppFree(void *devPtr);
 
 ACL_FUNC_VISIBILITY acldvppChannelDesc *acldvppCreateChannelDesc(void);
@@ -171,10 +182,19 @@ ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescHeight(const acldvppPicDesc *picDe
 ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescWidthStride(const acldvppPicDesc *picDesc);
 ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescHeightStride(const acldvppPicDesc *picDesc);
 ACL_FUNC_VISIBILITY uint32_t acldvppGetPicDescRetCode(const acldvppPicDesc *picDesc);
+ACL_FUNC_VISIBILITY acldvppBatchPicDesc *acldvppCreateBatchPicDesc(uint32_t batchSize);
+ACL_FUNC_VISIBILITY acldvppPicDesc *acldvppGetPicDesc(acldvppBatchPicDesc *batchPicDesc, uint32_t index);
+ACL_FUNC_VISIBILITY aclError acldvppDestroyBatchPicDesc(acldvppBatchPicDesc *batchPicDesc);
 
 ACL_FUNC_VISIBILITY acldvppRoiConfig *acldvppCreateRoiConfig(uint32_t left, uint32_t right,
                                                              uint32_t top, uint32_t bottom);
 ACL_FUNC_VISIBILITY aclError acldvppDestroyRoiConfig(acldvppRoiConfig *roiConfig);
+ACL_FUNC_VISIBILITY aclError acldvppSetRoiConfigLeft(acldvppRoiConfig *config, uint32_t left);
+ACL_FUNC_VISIBILITY aclError acldvppSetRoiConfigRight(acldvppRoiConfig *config, uint32_t right);
+ACL_FUNC_VISIBILITY aclError acldvppSetRoiConfigTop(acldvppRoiConfig *config, uint32_t top);
+ACL_FUNC_VISIBILITY aclError acldvppSetRoiConfigBottom(acldvppRoiConfig *config, uint32_t bottom);
+ACL_FUNC_VISIBILITY aclError acldvppSetRoiConfig(acldvppRoiConfig *config, uint32_t left,
+                                                 uint32_t right, uint32_t top, uint32_t bottom);
 ACL_FUNC_VISIBILITY acldvppResizeConfig *acldvppCreateResizeConfig(void);
 ACL_FUNC_VISIBILITY aclError acldvppDestroyResizeConfig(acldvppResizeConfig *resizeConfig);
 ACL_FUNC_VISIBILITY aclError acldvppSetResizeConfigInterpolation(acldvppResizeConfig *resizeConfig,
@@ -184,6 +204,26 @@ ACL_FUNC_VISIBILITY acldvppJpegeConfig *acldvppCreateJpegeConfig(void);
 ACL_FUNC_VISIBILITY aclError acldvppDestroyJpegeConfig(acldvppJpegeConfig *jpegeConfig);
 ACL_FUNC_VISIBILITY aclError acldvppSetJpegeConfigLevel(acldvppJpegeConfig *jpegeConfig, uint32_t level);
 ACL_FUNC_VISIBILITY uint32_t acldvppGetJpegeConfigLevel(const acldvppJpegeConfig *jpegeConfig);
+ACL_FUNC_VISIBILITY acldvppBorderConfig *acldvppCreateBorderConfig(void);
+ACL_FUNC_VISIBILITY aclError acldvppDestroyBorderConfig(acldvppBorderConfig *borderConfig);
+ACL_FUNC_VISIBILITY aclError acldvppSetBorderConfigValue(acldvppBorderConfig *borderConfig,
+                                                         uint32_t index, double value);
+ACL_FUNC_VISIBILITY aclError acldvppSetBorderConfigBorderType(acldvppBorderConfig *borderConfig,
+                                                              acldvppBorderType borderType);
+ACL_FUNC_VISIBILITY aclError acldvppSetBorderConfigTop(acldvppBorderConfig *borderConfig, uint32_t top);
+ACL_FUNC_VISIBILITY aclError acldvppSetBorderConfigBottom(acldvppBorderConfig *borderConfig,
+                                                          uint32_t bottom);
+ACL_FUNC_VISIBILITY aclError acldvppSetBorderConfigLeft(acldvppBorderConfig *borderConfig, uint32_t left);
+ACL_FUNC_VISIBILITY aclError acldvppSetBorderConfigRight(acldvppBorderConfig *borderConfig,
+                                                         uint32_t right);
+ACL_FUNC_VISIBILITY double acldvppGetBorderConfigValue(const acldvppBorderConfig *borderConfig,
+                                                       uint32_t index);
+ACL_FUNC_VISIBILITY acldvppBorderType acldvppGetBorderConfigBorderType(
+    const acldvppBorderConfig *borderConfig);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetBorderConfigTop(const acldvppBorderConfig *borderConfig);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetBorderConfigBottom(const acldvppBorderConfig *borderConfig);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetBorderConfigLeft(const acldvppBorderConfig *borderConfig);
+ACL_FUNC_VISIBILITY uint32_t acldvppGetBorderConfigRight(const acldvppBorderConfig *borderConfig);
 
 ACL_FUNC_VISIBILITY aclError acldvppJpegGetImageInfo(const void *data, uint32_t size, uint32_t *width,
                                                      uint32_t *height, int32_t *components);
@@ -225,6 +265,46 @@ ACL_FUNC_VISIBILITY aclError acldvppVpcCropAndPasteAsync(acldvppChannelDesc *cha
                                                          acldvppPicDesc *inputDesc, acldvppPicDesc *outputDesc,
                                                          acldvppRoiConfig *cropArea,
                                                          acldvppRoiConfig *pasteArea, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcCropResizePasteAsync(acldvppChannelDesc *channelDesc,
+                                                            acldvppPicDesc *inputDesc,
+                                                            acldvppPicDesc *outputDesc,
+                                                            acldvppRoiConfig *cropArea,
+                                                            acldvppRoiConfig *pasteArea,
+                                                            acldvppResizeConfig *resizeConfig,
+                                                            aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcMakeBorderAsync(const acldvppChannelDesc *channelDesc,
+                                                       const acldvppPicDesc *inputDesc,
+                                                       acldvppPicDesc *outputDesc,
+                                                       const acldvppBorderConfig *borderConfig,
+                                                       aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcBatchCropAsync(acldvppChannelDesc *channelDesc,
+                                                      acldvppBatchPicDesc *srcBatchPicDescs,
+                                                      uint32_t *roiNums, uint32_t size,
+                                                      acldvppBatchPicDesc *dstBatchPicDescs,
+                                                      acldvppRoiConfig *cropAreas[],
+                                                      aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcBatchCropAndPasteAsync(acldvppChannelDesc *channelDesc,
+                                                              acldvppBatchPicDesc *srcBatchPicDescs,
+                                                              uint32_t *roiNums, uint32_t size,
+                                                              acldvppBatchPicDesc *dstBatchPicDescs,
+                                                              acldvppRoiConfig *cropAreas[],
+                                                              acldvppRoiConfig *pasteAreas[],
+                                                              aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcBatchCropResizeAsync(acldvppChannelDesc *channelDesc,
+                                                            acldvppBatchPicDesc *srcBatchPicDescs,
+                                                            uint32_t *roiNums, uint32_t size,
+                                                            acldvppBatchPicDesc *dstBatchPicDescs,
+                                                            acldvppRoiConfig *cropAreas[],
+                                                            acldvppResizeConfig *resizeConfig,
+                                                            aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcBatchCropResizePasteAsync(
+    acldvppChannelDesc *channelDesc, acldvppBatchPicDesc *srcBatchPicDescs, uint32_t *roiNums,
+    uint32_t size, acldvppBatchPicDesc *dstBatchPicDescs, acldvppRoiConfig *cropAreas[],
+    acldvppRoiConfig *pasteAreas[], acldvppResizeConfig *resizeConfig, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError acldvppVpcBatchCropResizeMakeBorderAsync(
+    acldvppChannelDesc *channelDesc, acldvppBatchPicDesc *srcBatchPicDescs, uint32_t *roiNums,
+    uint32_t size, acldvppBatchPicDesc *dstBatchPicDescs, acldvppRoiConfig *cropAreas[],
+    acldvppBorderConfig *borderCfgs[], acldvppResizeConfig *resizeConfig, aclrtStream stream);
 ACL_FUNC_VISIBILITY aclError acldvppVpcConvertColorAsync(acldvppChannelDesc *channelDesc,
                                                          acldvppPicDesc *inputDesc, acldvppPicDesc *outputDesc,
                                                          aclrtStream stream);
