@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from npuemu.shared.relu import relu as _relu
+
 ALIGN = 64
 
 
@@ -157,7 +159,7 @@ def depthwise(x: Any, w: Any, sh: int, sw: int, dh: int, dw: int, pads: Any, ws:
         if b is not None:
             np.add(res, b, out=dst)
             if relu:
-                np.maximum(dst, 0, out=dst)
+                _relu(dst, dst)
         elif relu:
             np.maximum(res, 0, out=dst)
         else:
@@ -195,5 +197,5 @@ def conv2d(x: Any, w: Any, sh: int, sw: int, dh: int, dw: int, pads: Any, groups
         if b is not None:
             res += b
         if relu:
-            np.maximum(res, 0, out=res)
+            _relu(res, res)
     return out

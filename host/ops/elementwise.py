@@ -94,9 +94,11 @@ def _binary_source(expr: str | None):
             fn = "np.true_divide" if ins[0].dtype in FLOATS | {BF16} else "np.floor_divide"
             tile = fn + "({a}, {b}, out=o0[s])"
         tile = tile.format(a="b0[s]", b="b1[s]")
-        if attrs.get("fused_relu"):  # Add only: a Relu fused by ATC, on the tile in cache
-            tile += "\nnp.maximum(o0[s], 0, out=o0[s])"
-        return Body(through_f32(tile, 2) if ins[0].dtype == BF16 else tile, _views(2))
+        relu = bool(attrs.get("fused_relu"))
+        if relu:  # Add only: a Relu fused by ATC, on the tile in cache
+            tile += "\n_relu(o0[s], o0[s])"
+        return Body(through_f32(tile, 2) if ins[0].dtype == BF16 else tile, _views(2),
+                    helpers=RELU if relu else "")
     return source
 
 
@@ -108,13 +110,16 @@ for _name, _expr in [*_BINARY.items(), ("Div", None)]:
 
 # unary -----------------------------------------------------------------------------------------
 _ERF = "_erf = np.frompyfunc(math.erf, 1, 1)\n"
+RELU = "from npuemu.shared.relu import relu as _relu\n"
+"""The kernels' ``max(x, 0)`` (``shared/relu.py``: numpy's array-array loop, not the slower
+array-scalar one); the Relu op's and every fused Relu's."""
 _UNARY = {
     "Sqrt": ("np.sqrt(b0[s], out=o0[s])", FLOATS, ""),
     "Exp": ("np.exp(b0[s], out=o0[s])", FLOATS, ""),
     "Log": ("np.log(b0[s], out=o0[s])", FLOATS, ""),
     "Abs": ("np.abs(b0[s], out=o0[s])", NUMERIC, ""),
     "Neg": ("np.negative(b0[s], out=o0[s])", NUMERIC, ""),
-    "Relu": ("np.maximum(b0[s], 0, out=o0[s])", NUMERIC, ""),
+    "Relu": ("_relu(b0[s], o0[s])", NUMERIC, RELU),
     "Sigmoid": ("o0[s] = 1 / (1 + np.exp(-b0[s]))", FLOATS, ""),
     "Tanh": ("np.tanh(b0[s], out=o0[s])", FLOATS, ""),
     "Gelu": ("v = b0[s]\n"

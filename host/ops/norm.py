@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from npuemu.host.ops import types as T
+from npuemu.host.ops.elementwise import RELU
 from npuemu.host.ops.registry import (
     FLOATS,
     Body,
@@ -53,9 +54,10 @@ def _bn_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body
             f"b_ = (x2 - x3 * k_).astype(x0.dtype).reshape({shape})\n"
             f"k_ = k_.astype(x0.dtype).reshape({shape})\n")
     tile = "np.multiply(x0[s], k_, out=y0[s])\nnp.add(y0[s], b_, out=y0[s])\n"
-    if attrs.get("fused_relu"):  # a Relu fused by ATC, in place on the tile
-        tile += "np.maximum(y0[s], 0, out=y0[s])\n"
-    return Body(tile, prep)
+    relu = bool(attrs.get("fused_relu"))
+    if relu:  # a Relu fused by ATC, in place on the tile
+        tile += "_relu(y0[s], y0[s])\n"
+    return Body(tile, prep, helpers=RELU if relu else "")
 
 
 register(OpDef("BatchNorm", "aivector", ("x", "scale", "offset", "mean", "variance"), ("y",),

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from npuemu.host.ops.elementwise import RELU
 from npuemu.host.ops.registry import ALL, MOVES, Body, OpDef, Spec, bad, normalize_axis, register
 
 
@@ -94,8 +95,10 @@ def _concat_infer(ins: list[Spec], attrs: dict[str, Any], hint: list[Spec]) -> l
 def _concat_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Body:
     axis = normalize_axis(int(attrs["concat_dim"]), len(ins[0].shape))
     xs = ", ".join(f"x{i}" for i in range(len(ins)))
-    relu = "\nnp.maximum(y0, 0, out=y0)" if attrs.get("fused_relu") else ""
-    return _single(f"np.concatenate(({xs},), axis={axis}, out=y0){relu}")
+    tile = f"np.concatenate(({xs},), axis={axis}, out=y0)"
+    if not attrs.get("fused_relu"):
+        return _single(tile)
+    return Body(tile + "\n_relu(y0, y0)", split=False, helpers=RELU)
 
 
 register(OpDef("Concat", "aicpu", ("x",), ("y",), MOVES, _concat_infer, _concat_source,
