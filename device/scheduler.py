@@ -118,7 +118,7 @@ _COST = "__npu_last_run__"
 """Attribute of a kernel function: ``(args, num_blocks, ns)`` of its last successful run in
 this worker (read by ``_tiny``; it goes with the function when its binary is unloaded)."""
 _LAUNCH, _RECORD = int(Op.LAUNCH), int(Op.RECORD)  # plain ints: enum lookups cost more
-_MODEL_EXECUTE = int(Op.MODEL_EXECUTE)
+_MODEL_EXECUTE, _DVPP = int(Op.MODEL_EXECUTE), int(Op.DVPP)
 _COPY_ASYNC, _MEMSET_ASYNC = int(Op.COPY_ASYNC), int(Op.MEMSET_ASYNC)
 _TASKS = layout.DEVICE_CTL.TASKS
 _monotonic_ns = time.monotonic_ns
@@ -559,6 +559,9 @@ class Scheduler:
             return True
         if engine is None:
             self._complete(task, run(task))
+            if op == _DVPP:  # a VPC job ran here: its waiters wake now, not after the pass
+                self._touched.discard(stream.client)
+                stream.client.notify_sync()
         else:
             stream.busy = True
             task.engine = engine

@@ -104,6 +104,9 @@ class PicDesc:
 
     addr: int
     words: Any = field(repr=False)
+    slab: int = 0
+    """Base of the pinned block that holds the record, once ``pin_records`` found it (the
+    record never moves)."""
 
     def get(self, index: int) -> int:
         return int(self.words[index])
@@ -151,10 +154,13 @@ def pin_records(link: Link, pics: list[PicDesc]) -> None:
     rt = runtime.get()
     assert rt.pinned is not None
     for pic in pics:
+        if pic.slab in link.pinned:  # mapped by this card before
+            continue
         seg = rt.pinned.find(pic.addr)
         if seg is None:
             raise _param(f"picture descriptor 0x{pic.addr:x} has no pinned record")
         memory.pin(link, seg.address, seg)
+        pic.slab = seg.address
 
 
 @dataclass(eq=False)

@@ -151,8 +151,9 @@ def jpeg_encode_async(channel: object, in_handle: object, data: object, size_ptr
 # VPC -----------------------------------------------------------------------------------------
 def _vpc_pic(stream: streams.Stream, handle: object, output: bool, what: str) -> d.PicDesc:
     pic = _pic(handle, what)
-    fmt, w, h = pic.get(_P.FORMAT), pic.get(_P.WIDTH), pic.get(_P.HEIGHT)
-    sw, sh, size = pic.get(_P.WIDTH_STRIDE), pic.get(_P.HEIGHT_STRIDE), pic.get(_P.SIZE)
+    words = pic.words  # the record's words, read once each (ints)
+    fmt, w, h = words[_P.FORMAT], words[_P.WIDTH], words[_P.HEIGHT]
+    sw, sh, size = words[_P.WIDTH_STRIDE], words[_P.HEIGHT_STRIDE], words[_P.SIZE]
     if fmt not in m.VPC_FORMATS:
         code = (errors.ACL_ERROR_FEATURE_UNSUPPORTED if fmt in m.PIXEL_FORMAT_VALUES
                 else errors.ACL_ERROR_INVALID_PARAM)
@@ -161,7 +162,7 @@ def _vpc_pic(stream: streams.Stream, handle: object, output: bool, what: str) ->
     problem = m.vpc_picture_problem(fmt, w, h, sw, sh, size, output)
     if problem:
         raise _param(f"{what}: {problem}")
-    device_range(stream, pic.get(_P.DATA), m.picture_bytes(fmt, sw, sh), what)
+    device_range(stream, words[_P.DATA], m.picture_bytes(fmt, sw, sh), what)
     return pic
 
 
