@@ -39,6 +39,7 @@ from npuemu.device import containment
 from npuemu.device.exec import collective, graph, kernels, model, opbin
 from npuemu.shared import errors, protocol, shm
 from npuemu.shared.layout import DEVICE_CTL
+from npuemu.shared.memcopy import move
 from npuemu.shared.protocol import TASK_OPS, BadFrame, Op
 
 if TYPE_CHECKING:
@@ -97,13 +98,14 @@ heartbeat after each (``Worker.beat``): many GiB must not make the card look hun
 
 
 def beating_memmove(beat: Callable[[], None], dst: int, src: int, count: int) -> None:
-    """``memmove(dst, src, count)`` in ``BEAT_BYTES`` steps, calling ``beat`` after each.
-    Overlapping ranges stay correct: the steps run backwards when ``dst`` lies inside
+    """``memmove(dst, src, count)`` in ``BEAT_BYTES`` steps (``memcopy.move``: around 4K
+    aliasing, as two neighbouring blocks are), calling ``beat`` after each. Overlapping
+    ranges stay correct: the steps run backwards when ``dst`` lies inside
     ``(src, src + count)``, as memmove itself would copy."""
     steps = range(0, count, BEAT_BYTES)
     order: Iterable[int] = reversed(steps) if src < dst < src + count else steps
     for step in order:
-        ctypes.memmove(dst + step, src + step, min(BEAT_BYTES, count - step))
+        move(dst + step, src + step, min(BEAT_BYTES, count - step))
         beat()
 
 

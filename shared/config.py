@@ -86,7 +86,7 @@ DEFAULT_ECC_SBE_WARN = 5
 DEFAULT_NT_COPY_BYTES = 1 << 20
 """Copies of at least this many bytes in a node's processes use non-temporal stores
 (``NPUEMU_NT_COPY_BYTES``; :func:`glibc_tunables`)."""
-_NT_TUNABLE = "glibc.cpu.x86_non_temporal_threshold"
+NT_TUNABLE = "glibc.cpu.x86_non_temporal_threshold"
 
 
 def glibc_tunables(current: str, nt_bytes: int) -> str:
@@ -98,9 +98,9 @@ def glibc_tunables(current: str, nt_bytes: int) -> str:
     (300 MiB here) never reaches it, and every large arena copy (D2D, P2P, collectives) then
     moves half as fast as the memory allows (6 vs 12 GB/s measured). x86 only; elsewhere
     glibc ignores the name."""
-    if not nt_bytes or _NT_TUNABLE in current:
+    if not nt_bytes or NT_TUNABLE in current:
         return current
-    ours = f"{_NT_TUNABLE}={nt_bytes:#x}"
+    ours = f"{NT_TUNABLE}={nt_bytes:#x}"
     return f"{current}:{ours}" if current else ours
 
 VARIABLES: dict[str, str] = {

@@ -13,7 +13,7 @@ Where the bytes move (each byte moves once):
 | H2H  | this process                                 | ``ctypes.memmove``               |
 
 (A host<->device copy whose ends sit a few bytes apart modulo 4 KiB, as a numpy buffer and
-device memory do, goes through a cache-resident bounce buffer instead: ``move``.)
+device memory do, goes through a bounce buffer instead: ``move``, ``shared/memcopy.py``.)
 
 A synchronous copy of at most ``SMALL_COPY_BYTES`` with plain int arguments takes one short
 path (``small_copy``): the same checks, made once each (from what an earlier call left
@@ -56,7 +56,7 @@ from npuemu.host.core import capture, freebatch, p2p, plog, runtime
 from npuemu.host.core import stream as streams
 from npuemu.host.core.runtime import Allocation, index
 from npuemu.host.driver.interface import Link
-from npuemu.shared import address, config, errors, logring, shm
+from npuemu.shared import address, config, errors, logring, memcopy, shm
 from npuemu.shared.enums import MemAttr, MemcpyKind, MemLocationType
 from npuemu.shared.protocol import Op
 
@@ -377,8 +377,8 @@ def small_copy(dst: object, dst_max: object, src: object, count: object,
     maps its start to it: a freed block is not); isolated pages; then the copy, one slice
     assignment between memoryviews of the block and of the host range (made once each,
     ``Allocation.view`` and ``_host_memo``: a ``ctypes.memmove`` costs twice as much), and a
-    liveness check (``_check_alive_soon``). Any miss takes the general checks, with their
-    codes."""
+    liveness check (at most every ``LIVENESS_POLL_NS``). Any miss takes the general checks,
+    with their codes."""
     global _host_read, _host_write, _recent_dst, _recent_src
     if (type(count) is not int or type(dst_max) is not int or type(dst) is not int
             or type(src) is not int or type(kind) is not int
@@ -431,7 +431,10 @@ def small_copy(dst: object, dst_max: object, src: object, count: object,
             dev, host, memo = src, dst, _host_write
             if not (memo[0] <= dst and dst + count <= memo[1] and memo[2] is maps.cache):
                 memo = _host_write = _host_memo(maps, dst, count, True)
-        alloc = _recent_dst = _live(_recent_dst, dev, count, allocations)
+        alloc = _recent_dst  # _live, written out (a call is a tenth of a small copy)
+        if not (alloc.ptr <= dev and dev + count <= alloc.ptr + alloc.size
+                and allocations.get(alloc.ptr) is alloc):
+            alloc = _recent_dst = find(dev, count)
         link, view = alloc.link, alloc.view or _view(alloc)
         if view is _FAR:
             addr = _mapped(alloc, dev, count)
@@ -440,12 +443,21 @@ def small_copy(dst: object, dst_max: object, src: object, count: object,
             words, at = link.poison_word  # one word read while no page is isolated
             if words[at] and link.poisoned(dev, count):
                 _mapped(alloc, dev, count)  # raises 507054 for the page it names
+            here = dev + alloc.mapped - alloc.ptr  # the device end's address here
             o, p = dev - alloc.ptr, host - memo[0]
             if kind == _H2D:
-                _put(view, o, memo[3], p, count, alloc.mapped + o, host)
+                if count < SPLIT_MIN_BYTES or not 0 < (here - host) & 4095 <= _SMALL_WINDOW:
+                    view[o : o + count] = memo[3][p : p + count]
+                else:
+                    _put_aliased(view, o, memo[3], p, count, host)
+            elif count < SPLIT_MIN_BYTES or not 0 < (host - here) & 4095 <= _SMALL_WINDOW:
+                memo[3][p : p + count] = view[o : o + count]
             else:
-                _put(memo[3], p, view, o, count, host, alloc.mapped + o)
-    _check_alive_soon(link)  # a device that died during the copy fails the copy
+                _put_aliased(memo[3], p, view, o, count, here)
+    now = _monotonic_ns()  # the liveness poll, at most every LIVENESS_POLL_NS per card
+    if link.lost_detail or now - _polled.get(link, 0) >= LIVENESS_POLL_NS:
+        link.check_alive()  # a device that died during the copy fails the copy
+        _polled[link] = now
     return True
 
 
@@ -459,15 +471,13 @@ def _live(recent: Allocation, ptr: int, count: int, allocations: dict[int, Alloc
     return find(ptr, count)
 
 
-def _put(dst: memoryview, d: int, src: memoryview, s: int, count: int, dst_addr: int,
-         src_addr: int) -> None:
-    """``dst[d:d+count] = src[s:s+count]`` for a short host<->device copy, around 4K
-    aliasing as ``move`` (``dst_addr``/``src_addr``: the two ends' addresses): direct; or,
-    aliased, in two halves up to ``SPLIT_MAX_BYTES``, else through this thread's bounce
-    buffer placed 2 KiB off the source's page offset."""
-    if count < SPLIT_MIN_BYTES or not 0 < (dst_addr - src_addr) & 4095 <= ALIASED_OFFSETS:
-        dst[d : d + count] = src[s : s + count]
-    elif count <= SPLIT_MAX_BYTES:  # each half below glibc's ``rep movsb`` threshold
+def _put_aliased(dst: memoryview, d: int, src: memoryview, s: int, count: int,
+                 src_addr: int) -> None:
+    """``dst[d:d+count] = src[s:s+count]`` for a short host<->device copy whose ends alias
+    (``memcopy.SMALL_WINDOW``; ``src_addr``: the source's address): in two halves up to
+    ``SPLIT_MAX_BYTES``, else through this thread's bounce buffer placed 2 KiB off the
+    source's page offset."""
+    if count <= SPLIT_MAX_BYTES:  # each half below glibc's ``rep movsb`` threshold
         half = count >> 1
         dst[d : d + half] = src[s : s + half]
         dst[d + half : d + count] = src[s + half : s + count]
@@ -513,17 +523,9 @@ def _host_memo(maps: Any, addr: int, count: int,
     return lo, hi, token, _memory_view(lo, hi - lo, _WRITABLE if write else _READ_ONLY)
 
 
-def _bounce_buffer() -> Any:
-    """This thread's bounce buffer (``move``'s), made on its first use."""
-    buf = getattr(_bounce, "buf", None)
-    if buf is None:
-        buf = _bounce.buf = ctypes.create_string_buffer(BOUNCE_CHUNK_BYTES + 4096)
-    return buf
-
-
 def _bounce_view() -> tuple[int, memoryview]:
     """This thread's bounce buffer as ``(address, memoryview)``, made once."""
-    buf = _bounce_buffer()
+    buf = memcopy.small_buffer()
     view = _bounce.view = (ctypes.addressof(buf), memoryview(buf).cast("B"))
     return view
 
@@ -569,16 +571,6 @@ _polled: dict[Link, int] = {}
 writes it; a lost update only means one more poll)."""
 
 
-def _check_alive_soon(link: Link) -> None:
-    """``link.check_alive()`` (raises the card's code if it is lost) when the card is known
-    lost or the short path last polled it ``LIVENESS_POLL_NS`` ago; otherwise nothing.
-    Does not block."""
-    now = _monotonic_ns()
-    if link.lost_detail or now - _polled.get(link, 0) >= LIVENESS_POLL_NS:
-        link.check_alive()
-        _polled[link] = now
-
-
 def _forget_link(link: Link) -> None:
     global _recent_dst, _recent_src
     _polled.pop(link, None)
@@ -587,48 +579,21 @@ def _forget_link(link: Link) -> None:
 
 runtime.on_close_device(_forget_link)
 
-ALIASED_OFFSETS = 256
-"""A copy whose destination is at most this many bytes past its source modulo 4 KiB (not 0)
-is slow while glibc copies with ``rep movsb`` (from ~2 KiB to the core's L2 size on AMD
-cores): each load hits the same low 12 address bits as a store just issued (4K aliasing).
-Its vector loop beyond that avoids it. A numpy buffer starts 16 bytes into a page, device
-memory on a page boundary: a D2H copy into numpy is such a copy (measured: 64 KiB ~2 GB/s
-instead of ~6 through the bounce buffer, 128 to 384 KiB likewise ~3x slower)."""
-BOUNCE_MIN_BYTES = 4 * 1024
-"""Below this, an aliased copy is left as it is (the extra call costs what it saves)."""
-BOUNCE_MAX_BYTES = 512 * 1024
-"""From this size on, an aliased copy is left as it is: memmove no longer uses ``rep
-movsb`` (measured: 512 KiB at ~13 GB/s direct, ~8 through the bounce buffer)."""
-BOUNCE_CHUNK_BYTES = 64 * 1024
 SPLIT_MIN_BYTES, SPLIT_MAX_BYTES = 2048, 4096
-"""An aliased short copy (``small_copy``) of this many bytes goes in two halves instead of
-through the bounce buffer, each half below glibc's ``rep movsb`` threshold (2112 bytes on
-cores with FSRM, more on others), so neither aliases and no byte is copied twice (measured,
-4 KiB D2H into numpy: 1.7 us direct, 0.85 through the bounce buffer, 0.62 in halves);
-above it, the bounce buffer."""
+"""An aliased short copy (``small_copy``; aliased: ``memcopy.SMALL_WINDOW``) of this many
+bytes goes in two halves instead of through the bounce buffer, each half below glibc's
+``rep movsb`` threshold (2112 bytes on cores with FSRM, more on others), so neither aliases
+and no byte is copied twice (measured, 4 KiB D2H into numpy: 1.7 us direct, 0.85 through
+the bounce buffer, 0.62 in halves); above it, the bounce buffer."""
 _bounce = threading.local()
-"""Each thread's bounce buffer (``move``), made on its first aliased copy: threads never
-share one."""
-
-
-def move(dst: int, src: int, count: int) -> None:
-    """``memmove`` for host<->device copies (ranges that cannot overlap), around 4K aliasing
-    (``ALIASED_OFFSETS``): such a copy goes in chunks through this thread's bounce buffer,
-    placed 2 KiB off the source's page offset, so that neither leg aliases (the chunk stays
-    in the cache between them). No ``aclrt`` counterpart; does not block."""
-    if (count < BOUNCE_MIN_BYTES or count >= BOUNCE_MAX_BYTES
-            or not 0 < (dst - src) & 4095 <= ALIASED_OFFSETS):
-        _memmove(dst, src, count)
-        return
-    base = ctypes.addressof(_bounce_buffer())
-    bounce = base + ((src + 2048 - base) & 4095)
-    for offset in range(0, count, BOUNCE_CHUNK_BYTES):
-        n = min(BOUNCE_CHUNK_BYTES, count - offset)
-        _memmove(bounce, src + offset, n)
-        _memmove(dst + offset, bounce, n)
+"""Each thread's memoryview of its bounce buffer (``memcopy.small_buffer``), for
+``_put_aliased``."""
+move = memcopy.move
+"""Host<->device copies: ``memmove`` around 4K aliasing (``shared/memcopy.py``)."""
 
 
 _memmove = ctypes.memmove
+_SMALL_WINDOW = memcopy.SMALL_WINDOW
 _monotonic_ns = time.monotonic_ns
 _H2D = int(_K.ACL_MEMCPY_HOST_TO_DEVICE)
 _D2H = int(_K.ACL_MEMCPY_DEVICE_TO_HOST)

@@ -55,6 +55,11 @@ def test_d2d_within_a_device(run_prog):
     assert r == {"d2d": 0, "b_ok": True, "inner": 0, "c_ok": True, "a_untouched": True}
 
 
+def test_d2d_between_neighbouring_blocks_past_the_non_temporal_threshold(run_prog):
+    r = scenario(run_prog, "aliased_d2d")
+    assert r == {"apart": 64, "whole": 0, "whole_ok": True, "part": 0, "part_ok": True}
+
+
 def test_memcpy_default_infers_the_direction(run_prog):
     r = scenario(run_prog, "default_kind")
     assert r == {"h2d": 0, "d2d": 0, "d2h": 0, "h2h": 0, "data_ok": True}

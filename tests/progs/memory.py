@@ -19,6 +19,7 @@ from npuemu.shared import address
 ZEROS = bytes(64)  # a host source that stays alive (a temporary's address would dangle)
 ZP = acl.util.bytes_to_ptr(ZEROS)
 M = 1024 * 1024
+NORMAL_ONLY = 2  # ACL_MEM_MALLOC_NORMAL_ONLY
 
 
 def hbm_free(attr=1):
@@ -108,6 +109,29 @@ def d2d():
     R["c_ok"] = (got[:4096] == b"\x11" * 4096 and got[4096:5096] == data[64:1064]
                  and got[5096:] == b"\x11" * (n - 5096))
     R["a_untouched"] = d2h(a, n) == data
+
+
+@scenario
+def aliased_d2d():
+    """D2D copies the worker makes past its non-temporal threshold (1 MiB, the node's
+    setting) between two neighbouring blocks of normal pages, whose starts lie 64 bytes
+    apart modulo 4 KiB (aliased: ``shared/memcopy.py``'s bounce): whole, and a sub-range at
+    odd offsets."""
+    ok(acl.rt.set_device(0))
+    n = 3 * M + 5  # its block (+32 bytes, in 64-byte steps) ends 64 bytes into a page
+    data = os.urandom(n)
+    a, b = malloc(n, NORMAL_ONLY), malloc(n, NORMAL_ONLY)
+    R["apart"] = (b - a) % 4096
+    h2d(a, data)
+    ok(acl.rt.memset(b, n, 0, n))
+    R["whole"] = acl.rt.memcpy(b, n, a, n, 3)
+    R["whole_ok"] = d2h(b, n) == data
+    ok(acl.rt.memset(b, n, 0x22, n))
+    count = 2 * M + 333
+    R["part"] = acl.rt.memcpy(b + 5, n - 5, a + 3, count, 3)
+    got = d2h(b, n)
+    R["part_ok"] = (got[:5] == b"\x22" * 5 and got[5:5 + count] == data[3:3 + count]
+                    and got[5 + count:] == b"\x22" * (n - 5 - count))
 
 
 @scenario

@@ -1,44 +1,23 @@
-"""Host copies around 4K aliasing (``memory.move``'s bounce buffer) and the pinned pool's
-bisection (``PinnedPool.span``): the bytes land where they should, whatever the sizes and
-page offsets of the two ends."""
+"""Host copies around 4K aliasing (``memory.move``: ``shared/memcopy.py``, whose own tests are
+``test_memcopy.py``) and the pinned pool's bisection (``PinnedPool.span``): the bytes land
+where they should, whatever the sizes and page offsets of the two ends."""
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
-import pytest
 
 from npuemu.host import acl
-from npuemu.host.core import memory
-
-SIZES = [100, memory.BOUNCE_MIN_BYTES, memory.BOUNCE_CHUNK_BYTES * 3 + 123,
-         memory.BOUNCE_MAX_BYTES - 1, memory.BOUNCE_MAX_BYTES + 4096]
+from npuemu.shared import memcopy
 
 
-@pytest.mark.parametrize("shift", [0, 16, memory.ALIASED_OFFSETS, 2048])
-def test_move_copies_every_byte_at_any_offset(shift):
-    """Aliased (16, 256 bytes past the source modulo 4 KiB) and plain ends, sizes on both
-    sides of the bounce window and a last chunk shorter than the others."""
-    n = max(SIZES)
-    src = np.random.default_rng(shift).integers(0, 256, n + 8192, dtype=np.uint8)
-    dst = np.zeros(n + 8192, np.uint8)
-    s = src.ctypes.data + (-src.ctypes.data) % 4096  # page-aligned source
-    d0 = dst.ctypes.data + (-dst.ctypes.data) % 4096 + shift
-    for count in SIZES:
-        dst[:] = 0
-        memory.move(d0, s, count)
-        got = np.ctypeslib.as_array((ctypes.c_uint8 * (count + 1)).from_address(d0))
-        want = np.ctypeslib.as_array((ctypes.c_uint8 * count).from_address(s))
-        assert (got[:count] == want).all(), count
-        assert got[count] == 0, count  # nothing past the end
-
-
-def test_device_to_numpy_copy_through_the_bounce_buffer(fake_runtime):
+def test_device_to_numpy_copy_through_the_bounce_buffer(fake_runtime, monkeypatch):
     """A D2H copy into a numpy buffer 16 bytes into its page (aliased) through the short
-    path and through the general one (above ``SMALL_COPY_BYTES``)."""
+    path and through the general one (above ``SMALL_COPY_BYTES``; past the non-temporal
+    threshold, 1 MiB as in a node's processes, through the non-temporal bounce)."""
+    monkeypatch.setattr(memcopy, "NT_BYTES", 1 << 20)
+    monkeypatch.setattr(memcopy._local, "nt", None, raising=False)
     assert acl.rt.set_device(0) == 0
-    for n in (64 * 1024, 300 * 1024):
+    for n in (64 * 1024, 300 * 1024, 3 * (1 << 20) + 777):
         data = np.arange(n, dtype=np.uint32).astype(np.uint8)
         dev, ret = acl.rt.malloc(n, 0)
         assert ret == 0

@@ -13,7 +13,7 @@ import pytest
 
 from npuemu.host import acl
 from npuemu.host.core import memory
-from npuemu.shared import errors
+from npuemu.shared import errors, memcopy
 
 RT_PARAM_INVALID = 107000
 H2D, D2H, D2D = 1, 2, 3
@@ -97,7 +97,7 @@ def test_covering_gives_the_mapped_range_and_the_cache_it_holds_for(fake_runtime
     assert err.value.code == RT_PARAM_INVALID
 
 
-@pytest.mark.parametrize("shift", [0, 16, memory.ALIASED_OFFSETS, 2048, 4000])
+@pytest.mark.parametrize("shift", [0, 16, memcopy.SMALL_WINDOW, 2048, 4000])
 def test_short_copies_land_exactly_aliased_or_not(fake_runtime, shift):
     """H2D and D2H of sizes about the split and bounce thresholds, up to ``SMALL_COPY_BYTES``,
     with the host end ``shift`` bytes into its page (16 and 256: D2H aliased; 4000: H2D
