@@ -10,11 +10,11 @@ card computes inf and NaN without a word, and a worker's stderr is the user's te
 ``fork_worker``: the supervisor imports the worker's modules once (at its first spawn, after
 ``prepare``) and forks each worker from itself, so a card starts in milliseconds instead of
 an interpreter start and a third of a second of imports per card. The modules include what
-the op kernels import (numpy, and ``shared/conv.py`` for Conv2D): a card's first kernel
-binary (``OP_LOAD``) would otherwise import numpy in the card's loop, about 0.1 s, inside
-the first op launch or model load of every process. The supervisor is
-single-threaded, and with the BLAS limited before numpy loads it has no library threads
-either, so the fork copies one thread and no held lock. The child, before it runs
+the op kernels import (numpy, ``shared/conv.py`` for Conv2D, ``shared/pool.py`` for
+pooling): a card's first kernel binary (``OP_LOAD``) would otherwise import numpy in the
+card's loop, about 0.1 s, inside the first op launch or model load of every process. The
+supervisor is single-threaded, and with the BLAS limited before numpy loads it has no
+library threads either, so the fork copies one thread and no held lock. The child, before it runs
 ``worker.main``, does what an ``exec`` would: SIGTERM back to its default (SIGINT stays
 ignored, as the supervisor's ignored disposition survives an exec), stdin on /dev/null, every
 other inherited descriptor (the control socket, its connections, the selector, pidfds)
@@ -98,7 +98,7 @@ def fork_worker(argv: list[str]) -> WorkerProc:
     fork fails."""
     prepare()
     from npuemu.device import worker  # once per supervisor: every fork shares the import
-    from npuemu.shared import conv  # noqa: F401  (the kernels' runtime: see the module doc)
+    from npuemu.shared import conv, pool  # noqa: F401  (the kernels' runtime: module doc)
 
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
