@@ -28,6 +28,7 @@ in cache. No staging buffer, no host thread.
 |------------------------|-------|------------------------------------------------------|
 | all_reduce, ≤ 4 KiB    | 1     | copies its input into its segment slot (parity of the |
 |                        |       | call), then reduces every rank's slot in rank order  |
+|                        |       | (in the loop thread when the engine is idle: below)  |
 | all_reduce mesh        | 2     | reduces slice r of every input into its output, one  |
 |                        |       | ``CHUNK_BYTES`` piece at a time (PROGRESS), and      |
 |                        |       | copies each finished piece of slice j from rank j's  |
@@ -84,12 +85,24 @@ that cannot fault: a POSIX shared-memory segment cannot be sealed against ``ftru
 lands in the middle of one phase, between two checks, can still kill the worker; the checks
 leave that window at one phase of one task.
 
+One-shot all_reduce in the loop thread (``_inline``): a card's part of a small all_reduce
+is a few microseconds of work, and on a loaded machine each hand-over between the loop and
+the engine thread (the task to the engine, its report back) costs a wake-up of a thread that
+waits for a core. So when the communicator's engine has no task (``Engine.running`` is 0),
+``prepare`` itself posts the input, advances the step and waits on ``WAKE`` for the peers,
+at most ``INLINE_WAIT_S``; if they all arrived the task completes in the loop. Else the
+engine thread takes over the wait where the loop left it (``_small_rest``), so a late peer
+holds up the loop for at most that long, and the loop never spins meanwhile.
+
 Threading model: ``attach`` (and detach), ``prepare`` and ``release`` run in the worker's
 loop thread and own ``Client.comms``. Each ``Comm`` has one engine thread (an
 ``engines.Engine`` of the DMA class, registered in the scheduler's engine table under the
 key ``Comm.engine``, reused by later communicators of this worker) that runs ``_run`` and
-alone touches ``Comm.step``, ``calls`` and ``watches`` (the pidfds of peers'
-processes); ``broken`` is set once, by that thread or by
+alone touches ``Comm.step``, ``calls``, ``watches`` (the pidfds of peers' processes) and
+the slot views (``slots``), except that the loop thread does too in ``_inline``, only while
+the engine has no task of this communicator (the loop's ``Engine.running`` count: a task is
+reported to the loop only after its body returned); ``broken`` is set once, by that thread
+or by
 ``prepare`` when a peer is already gone (a single assignment; the engine only reads it at
 the start of a task). ``Comm.closed`` is set by the loop and read by the engine thread.
 ``_free_engines`` and the count of engines started (``_engines``) are the loop thread's.
@@ -117,6 +130,11 @@ from npuemu.shared.protocol import BadFrame, u64
 CHUNK_BYTES = 256 * 1024
 """Piece of a reduction: the accumulator and one input stay in L2."""
 _SLICE_S = 0.05
+_SLOT_SHAPES = 32
+"""Shapes (parity, count, dtype) of small-message slot views a communicator keeps."""
+INLINE_WAIT_S = 0.002
+"""Longest the loop thread waits for the peers of a one-shot all_reduce (``_inline``)
+before it hands the rest of the call to the communicator's engine thread."""
 _KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
           "barrier", "all_to_allv", "send", "recv")
 _P2P = ("send", "recv")
@@ -131,8 +149,9 @@ np: Any = None
 loads it (its start-up is then ~60 ms shorter)."""
 bf16: Any = None  # npuemu.shared.bf16 (it imports numpy), likewise
 _UFUNCS: dict[str, Any] = {}
-
-
+_NP_DTYPES: dict[str, Any] = {}  # dtype name -> the numpy dtype its elements have here
+_IDS = {name: i for names in (_KINDS, _DTYPES, _OPS, _ALGOS) for i, name in enumerate(names)}
+"""Index of each kind, dtype, op and algorithm name in its tuple (the call's ``desc``)."""
 def _numpy() -> None:
     global np, bf16
     if np is None:
@@ -142,6 +161,8 @@ def _numpy() -> None:
 
         _UFUNCS.update(zip(_OPS, (numpy.add, numpy.multiply, numpy.maximum, numpy.minimum),
                            strict=True))
+        _NP_DTYPES.update({name: numpy.dtype(numpy.uint16 if name == "bfloat16" else name)
+                           for name in _DTYPES})
         bf16, np = bf16_module, numpy
 _E_PARA, _E_MEMORY, _E_TIMEOUT, _E_REMOTE = 1, 3, 9, 21  # HcclResult values (host/hccl)
 MAX_COMMS = 32
@@ -156,7 +177,7 @@ _WORD_WAIT = 1
 _PIECE_BITS = 24
 """``PROGRESS`` is ``step at the call's arrival << _PIECE_BITS | pieces done`` (monotonic
 over calls; a piece is at least ``CHUNK_BYTES``, so far fewer than 2**24 of them)."""
-_PRESENT = (CommRankState.JOINED, CommRankState.ATTACHED)
+_PRESENT = frozenset((int(CommRankState.JOINED), int(CommRankState.ATTACHED)))
 _free_engines: list[str] = []  # scheduler keys of engines of detached communicators
 _engines = [0]  # communicator engine threads started by this worker (loop thread)
 _all_engines: list[engines.Engine[Any]] = []  # every one of them (loop thread)
@@ -205,6 +226,8 @@ class Comm:
             self.seg.close()
             raise
         self.step = self.field(rank, _R.STEP)
+        first = COMM_RANKS + _R.STEP
+        self.steps = slice(first, first + n * _R.words, _R.words)  # every rank's STEP word
         self.wake_at = self.seg.address + COMM_HEADER.WAKE * 8  # the futex word
         self.calls = 0
         self.sent: dict[int, int] = {}  # peer -> sends to it (from the segment at first)
@@ -213,6 +236,7 @@ class Comm:
         self.closed = False
         self.engine = _free_engines.pop() if _free_engines else ""  # scheduler key
         self.watches: dict[int, liveness.ProcessWatch] = {}  # pid -> its pidfd (engine thread)
+        self._slots: dict[tuple[int, int, Any], list[np.ndarray]] = {}  # ``slots`` (likewise)
 
     def intact(self) -> bool:
         """The segment still has its whole size (no process truncated it since the last
@@ -262,34 +286,44 @@ class Comm:
         """Advance this rank's step, wake the peers that sleep for it and block until each
         of ``ranks`` (all, or the two ring neighbours) reached the same step. Raises
         CollectiveError (timeout, peer lost or failed, cancelled)."""
+        target = self.advance(ranks)
+        if len(ranks) == self.n:
+            self.wait_all(task, target, deadline)
+        else:
+            self.block(task, ranks, lambda: self._reached(ranks, target), 2 * target + 1,
+                       deadline)
+
+    def advance(self, ranks: range | tuple[int, ...]) -> int:
+        """The first half of ``sync`` (does not block): this rank's step + 1, published;
+        the peers of ``ranks`` that sleep for it posted and, when every rank has now
+        reached it (a sync of all), every sleeper on ``WAKE`` woken. Returns the step."""
         self.step += 1
         target = self.step
         self.put(_R.STEP, target)
         _fence()
         self._wake_peers(target, ranks)
-        if len(ranks) == self.n:
-            self._sync_all(task, target, deadline)
-        else:
-            self.block(task, ranks, lambda: self._reached(ranks, target), 2 * target + 1,
-                       deadline)
+        if len(ranks) == self.n and self.all_reached(target):
+            self.words[COMM_HEADER.WAKE] = target
+            futex.wake(self.wake_at)
+        return target
 
-    def _sync_all(self, task: Job, target: int, deadline: float) -> None:
-        """The sync of every rank on the futex word ``WAKE``: the rank that finds every
-        step at ``target`` writes it there and wakes all the sleepers in one call (one trip
-        through the scheduler, not one semaphore post per peer); the others sleep while the
-        word is what they read before they checked the steps (the checks of ``block``)."""
+    def wait_all(self, task: Job, target: int, deadline: float,
+                 until: float = float("inf")) -> bool:
+        """The second half of a sync of every rank, on the futex word ``WAKE``: the rank
+        that arrives last (``advance``) writes ``target`` there and wakes all the sleepers
+        in one call (one trip through the scheduler, not one semaphore post per peer); the
+        others sleep while the word is what they read before they checked the steps (the
+        checks of ``block``). False if ``until`` (monotonic) passed first."""
         ranks, words, at = range(self.n), self.words, self.wake_at
-        if self._reached(ranks, target):
-            words[COMM_HEADER.WAKE] = target
-            futex.wake(at)
-            return
         alive_at = 0.0
         while True:
             seen = words[COMM_HEADER.WAKE]
-            if self._reached(ranks, target):
-                return
+            if self.all_reached(target):
+                return True
             alive_at, now = self._checks(task, ranks, deadline, alive_at)
-            futex.wait(at, seen, max(0.0, min(_SLICE_S, deadline - now)))
+            if now >= until:
+                return False
+            futex.wait(at, seen, max(0.0, min(_SLICE_S, deadline - now, until - now)))
             self.check_intact()
 
     def nudge(self) -> None:
@@ -353,6 +387,11 @@ class Comm:
         if self.field(peer, _R.WAITING) == _WORD_WAIT:
             self.sems[peer].release()
 
+    def all_reached(self, target: int) -> bool:
+        """Every rank's step is at least ``target`` (one slice of the segment's words)."""
+        reached: bool = min(self.words[self.steps]) >= target
+        return reached
+
     def _reached(self, ranks: range | tuple[int, ...], target: int) -> bool:
         words, base, stride = self.words, COMM_RANKS + _R.STEP, _R.words
         return all(words[base + j * stride] >= target for j in ranks)
@@ -378,13 +417,15 @@ class Comm:
         if self.closed or task.cancelled:
             raise CollectiveError(errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
                                   "collective cancelled")
+        words, stride = self.words, _R.words
         for j in ranks:
             if j == self.rank:
                 continue
-            if self.field(j, _R.STATE) not in _PRESENT:
+            at = COMM_RANKS + j * stride
+            if words[at + _R.STATE] not in _PRESENT:
                 raise CollectiveError(errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, _E_REMOTE,
                                       f"rank {j} left the communicator")
-            failed = self.field(j, _R.ERROR)
+            failed = words[at + _R.ERROR]
             if failed == _E_TIMEOUT:  # the collective timed out: say so on every rank
                 raise CollectiveError(errors.ACL_ERROR_RT_WAIT_TIMEOUT, _E_TIMEOUT,
                                       f"rank {j} timed out waiting for its peers")
@@ -454,10 +495,19 @@ class Comm:
         raw = (ctypes.c_char * nbytes).from_address(at)
         return np.frombuffer(raw, dt)
 
-    def small(self, rank: int, parity: int, count: int, dt: np.dtype) -> np.ndarray:
-        """Rank's small-message slot of the segment."""
-        off = layout.comm_small_offset(rank, parity)
-        return np.frombuffer(self.seg.buf, dt, count, off)
+    def slots(self, parity: int, count: int, dt: np.dtype) -> list[np.ndarray]:
+        """Every rank's small-message slot ``parity`` of the segment, as ``count`` elements
+        of ``dt`` (made once per shape and kept: at most ``_SLOT_SHAPES`` of them)."""
+        key = (parity, count, dt)
+        views = self._slots.get(key)
+        if views is None:
+            if len(self._slots) >= _SLOT_SHAPES:
+                self._slots.clear()
+            buf = self.seg.buf
+            views = self._slots[key] = [
+                np.frombuffer(buf, dt, count, layout.comm_small_offset(j, parity))
+                for j in range(self.n)]
+        return views
 
 
 _fence_lock = threading.Lock()
@@ -596,9 +646,10 @@ def _extents(kind: str, count: int, p: int, rank: int, root: int) -> tuple[int, 
 
 
 def prepare(worker: Card, client: CommClient,
-            task: Job) -> tuple[str, Callable[[Job], int]]:
+            task: Job) -> tuple[str | None, Callable[[Job], int]]:
     """Check the task's buffers (this rank's own, on this card) in the loop thread; returns
-    the communicator's engine and the body."""
+    the communicator's engine and the body, or None and the code of a one-shot all_reduce
+    done here (``_inline``)."""
     cid, kind, algo, dtype, op, root, count, send, recv, timeout_ms, counts = task.args
     _numpy()
     comm = client.comms.get(cid)
@@ -611,7 +662,7 @@ def prepare(worker: Card, client: CommClient,
         raise _invalid(str(err)) from None
     if not 0 <= root < comm.n:
         raise _invalid(f"root {root} not in [0, {comm.n})")
-    dt = np.dtype(np.uint16 if dtype == "bfloat16" else dtype)
+    dt = _NP_DTYPES[dtype]
     for ptr, n in _ranges(kind, count, comm.n, comm.rank, root, send, recv, counts,
                           dt.itemsize):
         if n:
@@ -626,36 +677,100 @@ def prepare(worker: Card, client: CommClient,
         raise
     task.args = (comm, kind, algo, dtype, op, root, count, send, recv, timeout_ms / 1000,
                  counts)
+    if kind == "all_reduce" and count * dt.itemsize <= layout.COMM_SMALL_BYTES and \
+            not worker.scheduler.engines[comm.engine].running:
+        return _inline(task)
     return comm.engine, _run
 
 
 def _run(task: Job) -> int:
+    """The engine thread's body of a COLLECTIVE task (blocks until the call is done on
+    every rank, or fails). Returns 0 or the task's ACL code."""
+    return _guarded(task, _body)
+
+
+def _body(task: Job) -> None:
+    args = task.args
+    run = _begin(task)
+    _BODIES[args[1]](run, args[2], args[7], args[8], args[5])
+
+
+def _begin(task: Job, checked: bool = False) -> _Run:
+    """The call's ``_Run``, its description published (engine thread, or the loop thread
+    when the engine is idle: ``_inline``). ``checked``: ``prepare`` has just checked the
+    segment's size in this thread."""
     comm, kind, algo, dtype, op, root, count, send, recv, timeout_s, counts = task.args
-    try:
-        if comm.broken is not None:
-            raise comm.broken
+    if comm.broken is not None:
+        raise comm.broken
+    if not checked:
         comm.check_intact()
-        deadline = time.monotonic() + timeout_s
-        desc = (_KINDS.index(kind) | _DTYPES.index(dtype) << 8 | _OPS.index(op) << 16
-                | _ALGOS.index(algo) << 24 | root << 32)
-        if dtype == "bfloat16":
-            run = _Run(comm, task, deadline, np.dtype(np.uint16), _bf16_ufunc(op), count)
-        else:
-            run = _Run(comm, task, deadline, np.dtype(dtype), _UFUNCS[op], count)
-        run.dtype, run.counts = _DTYPES.index(dtype), counts
-        if kind not in _P2P:
-            run.parity = comm.calls & 1
-            run.publish(send, recv, desc)
-            comm.calls += 1
-        _BODIES[kind](run, algo, send, recv, root)
+    deadline = time.monotonic() + timeout_s
+    ids = _IDS
+    desc = ids[kind] | ids[dtype] << 8 | ids[op] << 16 | ids[algo] << 24 | root << 32
+    uf = _bf16_ufunc(op) if dtype == "bfloat16" else _UFUNCS[op]
+    run = _Run(comm, task, deadline, _NP_DTYPES[dtype], uf, count)
+    run.dtype, run.counts = ids[dtype], counts
+    if kind not in _P2P:
+        run.parity = comm.calls & 1
+        run.publish(send, recv, desc)
+        comm.calls += 1
+    return run
+
+
+def _guarded(task: Job, body: Callable[[Job], object]) -> int:
+    """``body(task)`` (``task.args`` begin with the communicator and the kind); 0, or the
+    code of its failure (the communicator is then broken and its peers woken: ``_fail``)."""
+    comm: Comm = task.args[0]
+    try:
+        body(task)
         return 0
     except CollectiveError as err:
         return _fail(comm, err)
     except errors.AclError as err:
         return _fail(comm, CollectiveError(err.code, _E_REMOTE, str(err)))
     except BaseException:  # a bug of ours (no user code runs here): fail it, wake the peers
-        comm.worker.internal_error(f"collective {kind}")
+        comm.worker.internal_error(f"collective {task.args[1]}")
         return _fail(comm, CollectiveError(errors.ACL_ERROR_RT_INTERNAL_ERROR, 4, "internal"))
+
+
+def _inline(task: Job) -> tuple[str | None, Callable[[Job], int]]:
+    """A one-shot all_reduce whose engine is idle starts in the loop thread (``prepare``,
+    does not block longer than ``INLINE_WAIT_S``): it posts its input and waits for its
+    peers that long at most. Done by then, the task completes in the loop: no hand-over to
+    the engine thread and back, two wake-ups of this card's threads fewer. Else the engine
+    thread waits for the rest (``_small_rest``)."""
+    code = _guarded(task, _small_start)
+    if code or task.args[4]:
+        task.args = (code,)
+        return None, _result
+    return task.args[0].engine, _small_rest
+
+
+def _small_start(task: Job) -> None:
+    """``_inline``'s part; leaves ``task.args`` = (comm, kind, run, step, done)."""
+    comm, kind, recv = task.args[0], task.args[1], task.args[8]
+    run = _begin(task, checked=True)
+    target = _small_post(run, task.args[7])
+    task.args = (comm, kind, run, target, False, recv)
+    done = _small_reduce(run, target, recv, time.monotonic() + INLINE_WAIT_S)
+    task.args = (comm, kind, run, target, done, recv)
+
+
+def _small_rest(task: Job) -> int:
+    """Engine thread: the rest of a one-shot all_reduce the loop thread started
+    (``_inline``): the wait for the peers and the reduction."""
+    return _guarded(task, _small_finish)
+
+
+def _small_finish(task: Job) -> None:
+    _comm, _kind, run, target, _done, recv = task.args
+    _small_reduce(run, target, recv)
+
+
+def _result(task: Job) -> int:
+    """The code of a call the loop thread finished in ``prepare`` (``_inline``)."""
+    code: int = task.args[0]
+    return code
 
 
 def _fail(comm: Comm, err: CollectiveError) -> int:
@@ -707,13 +822,18 @@ class _Run:
         """The first phase: every rank published; their calls must agree. Sets ``base``
         (every rank's step is the same now, and greater than at any earlier call)."""
         self.sync()
+        self.agree()
+
+    def agree(self) -> None:
+        """After the first sync: every rank's call is this rank's (else E_PARA); ``base``."""
         c = self.c
         self.base = c.step << _PIECE_BITS
-        p = self.parity
-        mine = (c.field(self.r, _R.DESC + p), self.count)
+        p, words, stride = self.parity, c.words, _R.words
+        desc, count = COMM_RANKS + _R.DESC + p, COMM_RANKS + _R.COUNT + p
+        mine = (words[desc + self.r * stride], self.count)
         for j in self.all:
-            theirs = (c.field(j, _R.DESC + p), c.field(j, _R.COUNT + p))
-            if theirs != mine:
+            if words[desc + j * stride] != mine[0] or words[count + j * stride] != mine[1]:
+                theirs = (c.field(j, _R.DESC + p), c.field(j, _R.COUNT + p))
                 raise CollectiveError(
                     errors.ACL_ERROR_RT_PARAM_INVALID, _E_PARA,
                     f"rank {j} called another collective than rank {self.r} (desc, count "
@@ -764,6 +884,11 @@ class _Run:
             uf(ins[0], ins[1], out=out)
             return
         step = max(1, CHUNK_BYTES // self.dt.itemsize)
+        if out.size <= step:  # one piece (a small message): no slicing
+            uf(ins[0], ins[1], out=out)
+            for x in ins[2:]:
+                uf(out, x, out=out)
+            return
         for c0 in range(0, out.size, step):
             o = out[c0:c0 + step]
             uf(ins[0][c0:c0 + step], ins[1][c0:c0 + step], out=o)
@@ -815,11 +940,27 @@ def _all_reduce_mesh(run: _Run, recv: int) -> None:
 def _all_reduce_small(run: _Run, send: int, recv: int) -> None:
     """One phase: inputs go through the segment's slots (double-buffered by the call's
     parity: a peer still reading slot q of call k-2 has arrived at call k-1 first)."""
-    c, n, dt = run.c, run.count, run.dt
-    parity = c.calls & 1
-    np.copyto(c.small(run.r, parity, n, dt), run.view(send, 0, n))
-    run.arrive()
-    run.reduce_into(run.view(recv, 0, n), [c.small(j, parity, n, dt) for j in run.all])
+    _small_reduce(run, _small_post(run, send), recv)
+
+
+def _small_post(run: _Run, send: int) -> int:
+    """The one-shot all_reduce up to its sync (does not block): the input copied into this
+    rank's slot of the call's parity, the step advanced. Returns the step to wait for."""
+    c, n = run.c, run.count
+    np.copyto(c.slots(run.parity, n, run.dt)[run.r], run.view(send, 0, n))
+    return c.advance(run.all)
+
+
+def _small_reduce(run: _Run, target: int, recv: int, until: float = float("inf")) -> bool:
+    """The rest of the one-shot all_reduce: wait for every rank's step ``target`` (False if
+    ``until`` passed first: nothing else is done), check the calls agree, reduce every slot
+    in rank order into ``recv``."""
+    c, n = run.c, run.count
+    if not c.wait_all(run.task, target, run.deadline, until):
+        return False
+    run.agree()
+    run.reduce_into(run.view(recv, 0, n), c.slots(run.parity, n, run.dt))
+    return True
 
 
 def _all_reduce_ring(run: _Run) -> None:
