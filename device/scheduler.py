@@ -93,6 +93,7 @@ from npuemu.shared.kernel import (
     actual_timeout_us,
 )
 from npuemu.shared.layout import EVENT_ENTRY, STREAM_ENTRY
+from npuemu.shared.memcopy import move
 from npuemu.shared.protocol import BadFrame, Op, u64
 
 if TYPE_CHECKING:
@@ -854,7 +855,7 @@ _FAST: dict[int, Callable[[protocol.Frame], bool]] = {
 
 def _run_copy(task: Task) -> int:
     dst, src, count, peers = task.args
-    ctypes.memmove(dst, src, count)
+    move(dst, src, count)  # around 4K aliasing, as two neighbouring blocks are
     if not all(peer.alive() for peer in peers):  # the peer died during the copy
         return errors.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR
     return 0

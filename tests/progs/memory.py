@@ -115,8 +115,8 @@ def d2d():
 def aliased_d2d():
     """D2D copies the worker makes past its non-temporal threshold (1 MiB, the node's
     setting) between two neighbouring blocks of normal pages, whose starts lie 64 bytes
-    apart modulo 4 KiB (aliased: ``shared/memcopy.py``'s bounce): whole, and a sub-range at
-    odd offsets."""
+    apart modulo 4 KiB (aliased: ``shared/memcopy.py``'s bounce): whole, a sub-range at odd
+    offsets, and whole again on a stream."""
     ok(acl.rt.set_device(0))
     n = 3 * M + 5  # its block (+32 bytes, in 64-byte steps) ends 64 bytes into a page
     data = os.urandom(n)
@@ -132,6 +132,13 @@ def aliased_d2d():
     got = d2h(b, n)
     R["part_ok"] = (got[:5] == b"\x22" * 5 and got[5:5 + count] == data[3:3 + count]
                     and got[5 + count:] == b"\x22" * (n - 5 - count))
+    ok(acl.rt.memset(b, n, 0, n))
+    stream, ret = acl.rt.create_stream()
+    ok(ret, "create_stream")
+    R["async"] = acl.rt.memcpy_async(b, n, a, n, 3, stream)  # by the card's DMA engine
+    ok(acl.rt.synchronize_stream(stream), "synchronize")
+    R["async_ok"] = d2h(b, n) == data
+    ok(acl.rt.destroy_stream(stream), "destroy_stream")
 
 
 @scenario
