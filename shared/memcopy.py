@@ -57,32 +57,25 @@ ordinary stores, so the chunk stays in the cache for the second leg)."""
 NT_BOUNCE_MAX = 8 << 20
 """A non-temporal threshold above this gets no chunk of its size: such a process's aliased
 copies from that threshold on go through the small chunks (~5 GB/s instead of ~3.7)."""
-_GLIBC_NT_SHARE = 3 / 4
-"""glibc's default non-temporal threshold: this share of the shared cache it sees."""
 
 
-def nt_threshold(tunables: str, cache_bytes: int) -> int:
+def nt_threshold(tunables: str) -> int:
     """The size from which this process's ``memmove`` stores non-temporally: the value of
-    glibc's tunable in ``tunables`` (``GLIBC_TUNABLES`` as the process started), else glibc's
-    default from ``cache_bytes`` (the L3 size). 0 if neither is known."""
-    for item in tunables.replace(",", ":").split(":"):
+    glibc's tunable in ``tunables`` (``GLIBC_TUNABLES`` as the process started); 0 when it
+    is not set there (glibc's own threshold comes from what the CPU reports of its caches,
+    192 MiB on the VM measured, which Python cannot read: copies that large are left to
+    ``memmove``)."""
+    for item in tunables.split(":"):
         name, _, value = item.partition("=")
         if name == NT_TUNABLE:
             try:
-                return int(value, 0)
+                return max(0, int(value, 0))
             except ValueError:
-                break  # glibc ignores a bad value too
-    return int(cache_bytes * _GLIBC_NT_SHARE)
+                return 0  # glibc ignores a bad value too
+    return 0
 
 
-def _l3_bytes() -> int:
-    try:
-        return max(0, os.sysconf("SC_LEVEL3_CACHE_SIZE"))
-    except (ValueError, OSError):
-        return 0
-
-
-NT_BYTES = nt_threshold(os.environ.get("GLIBC_TUNABLES", ""), _l3_bytes())
+NT_BYTES = nt_threshold(os.environ.get("GLIBC_TUNABLES", ""))
 """This process's non-temporal threshold (read once: glibc reads its tunables at start)."""
 _local = threading.local()
 _memmove = ctypes.memmove

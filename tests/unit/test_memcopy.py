@@ -86,12 +86,12 @@ def test_overlapping_ranges_copy_as_memmove_does(nt_1mib):
     assert (buf == want).all()
 
 
-@pytest.mark.parametrize(("tunables", "cache", "want"), [
-    (f"{NT_TUNABLE}=0x100000", 1 << 28, M),
-    (f"glibc.malloc.check=0:{NT_TUNABLE}=4194304", 0, 4 * M),
-    ("glibc.malloc.check=0", 32 * M, 24 * M),  # glibc's default: 3/4 of the cache
-    (f"{NT_TUNABLE}=junk", 32 * M, 24 * M),
-    ("", 0, 0),
+@pytest.mark.parametrize(("tunables", "want"), [
+    (f"{NT_TUNABLE}=0x100000", M),
+    (f"glibc.malloc.check=0:{NT_TUNABLE}=4194304", 4 * M),
+    ("glibc.malloc.check=0", 0),  # glibc's own threshold: not known here
+    (f"{NT_TUNABLE}=junk", 0),
+    ("", 0),
 ])
-def test_the_threshold_comes_from_the_tunable_else_from_the_cache(tunables, cache, want):
-    assert memcopy.nt_threshold(tunables, cache) == want
+def test_the_threshold_comes_from_the_tunable(tunables, want):
+    assert memcopy.nt_threshold(tunables) == want
