@@ -153,7 +153,11 @@ def error_string(code: int) -> str:
 
 def numpy_dtype(dtype: object) -> np.dtype:
     """The numpy dtype of an ``HcclDataType`` (E_PARA if unknown, E_NOT_SUPPORT if the
-    emulated cards cannot compute on it)."""
+    emulated cards cannot compute on it). Each call of a collective asks twice: the answers
+    for plain ints are kept (an enum lookup and a dtype build cost a few µs)."""
+    known = _DTYPES.get(dtype) if type(dtype) is int else None
+    if known is not None:
+        return known
     if type(dtype) is not int and not isinstance(dtype, HcclDataType):
         raise HcclError(HcclResult.HCCL_E_PARA, f"data type {dtype!r} is not an int")
     try:
@@ -165,7 +169,14 @@ def numpy_dtype(dtype: object) -> np.dtype:
     if member not in NUMPY:
         raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT, f"data type {member.name} is not "
                         "supported by the emulated cards")
-    return np.dtype(NUMPY[member])
+    dt = np.dtype(NUMPY[member])
+    if type(dtype) is int:
+        _DTYPES[dtype] = dt
+    return dt
+
+
+_DTYPES: dict[int, np.dtype] = {}
+"""``numpy_dtype``'s answers for plain ints (supported types only; bfloat16 is a constant)."""
 
 
 def is_bf16(dt: np.dtype) -> bool:
@@ -191,12 +202,19 @@ _NAMES: dict[np.dtype, str] = {}
 
 
 def reduce_name(op: object) -> str:
+    """The reduce kernel's name of an ``HcclReduceOp`` (E_PARA if unknown)."""
+    known = _OP_NAMES.get(op) if type(op) is int else None
+    if known is not None:
+        return known
     if type(op) is not int and not isinstance(op, HcclReduceOp):
         raise HcclError(HcclResult.HCCL_E_PARA, f"reduce op {op!r} is not an int")
     try:
         return OPS[HcclReduceOp(op)]
     except (ValueError, KeyError) as err:
         raise HcclError(HcclResult.HCCL_E_PARA, f"unknown reduce op {op}") from err
+
+
+_OP_NAMES: dict[object, str] = {int(op): name for op, name in OPS.items()}
 
 
 def _env_int(name: str, default: int, lo: int) -> int:
@@ -211,9 +229,18 @@ def _env_int(name: str, default: int, lo: int) -> int:
 def exec_timeout_s() -> float:
     """``HCCL_EXEC_TIMEOUT`` (default 1836 s; 0 = never). The emulator takes any whole number
     of seconds ≥ 1 (hardware clamps per mode, e.g. a minimum of 68 on 910): tests use small
-    values. 0 means 'never' as on hardware; it is kept as a very long wait (one day)."""
-    value = _env_int("HCCL_EXEC_TIMEOUT", 1836, 0)
-    return 86400.0 if value == 0 else float(value)
+    values. 0 means 'never' as on hardware; it is kept as a very long wait (one day). Read
+    at every call; the value of the last text seen is kept (every collective asks)."""
+    raw = os.environ.get("HCCL_EXEC_TIMEOUT", "")
+    seen, seconds = _exec_timeout[0]
+    if raw != seen:
+        value = _env_int("HCCL_EXEC_TIMEOUT", 1836, 0)
+        seconds = 86400.0 if value == 0 else float(value)
+        _exec_timeout[0] = (raw, seconds)  # one store: threads read a consistent pair
+    return seconds
+
+
+_exec_timeout: list[tuple[str | None, float]] = [(None, 0.0)]  # HCCL_EXEC_TIMEOUT's text, s
 
 
 def connect_timeout_s() -> float:
