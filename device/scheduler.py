@@ -50,7 +50,10 @@ path; every other frame, and one the fast checks refuse, meets every field check
 turn, unprofiled event records and repeated tiny launches that succeed complete without the
 general ``_complete``; the stream's COMPLETED word is written once a turn (and before an
 event record or another completion publishes), the task count and the host's wake-up once a
-turn too (``_turn``).
+turn too (``_turn``). Such a task whose frame is the last in its client's ring, on a card
+with nothing queued, runs in ``enqueue`` itself (``_at_intake``): what the pass's ``pump``
+would run next, and nothing else, without a turn of the rotation; the count and the wake-up
+follow at the end of the pass.
 
 Kernels that end their card: a kernel that raises ``SystemExit``, ``KeyboardInterrupt`` or
 any other BaseException, on an engine or inline, fails its task with its engine's exception
@@ -262,9 +265,50 @@ class Scheduler:
             self._enqueue_checked(client, frame)
             return
         queue = stream.queue
+        task = Task(op, frame[3], args, stream, frame[1])
         if not queue:
+            if not self.rotation and op in _AT_INTAKE and self._at_intake(task):
+                return
             self.rotation.add(client, slot, stream)
-        queue.append(Task(op, frame[3], args, stream, frame[1]))
+        queue.append(task)
+
+    def _at_intake(self, task: Task) -> bool:
+        """Run ``task`` now, as the fast lane of ``_turn`` would in this pass's ``pump``, if
+        nothing else could come first: no stream of the card has queued work (the rotation
+        is empty, so no engine task is in flight either), its own stream is idle, and its
+        frame is the last one in its client's ring (a later frame of this pass, a request
+        included, would have been handled before ``pump`` ran it; with none left, the
+        general path runs it next, and nothing else). Only fast-lane tasks qualify: an
+        unprofiled event record, or a repeated tiny launch with its prepared callable, on a
+        stream not stopped, no hang injected, no DEBUG log. True if it ran (completed, or
+        failed with its code); the host is told at the end of the pass, as for any turn."""
+        stream = task.stream
+        client = stream.client
+        worker = self.worker
+        if task.submit_ns or stream.stopped or worker.faults.hangs or worker.debug \
+                or not client.sub.empty():
+            return False
+        try:
+            if task.op == _RECORD:
+                _record(self, task, 0.0)
+                code: int | None = 0
+            else:
+                code = self._inline_fast(task)
+                if code is None:
+                    return False
+            if code:
+                self._complete(task, code)
+                return True
+        except BaseException as err:  # a bug of ours: fail this task, go on (as ``_turn``)
+            if containment.is_stop(err):
+                raise
+            worker.internal_error(f"task of stream {stream.sid}")
+            self._complete(task, errors.ACL_ERROR_RT_INTERNAL_ERROR)
+            return True
+        client.streams[stream.base + _SE.COMPLETED] = task.seq
+        self._touched.add(client)
+        self.completed += 1
+        return True
 
     def _enqueue_checked(self, client: Client, frame: protocol.Frame) -> None:
         """``enqueue`` with every field checked by the protocol's and executors' checks."""
@@ -737,6 +781,8 @@ def _refused(_sched: Scheduler, task: Task, _now: float) -> int:
     return code
 
 
+_AT_INTAKE = frozenset((_LAUNCH, _RECORD))
+"""Task ops ``enqueue`` may run at intake (``_at_intake``): the fast lane's."""
 _INLINE = {Op.RECORD: _record, Op.RESET_EVENT: _reset, Op.WAIT_EVENT: _wait,
            Op.CALLBACK: _callback, _REFUSED: _refused}
 

@@ -67,6 +67,11 @@ class Context(Protocol):
         """``count`` elements of ``dtype`` at device pointer ``ptr`` as a writable numpy view."""
         ...
 
+    def view(self, ptr: int, dtype: Any, shape: tuple[int, ...]) -> Any:
+        """``tensor(ptr, dtype, prod(shape)).reshape(shape)``; the card keeps it between
+        launches on the same buffers (the op compiler's kernels use it)."""
+        ...
+
 
 def kernel(engine: str = "aicore") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Mark ``fn`` as a kernel that runs on ``engine``."""

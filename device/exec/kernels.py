@@ -27,6 +27,7 @@ AI CPU 507018, with a device log line) and never ends the thread that ran it.
 from __future__ import annotations
 
 import ctypes
+import math
 import traceback
 import types
 from collections.abc import Callable
@@ -55,7 +56,8 @@ class Ranges:
 
     def __init__(self) -> None:
         self.gen = -1
-        self.table: dict[tuple[int, Any, int], Any] = {}  # (ptr, dtype, count) -> numpy view
+        # (ptr, dtype, count) -> flat numpy view; (ptr, dtype, shape) -> shaped (``view``)
+        self.table: dict[tuple[int, Any, int | tuple[int, ...]], Any] = {}
 
 
 class KernelClient(contracts.Client, Protocol):
@@ -103,8 +105,8 @@ class KernelContext:
     """What a kernel sees of its launch: its block and the device memory. ``tensor`` checks
     a range the first time it meets it since the card's allocations last changed; later
     calls return the same view (``Ranges``), so a kernel launched again on the same
-    buffers pays no check. Isolated pages are still checked on every call once the card
-    has any."""
+    buffers pays no check; ``view`` keeps the shaped view too. Isolated pages are still
+    checked on every call once the card has any."""
 
     def __init__(self, worker: contracts.Card, client: KernelClient, block_idx: int,
                  block_num: int, ranges: Ranges | None = None) -> None:
@@ -129,6 +131,33 @@ class KernelContext:
         view = ranges.table.get((ptr, dtype, count))
         if view is None:
             return self._miss(ptr, dtype, count)
+        if worker.ctl[_POISONED]:  # an isolated page may have appeared since
+            worker.faults.check_ranges((ptr, view.nbytes))
+        return view
+
+    def view(self, ptr: int, dtype: Any, shape: tuple[int, ...]) -> Any:
+        """``tensor(ptr, dtype, prod(shape)).reshape(shape)``, the shaped view kept in the
+        same ``Ranges`` (same generation, same isolated-page check on every call), so a
+        kernel launched again on the same buffers builds no view at all. The op compiler's
+        kernels call it with the shapes baked into their source (tuples of ints); a shape
+        that is not hashable is served uncached, exactly as ``tensor`` and ``reshape``."""
+        ranges, worker = self._ranges, self._worker
+        if ranges.gen != worker.alloc_changes:
+            ranges.table.clear()
+            ranges.gen = worker.alloc_changes
+        try:
+            view = ranges.table.get((ptr, dtype, shape))
+        except TypeError:  # an unhashable shape (a list)
+            return self.tensor(ptr, dtype, math.prod(shape)).reshape(shape)
+        if view is None:
+            gen = worker.alloc_changes
+            view = self.tensor(ptr, dtype, math.prod(shape)).reshape(shape)
+            if view.size and type(dtype) is str and ptr < _VIRT_BASE \
+                    and gen == ranges.gen == worker.alloc_changes:
+                if len(ranges.table) >= MAX_VIEWS:
+                    ranges.table.clear()
+                ranges.table[(ptr, dtype, shape)] = view
+            return view
         if worker.ctl[_POISONED]:  # an isolated page may have appeared since
             worker.faults.check_ranges((ptr, view.nbytes))
         return view

@@ -24,6 +24,23 @@ Kernel layout (``p0..`` are device pointers, inputs then outputs)::
             s = slice(r, min(r + tile, hi))
             y0[s] = np.add(b0[s], b1[s])                                    # one tile
 
+A signature baked as one block and one tile whose tile code touches rows only as ``o0[s]``
+and ``b<i>[s]`` (the elementwise families: arrays of output 0's shape, so the one tile is all
+of each) also gets a first branch, taken when a launch passes no shapes (``shapes is
+_SHAPES``, the module constant of its defaults) on one block: views kept by the card between
+launches (``ctx.view``), the prep, and the tile over the whole arrays (``whole_tile``), with no
+split, loop or slice; any other launch of it runs the general loop above::
+
+    _SHAPES = ((256,), (256,), (256,))
+
+    def k_Add(ctx, p0, p1, p2, shapes=_SHAPES, rows=256, tile=16384):
+        if shapes is _SHAPES and ctx.block_num == 1:
+            x0 = ctx.view(p0, 'float32', (256,))                            # kept views
+            ...
+            np.add(b0, b1, out=o0)
+            return
+        ...                                                                 # the general loop
+
 An op that declares a workspace (``OpDef.workspace``) gets a last parameter ``pw=0``: the
 device pointer of its scratch (a model passes a planned block of its workspace, with the
 shapes and tiling spelled out before it); the kernel sees it as ``ws`` (uint8 view, or
@@ -39,12 +56,13 @@ Compile cost is whatever generating the source really costs (nothing sleeps); th
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from npuemu.host.ops import types as T
-from npuemu.host.ops.registry import OpDef, Spec
+from npuemu.host.ops.registry import Body, OpDef, Spec
 from npuemu.host.ops.tiling import Tiling, rows_tiling, single
 from npuemu.shared.kernel import MAX_BLOCKS
 from npuemu.shared.protocol import OP_SOURCE_MAX
@@ -102,12 +120,18 @@ def generate(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]
     shapes = tuple(s.shape for s in (*ins, *outs))
     need = workspace_of(op, ins, outs, attrs)
     bf16 = any(s.dtype == T.BF16 for s in (*ins, *outs))
-    lines = [_PRELUDE + (_BF16 if bf16 else ""), body.helpers, "", f"@kernel({op.engine!r})",
-             f"def {name}(ctx, {', '.join(ptrs)}, shapes={shapes!r}, rows={tiling.rows}, "
+    whole = whole_tile(body, outs, tiling)
+    default = _BAKED if whole is not None else repr(shapes)
+    lines = [_PRELUDE + (_BF16 if bf16 else ""), body.helpers, "",
+             *([f"{_BAKED} = {shapes!r}", ""] if whole is not None else []),
+             f"@kernel({op.engine!r})",
+             f"def {name}(ctx, {', '.join(ptrs)}, shapes={default}, rows={tiling.rows}, "
              f"tile={tiling.tile}{', pw=0' if need else ''}):"]
     if op.workspace is not None:
         lines.append(f"    ws = ctx.tensor(pw, 'uint8', {need}) if pw else None" if need
                      else "    ws = None")
+    if whole is not None:
+        lines += _one_tile(body, ins, outs, whole)
     for i, spec in enumerate(ins):
         lines.append(f"    x{i} = ctx.tensor(p{i}, {T.storage(spec.dtype)!r}, _n(shapes[{i}]))"
                      f".reshape(shapes[{i}])")
@@ -120,6 +144,57 @@ def generate(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]
               "        s = slice(r, min(r + tile, hi))"]
     lines += _indent(body.tile, 8)
     return name, "\n".join(lines) + "\n"
+
+
+_BAKED = "_SHAPES"
+"""Module constant of a one-tile kernel's baked shapes: ``shapes is _SHAPES`` says a launch
+passed none, so rows and tiling are the baked ones too (they follow ``shapes``)."""
+_SLICED = re.compile(r"\b(o0|b\d+)\[s\]")
+_STORED = re.compile(r"\b(o0|b\d+)\[s\](?=\s*(?:\*\*|//|<<|>>|[-+*/%&|^@])?=(?!=))")
+_BOUND_NAMES = re.compile(r"^\s*(o0|b\d+)\s*(?:\*\*|//|<<|>>|[-+*/%&|^@])?=(?!=)", re.M)
+_LOOP_NAMES = re.compile(r"\b(s|r|lo|hi)\b")
+
+
+def _whole_array_line(name: str) -> str:
+    """The prep line (``elementwise._views``) that makes ``name`` an array of output 0's
+    shape: ``o0`` itself, or input ``b<i>`` broadcast to it."""
+    if name == "o0":
+        return "o0 = y0 if y0.ndim else y0.reshape(1)"
+    i = name[1:]
+    return f"{name} = x{i} if x{i}.shape == o0.shape else np.broadcast_to(x{i}, o0.shape)"
+
+
+def whole_tile(body: Body, outs: list[Spec], tiling: Tiling) -> str | None:
+    """The tile code of a signature baked as one block and one tile, with the whole arrays
+    in place of their row slices (``o0[s] = v`` as ``o0[...] = v``), or None when that is
+    not exactly the same: the tile touches rows only as ``o0[s]`` and ``b<i>[s]``, arrays
+    the prep makes of output 0's shape (so the one tile's ``s``, ``slice(0, rows)``, is
+    all of each), it names no other loop variable, and the prep binds them nowhere else."""
+    rows = outs[0].shape[0] if outs[0].shape else 1
+    if tiling.block_dim != 1 or not 0 < tiling.rows == rows <= tiling.tile:
+        return None
+    prep = [line.strip() for line in body.prep.splitlines()]
+    names = {m.group(1) for m in _SLICED.finditer(body.tile)}
+    for name in names:
+        bound = [line for line in prep
+                 if (m := _BOUND_NAMES.match(line)) is not None and m.group(1) == name]
+        if bound != [_whole_array_line(name)]:
+            return None
+    if _BOUND_NAMES.search(body.tile):
+        return None
+    whole = _SLICED.sub(r"\1", _STORED.sub(r"\1[...]", body.tile))
+    return None if _LOOP_NAMES.search(whole) else whole
+
+
+def _one_tile(body: Body, ins: list[Spec], outs: list[Spec], whole: str) -> list[str]:
+    """The branch of a one-tile kernel that runs its baked signature on one block: views
+    kept by the card between launches (``ctx.view``), the prep, the whole-array tile."""
+    lines = [f"    if shapes is {_BAKED} and ctx.block_num == 1:  # baked, one block: one tile"]
+    for k, spec in enumerate((*ins, *outs)):
+        var = f"x{k}" if k < len(ins) else f"y{k - len(ins)}"
+        lines.append(f"        {var} = ctx.view(p{k}, {T.storage(spec.dtype)!r}, "
+                     f"{spec.shape!r})")
+    return [*lines, *_indent(body.prep, 8), *_indent(whole, 8), "        return"]
 
 
 def workspace_of(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> int:

@@ -30,6 +30,9 @@ class FakeContext:
         view = raw.view(np.uint8)[: count * np.dtype(dtype).itemsize]
         return view.view(dtype)
 
+    def view(self, ptr: int, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+        return self.tensor(ptr, dtype, int(np.prod(shape))).reshape(shape)
+
 
 def conv_kernel(x: Spec, w: Spec, attrs: dict):
     op = registry.lookup("Conv2D")

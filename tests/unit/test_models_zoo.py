@@ -58,6 +58,9 @@ class BlockCtx:
     def tensor(self, ptr: int, dtype: str, count: int) -> np.ndarray:
         return self.arrays[ptr].reshape(-1).view(dtype)[:count]
 
+    def view(self, ptr: int, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+        return self.tensor(ptr, dtype, int(np.prod(shape))).reshape(shape)
+
 
 def run_graph(g: Graph, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Every task of ``g`` in order: its kernel built by the op library, run on all blocks."""

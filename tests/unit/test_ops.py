@@ -156,6 +156,9 @@ class FakeCtx:
         dt = np.dtype(dtype)
         return np.frombuffer(self.mem, dt, count, ptr)
 
+    def view(self, ptr, dtype, shape):
+        return self.tensor(ptr, dtype, int(np.prod(shape))).reshape(shape)
+
 
 def _run_blocks(binary, arrays, out_shapes, dtype, extra=(), blocks=None):
     module = types.ModuleType("k")
@@ -195,6 +198,82 @@ def test_compiled_kernel_bakes_shapes_and_tiles_over_blocks():
     (z2,) = _run_blocks(b, [x2, y], [(37, 64)], np.float32,
                         extra=(((37, 64), (64,), (37, 64)), *t2.args()), blocks=3)
     assert np.array_equal(z2, x2 + y)
+
+
+class _CountingCtx(FakeCtx):
+    """A block that counts the views it was asked for by ``view`` and by ``tensor``."""
+
+    def __init__(self, mem, block_idx, block_num):
+        super().__init__(mem, block_idx, block_num)
+        self.views = self.tensors = 0
+
+    def tensor(self, ptr, dtype, count):
+        self.tensors += 1
+        return super().tensor(ptr, dtype, count)
+
+    def view(self, ptr, dtype, shape):
+        self.views += 1
+        return FakeCtx.tensor(self, ptr, dtype, int(np.prod(shape))).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype, attrs", [("float32", {}), ("float32", {"fused_relu": True}),
+                                          ("int32", {}), ("bfloat16", {})])
+def test_a_one_tile_kernel_runs_its_baked_signature_without_slices_and_the_same(
+        dtype, attrs) -> None:
+    """A tiny elementwise signature is one block and one tile: its kernel takes the branch
+    with whole arrays and ``ctx.view`` when launched as baked, and the general loop when a
+    launch passes shapes (a re-tile) or runs on more blocks; the bits are the same."""
+    op = registry.lookup("Add")
+    ins = [Spec(dtype, (16, 16)), Spec(dtype, (16,))]
+    outs = signature.outputs(op, ins, [], attrs)
+    b = compiler.build(op, ins, outs, attrs)
+    assert "if shapes is _SHAPES and ctx.block_num == 1:" in b.source
+    storage = T.storage(dtype)
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((16, 16)) * 100).astype(np.float32).view(np.uint32)
+    x = (x >> 16).astype(np.uint16) if dtype == "bfloat16" else \
+        (rng.standard_normal((16, 16)) * 100).astype(storage)
+    y = x[3].copy()
+    module = types.ModuleType("k")
+    exec(compile(b.source, b.name, "exec"), module.__dict__)
+    fn = getattr(module, b.name)
+    results = []
+    for extra, blocks in (((), 1), ((tuple(b.shapes), *b.tiling.args()), 1), ((), 2)):
+        mem = bytearray(x.nbytes + y.nbytes + x.nbytes)
+        mem[:x.nbytes], mem[x.nbytes:x.nbytes + y.nbytes] = x.tobytes(), y.tobytes()
+        ctxs = [_CountingCtx(mem, i, blocks) for i in range(blocks)]
+        for ctx in ctxs:
+            fn(ctx, 0, x.nbytes, x.nbytes + y.nbytes, *extra)
+        assert (ctxs[0].views, ctxs[0].tensors) == ((3, 0) if not extra and blocks == 1
+                                                    else (0, 3))
+        results.append(bytes(mem))
+    assert results[0] == results[1] == results[2]
+
+
+def test_only_signatures_whose_one_tile_is_every_row_get_the_whole_array_branch() -> None:
+    add = registry.lookup("Add")
+    big = [Spec("float32", (4000, 64)), Spec("float32", (64,))]
+    many = compiler.build(add, big, signature.outputs(add, big, [], {}), {})
+    assert many.tiling.block_dim > 1 and "_SHAPES" not in many.source
+    mm = registry.lookup("MatMul")
+    mats = [Spec("float32", (4, 8)), Spec("float32", (8, 2))]
+    attrs = registry.attrs_of(mm, {})
+    matmul = compiler.build(mm, mats, signature.outputs(mm, mats, [], attrs), attrs)
+    assert "_SHAPES" not in matmul.source  # its tile slices x0/a: not of output 0's shape
+    prep = ("o0 = y0 if y0.ndim else y0.reshape(1)\n"
+            "b0 = x0 if x0.shape == o0.shape else np.broadcast_to(x0, o0.shape)\n")
+    one, outs = tiling.Tiling(1, 4, 8, 1), [Spec("float32", (4, 3))]
+    whole = compiler.whole_tile
+    assert whole(registry.Body("o0[s] = b0[s] * 2\no0[s] += 1", prep), outs, one) == \
+        "o0[...] = b0 * 2\no0[...] += 1"
+    assert whole(registry.Body("o0[s] = b0[s] * 2", "o0 = y0\n" + prep), outs, one) is None
+    assert whole(registry.Body("o0[s] = b0[s] * 2", prep.replace("np.broadcast_to(x0, "
+                                                                 "o0.shape)", "x0")),
+                 outs, one) is None  # b0 is not made of output 0's shape
+    assert whole(registry.Body("o0[s] = b0[s] * r", prep), outs, one) is None  # the row
+    assert whole(registry.Body("o0 = b0[s]", prep), outs, one) is None  # rebinds o0
+    assert whole(registry.Body("o0[s] = b0[s]", prep), outs, tiling.Tiling(1, 4, 2, 2)) is None
+    assert whole(registry.Body("o0[s] = b0[s]", prep), outs, tiling.Tiling(2, 4, 8, 1)) is None
 
 
 def test_linear_key_masks_only_linear_dims():

@@ -216,3 +216,50 @@ def test_a_tiny_kernel_that_turns_slow_goes_back_to_its_engine(card) -> None:
     assert card.engines["aicore"].running == 1 or card.done  # handed to the engine
     _settle(card)
     assert _completed(card.client) == 4 and len(card.calls) == 4
+
+
+def test_the_last_frame_of_an_idle_card_runs_at_intake(card) -> None:
+    """A repeated tiny launch or an event record whose frame is the last in its client's
+    ring, on a card with nothing queued, completes in ``enqueue`` (the host is told at the
+    end of the pass); with more frames behind it, or other work queued, it waits for
+    ``pump``; a profiled one always does."""
+    client = card.client
+    for seq in (1, 2):
+        _launch(card, seq)
+        _settle(card)  # measured on the engine, then inline with its prepared callable
+    client.sub.drained = True
+    _launch(card, 3)
+    assert card.calls == [1, 1, 1] and _completed(client) == 3 and not card.rotation
+    card.enqueue(client, (int(Op.RECORD), 0, 1, 4, 5, 9))
+    assert client.events[5 * _EE.words + _EE.DONE_GEN] == 9 and _completed(client) == 4
+    assert card.worker.ctl[sched_mod._TASKS] == 2  # the pass publishes the count
+    card.pump()
+    assert card.worker.ctl[sched_mod._TASKS] == 4
+    client.sub.drained = False  # more frames follow: the pass's pump runs it
+    _launch(card, 5)
+    assert len(card.calls) == 3 and _completed(client) == 4
+    client.sub.drained = True
+    _launch(card, 6)  # stream 1 has queued work: behind it
+    assert len(card.calls) == 3 and _completed(client) == 4
+    card.pump()
+    assert len(card.calls) == 5 and _completed(client) == 6
+    card.enqueue(client, (int(Op.LAUNCH), 12345, 1, 7, 1, "tiny", 1, (1,)))  # profiled
+    assert len(card.calls) == 5 and card.rotation
+
+
+def test_a_fault_or_failure_at_intake_fails_its_task_as_the_pump_would(card) -> None:
+    client = card.client
+    for seq in (1, 2):
+        _launch(card, seq)
+        _settle(card)
+    client.sub.drained = True
+    card.worker.faults.engine_faults.append(["aicore", 507015])
+    _launch(card, 3)
+    base = 1 * _SE.words
+    assert client.streams[base + _SE.ERR_TASK] == 3 and _completed(client) == 3
+    assert client.streams[base + _SE.ERR_CODE] == 507015 and card.calls == [1, 1]
+    card.mode[0] = "fail"
+    _launch(card, 4)
+    assert client.streams[base + _SE.ERR_TASK] == 4 and _completed(client) == 4
+    assert client.streams[base + _SE.ERR_CODE] == sched_mod.engines.FAILURE_CODE["aicore"]
+    assert not card.rotation

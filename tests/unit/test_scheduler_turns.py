@@ -40,11 +40,23 @@ def _table(size: int) -> memoryview:
     return memoryview(bytearray(size)).cast("Q")
 
 
+class _Ring:
+    """A client's submission ring as ``Scheduler.enqueue`` sees it: whether more frames
+    follow the one being handled (by default they do, so nothing runs at intake)."""
+
+    def __init__(self) -> None:
+        self.drained = False
+
+    def empty(self) -> bool:
+        return self.drained
+
+
 class _Client:
     departed, inflight, op_timeout_s = False, 0, 0.0
 
     def __init__(self, slot: int) -> None:
         self.slot = slot
+        self.sub = _Ring()
         self.streams = _table(layout.MAX_STREAMS * layout.STREAM_ENTRY.size)
         self.events = _table(layout.MAX_EVENTS * layout.EVENT_ENTRY.size)
 
