@@ -168,11 +168,16 @@ def depthwise(x: Any, w: Any, sh: int, sw: int, dh: int, dw: int, pads: Any, ws:
 
 
 def conv2d(x: Any, w: Any, sh: int, sw: int, dh: int, dw: int, pads: Any, groups: int,
-           ws: Any = None, out: Any = None, bias: Any = None, relu: bool = False) -> Any:
+           ws: Any = None, out: Any = None, bias: Any = None, relu: bool = False,
+           shuffle: int = 0) -> Any:
     """The convolution of ``x`` (N, C, H, W) by ``w`` (Cout, C/groups, kh, kw) as
     (N, Cout, Ho, Wo), plus ``bias`` (Cout values) and then ``max(., 0)`` if ``relu``.
     Written into ``out`` (returned) when it is a C-contiguous array of that shape and of the
-    product's dtype; otherwise a new array is returned."""
+    product's dtype; otherwise a new array is returned. ``shuffle`` (``groups`` or 0, not
+    with a depthwise convolution): the output's channels shuffled in that many groups, as
+    ShuffleNet's channel shuffle does after the convolution: channel ``i * Cout/shuffle + j``
+    of the convolution is stored as channel ``j * shuffle + i`` (the GEMM writes each group
+    through a strided view of the output, so the shuffle costs no pass of its own)."""
     n, c, h, wd = x.shape
     cout, cin, kh, kw = w.shape
     ho, wo = out_hw(h, wd, kh, kw, sh, sw, dh, dw, pads)
@@ -181,21 +186,25 @@ def conv2d(x: Any, w: Any, sh: int, sw: int, dh: int, dw: int, pads: Any, groups
     shape = (n, cout, ho, wo)
     if out is None or not out.flags.c_contiguous or out.dtype != dtype or out.shape != shape:
         out = np.empty(shape, dtype)
-    if is_depthwise(c, w.shape, groups, dtype) and x.dtype == dtype:
+    if is_depthwise(c, w.shape, groups, dtype) and x.dtype == dtype and not shuffle:
         return depthwise(x, w, sh, sw, dh, dw, pads, ws, out, bias, relu)
+    if shuffle and shuffle != groups:
+        raise ValueError(f"a channel shuffle in {shuffle} groups of a convolution of {groups}")
     wm = np.ascontiguousarray(w).reshape(groups, m, k)
     matrix = needs_matrix(kh, kw, sh, sw, pads)
     cols = _scratch(ws, (c, kh, kw, ho, wo), x.dtype) if matrix else None
-    b = None if bias is None else np.asarray(bias).reshape(cout, 1)
+    b = None if bias is None else np.asarray(bias).reshape(groups, m, 1)
     for img in range(n):
         if cols is not None:
             mat = im2col(x[img], kh, kw, sh, sw, dh, dw, pads, cols).reshape(groups, k, ho * wo)
         else:
             mat = x[img].reshape(groups, k, ho * wo)
         res = out[img].reshape(cout, ho * wo)
-        np.matmul(wm, mat, out=res.reshape(groups, m, ho * wo))
+        prod = res.reshape(m, groups, ho * wo).transpose(1, 0, 2) if shuffle else \
+            res.reshape(groups, m, ho * wo)  # (group, channel of the group, pixel)
+        np.matmul(wm, mat, out=prod)
         if b is not None:
-            res += b
+            prod += b
         if relu:
             _relu(res, res)
     return out

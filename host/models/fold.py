@@ -24,6 +24,14 @@ one within the dtype's rounding. The Conv's ``MatMul``-from-``Gemm`` twin is the
 ``Gemm`` lowers to ``MatMul`` (+ ``Mul`` alpha, + ``Add`` C), which folds to one ``MatMul``
 with a bias.
 
+ShuffleNet's channel shuffle after a grouped Conv2D (``g`` groups, not depthwise, float
+NCHW; after its folded chain and fused Relu): a Reshape to ``(N, g, C/g, H, W)``, a Transpose
+``(0, 2, 1, 3, 4)`` and a Reshape back to ``(N, C, H, W)``, each the sole reader of the one
+before, are fused into the Conv2D (``shuffle`` = g, our attribute: its GEMM writes each
+group's channels through a strided view of the output, ``shared/conv.py``), so the three
+tasks and the Transpose's pass over memory are gone. A pure permutation: the values are
+the unfused ones exactly.
+
 A ``BatchNorm`` that follows anything but a Conv (DenseNet's, after a Concat) is itself a
 producer: with constant statistics it is ``x * a + b`` per channel, so the per-channel
 ``Mul`` / ``Add`` / ``Sub`` / ``BatchNorm`` after it fold into its ``a`` and ``b`` the same
@@ -76,6 +84,8 @@ def apply(graph: Graph) -> int:
             folded = True
         if node.op in ("Conv2D", "BatchNorm") and _fuse_relu(graph, readers, node, absorbed):
             folded = True
+        if node.op == "Conv2D" and _fuse_shuffle(graph, readers, node, absorbed):
+            folded = True
         if folded:
             changed.append(node)
     for node in graph.nodes:
@@ -101,6 +111,38 @@ def _fuse_relu(graph: Graph, readers: dict[str, list[Node]], node: Node,
     node.attrs["fused_relu"] = True
     node.outputs = list(nxt.outputs)
     absorbed.add(id(nxt))
+    return True
+
+
+def _fuse_shuffle(graph: Graph, readers: dict[str, list[Node]], node: Node,
+                  absorbed: set[int]) -> bool:
+    """Fuse the channel shuffle (Reshape to ``(N, g, C/g, H, W)``, Transpose ``(0, 2, 1, 3,
+    4)``, Reshape back to ``(N, C, H, W)``, each the sole reader of the one before) that
+    follows a Conv2D of ``g`` groups into it (``shuffle`` = g); True if there was one."""
+    groups = int(node.attrs.get("groups", 1))
+    weight = graph.tensors[node.inputs[1]].shape if len(node.inputs) > 1 else ()
+    y = graph.tensors[node.outputs[0]]
+    if (groups < 2 or node.attrs.get("shuffle") or len(y.shape) != 4 or len(weight) != 4
+            or weight[1] == 1 or y.dtype not in ("float16", "float32", "float64")):
+        return False  # not grouped, already shuffled, depthwise, or not a float NCHW output
+    n, c, h, w = y.shape
+    chain, src = [], node
+    for op, shape in (("Reshape", (n, groups, c // groups, h, w)), ("Transpose", None),
+                      ("Reshape", y.shape)):
+        nxt = _sole_reader(graph, readers, src)
+        if nxt is None or nxt.op != op or nxt.inputs[:1] != [src.outputs[0]]:
+            return False
+        out = graph.tensors[nxt.outputs[0]]
+        if shape is None:
+            if list(nxt.attrs.get("perm") or ()) != [0, 2, 1, 3, 4]:
+                return False
+        elif tuple(out.shape) != shape or out.dtype != y.dtype:
+            return False
+        chain.append(nxt)
+        src = nxt
+    node.attrs["shuffle"] = groups
+    node.outputs = list(chain[-1].outputs)
+    absorbed.update(id(step) for step in chain)
     return True
 
 

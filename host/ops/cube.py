@@ -16,7 +16,11 @@ Conv2D is one GEMM per image (``shared/conv.py``, which its kernels import): the
 product is the NCHW output as laid out and the matmul writes it straight into y (NCHW,
 not bfloat16: no copy after); the bias and, with ``fused_relu`` (set by ATC when a Relu
 is the Conv's only reader, ``host/models/fold.py``; our attribute, CANN fuses in its own
-graph passes), ``max(., 0)`` are applied in place on that output. The im2col matrix is built
+graph passes), ``max(., 0)`` are applied in place on that output. With ``shuffle`` = groups
+(our attribute, set by ATC when ShuffleNet's channel shuffle, Reshape -> Transpose ->
+Reshape, is the only reader of a grouped Conv2D; float, NCHW, not depthwise) the GEMM writes
+each group's channels through a strided view of y, so y holds the shuffled channels
+(``shared/conv.py``) and the shuffle's three tasks are gone. The im2col matrix is built
 without a padded copy (one strided copy per kernel offset, the padding's strips zeroed); a
 1x1 window with stride 1 and no padding has none (x is the matrix). A depthwise Conv2D
 (float32, or bfloat16 widened to it) is computed directly instead (``conv.depthwise``: its
@@ -209,13 +213,26 @@ def _conv_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Bo
     out = "None" if nhwc or dt == BF16 else "o_"
     prep = f"w_ = {_widen(dt, 'x1')}\n"
     prep += f"b_ = {_widen(ins[2].dtype, 'x2.reshape(-1)')}\n" if len(ins) > 2 else "b_ = None\n"
+    shuffle = _shuffle(ins, attrs, groups, nhwc)
     tile = "o_ = y0[s]\n"
     tile += (f"r_ = _conv({xin}, w_, {sh}, {sw}, {dh}, {dw}, {pads}, {groups}, ws, {out}, b_, "
-             f"{bool(attrs.get('fused_relu'))})\n")
+             f"{bool(attrs.get('fused_relu'))}{f', {shuffle}' if shuffle else ''})\n")
     res = "r_.transpose(0, 2, 3, 1)" if nhwc else "r_"
     tile += (f"_bf.from_float32({res}, out=o_)\n" if dt == BF16 else
              f"if r_ is not o_:\n    o_[...] = {res}\n")
     return Body(tile, prep=prep, helpers=_CONV)
+
+
+def _shuffle(ins: list[Spec], attrs: dict[str, Any], groups: int, nhwc: bool) -> int:
+    """The ``shuffle`` attribute (0, or ``groups`` > 1 for a grouped NCHW float Conv2D that is
+    not depthwise); 100000 otherwise."""
+    shuffle = int(attrs.get("shuffle") or 0)
+    depthwise = ins[1].shape[1] == 1 and ins[1].shape[0] == groups
+    if shuffle and (shuffle != groups or groups < 2 or nhwc or ins[0].dtype not in FLOATS
+                    or depthwise):
+        raise bad(f"Conv2D shuffle {shuffle} needs a grouped NCHW float convolution of "
+                  f"{shuffle} groups that is not depthwise (groups {groups})")
+    return shuffle
 
 
 def _conv_workspace(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> int:
@@ -238,6 +255,7 @@ register(OpDef("Conv2D", "aicore", ("x", "filter", "bias"), ("y",),
                CONV_DTYPES | {"int32"}, _conv_infer,
                _conv_source, attrs={"strides": [1, 1, 1, 1], "pads": [0, 0, 0, 0],
                                     "dilations": [1, 1, 1, 1], "groups": 1,
-                                    "data_format": None, "fused_relu": False},
+                                    "data_format": None, "fused_relu": False,
+                                    "shuffle": 0},
                optional=1, linear=lambda i, o, a: [(0, 0), (len(i), 0)],
                workspace=_conv_workspace))

@@ -75,3 +75,58 @@ def test_a_relu_after_a_concat_is_fused_into_it() -> None:
     np.testing.assert_array_equal(got, want)
     (again,) = run_ort(to_onnx(folded), feeds)
     np.testing.assert_array_equal(again, want)
+
+
+def _shuffled(groups: int = 4, shuffle: int = 4, extra_reader: bool = False):
+    """Conv (``groups`` groups, bias) -> Relu -> ShuffleNet's channel shuffle in ``shuffle``
+    groups (Reshape, Transpose, Reshape), batch 2."""
+    rng = np.random.default_rng(5)
+    c = 8
+    inits = [numpy_helper.from_array(
+                 rng.standard_normal((c, c // groups, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b"),
+             numpy_helper.from_array(np.array([2, shuffle, c // shuffle, 5, 5]), "s5"),
+             numpy_helper.from_array(np.array([2, c, 5, 5]), "s4")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], group=groups),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Reshape", ["r", "s5"], ["g"]),
+             helper.make_node("Transpose", ["g"], ["t"], perm=[0, 2, 1, 3, 4]),
+             helper.make_node("Reshape", ["t", "s4"], ["y"])]
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, c, 5, 5])]
+    if extra_reader:
+        nodes.append(helper.make_node("Neg", ["g"], ["z"]))
+        outs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT,
+                                                  [2, shuffle, c // shuffle, 5, 5]))
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 5, 5])],
+        outs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_channel_shuffle_after_a_grouped_conv_is_fused_into_it() -> None:
+    """ShuffleNet's Conv -> Relu -> Reshape -> Transpose -> Reshape is one Conv2D (shuffle
+    = its groups, fused_relu): the op library's kernel writes the shuffled channels, equal
+    to onnxruntime's unfused graph."""
+    model = _shuffled()
+    plain, folded, absorbed = folded_pair(model)
+    assert absorbed == 4 and [n.op for n in folded.nodes] == ["Conv2D"]
+    conv = folded.nodes[0]
+    assert conv.attrs["shuffle"] == 4 and conv.attrs["fused_relu"]
+    assert conv.outputs == folded.outputs
+    feeds = random_feeds(model, 4)
+    (want,) = run_ort(to_onnx(plain), feeds)
+    (got,) = run_graph(folded, feeds)
+    (by_kernels,) = run_graph(plain, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got, by_kernels)  # a permutation: exactly equal
+
+
+@pytest.mark.parametrize("case", ["another reader", "other groups"])
+def test_a_shuffle_that_is_not_the_convs_only_reader_or_of_other_groups_stays(case: str
+                                                                            ) -> None:
+    model = _shuffled(groups=2 if case == "other groups" else 4,
+                      extra_reader=case == "another reader")
+    plain, folded, absorbed = folded_pair(model)
+    assert absorbed == 1  # the Relu only
+    assert [n.op for n in folded.nodes] == [n.op for n in plain.nodes if n.op != "Relu"]
+    assert not folded.nodes[0].attrs.get("shuffle")
