@@ -335,7 +335,8 @@ class Comm:
     def _checks(self, task: Job, ranks: range | tuple[int, ...] | list[int], deadline: float,
                 alive_at: float) -> tuple[float, float]:
         """The checks before a sleep (see ``block``); returns the next liveness check's time
-        and now."""
+        and now. The segment's size is checked at the task's start and after every wake,
+        not here again (the words this reads were read before, by the wait's test)."""
         now = time.monotonic()
         if not alive_at:
             alive_at = now + _SLICE_S
@@ -343,7 +344,6 @@ class Comm:
             self._check_alive(ranks)
             alive_at = now + _SLICE_S
         self._check_waiting(task, ranks, deadline, now)
-        self.check_intact()
         return alive_at, now
 
     def block(self, task: Job, ranks: range | tuple[int, ...] | list[int],
