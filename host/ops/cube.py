@@ -214,9 +214,16 @@ def _conv_source(ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> Bo
     prep = f"w_ = {_widen(dt, 'x1')}\n"
     prep += f"b_ = {_widen(ins[2].dtype, 'x2.reshape(-1)')}\n" if len(ins) > 2 else "b_ = None\n"
     shuffle = _shuffle(ins, attrs, groups, nhwc)
+    relu = f"{bool(attrs.get('fused_relu'))}{f', {shuffle}' if shuffle else ''}"
+    if not nhwc and dt in FLOATS and (len(ins) < 3 or ins[2].dtype == dt):
+        # the common case in one line (a short source compiles fast): conv2d writes into
+        # y0[s], a C-contiguous tile of the product's dtype, and widens nothing
+        bias = "x2" if len(ins) > 2 else "None"
+        return Body(f"_conv(x0[s], x1, {sh}, {sw}, {dh}, {dw}, {pads}, {groups}, ws, y0[s], "
+                    f"{bias}, {relu})\n", helpers=_CONV)
     tile = "o_ = y0[s]\n"
     tile += (f"r_ = _conv({xin}, w_, {sh}, {sw}, {dh}, {dw}, {pads}, {groups}, ws, {out}, b_, "
-             f"{bool(attrs.get('fused_relu'))}{f', {shuffle}' if shuffle else ''})\n")
+             f"{relu})\n")
     res = "r_.transpose(0, 2, 3, 1)" if nhwc else "r_"
     tile += (f"_bf.from_float32({res}, out=o_)\n" if dt == BF16 else
              f"if r_ is not o_:\n    o_[...] = {res}\n")
