@@ -21,6 +21,7 @@ cannot fail). The cross-references between partitions are checked after this by
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 from npuemu.host.models.codes import ACL_ERROR_GE_PARAM_INVALID, ModelError
 from npuemu.host.models.graph import ACL_DTYPES
@@ -69,17 +70,22 @@ def nbytes(dtype: str, shape: list[int]) -> int:
 
 
 def plain_tree(value: object, what: str) -> None:
-    """Every map key is a string and nesting stays within MAX_DEPTH (iterative)."""
+    """Every map key is a string and nesting stays within MAX_DEPTH (iterative: only maps and
+    lists are visited; a non-empty one at depth MAX_DEPTH holds an item nested deeper)."""
     todo = [(value, 0)]
     while todo:
         item, depth = todo.pop()
-        need(depth <= MAX_DEPTH, f"{what} is nested more than {MAX_DEPTH} deep")
         if isinstance(item, dict):
             need(all(isinstance(k, str) for k in item), f"{what} has a map key that is not "
                                                       "a string")
-            todo += [(v, depth + 1) for v in item.values()]
+            children: Collection[object] = item.values()
         elif isinstance(item, list):
-            todo += [(v, depth + 1) for v in item]
+            children = item
+        else:
+            continue
+        if children:
+            need(depth < MAX_DEPTH, f"{what} is nested more than {MAX_DEPTH} deep")
+            todo += [(v, depth + 1) for v in children if isinstance(v, dict | list)]
 
 
 def check(model_def: object, tensors: object, programs: object, op_refs: object,
