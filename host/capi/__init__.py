@@ -4,8 +4,10 @@ headers, so C and C++ programs built for CANN compile, link and run on npuemu un
 One runtime, two ABIs: every exported C function enters the same host runtime the ``acl``
 module uses (``npuemu.host.acl`` and the core below it), through cffi's embedding mode: the
 first C call starts an interpreter inside the C program (``boot.py``), and each call then
-runs the Python body registered for its name (``exports.py``). Checks, codes, handles and
-messages are those of the Python face.
+runs the Python body registered for its name (``exports.py``). The hottest calls
+(aclrtMalloc, aclrtFree, aclrtLaunchKernel, aclrtSynchronizeStream) are C functions of
+``native.c`` that take the GIL and call the Python face's function themselves, without cffi's
+per-call conversions. Checks, codes, handles and messages are those of the Python face.
 
 - ``include/``: the headers, written for npuemu from the published facts (names, types,
   enum values, struct layouts); the error-code headers are generated from

@@ -8,7 +8,10 @@ virtual environment are found, whatever ``python3`` is first on the C program's 
 ``attach`` also sets ``sys.executable`` to it, so nodes and their workers start with the
 right interpreter. ``attach`` gives every function the library
 declares its body: the ``@export`` implementation of that name, or the not-emulated body
-(207000 and a log line).
+(207000 and a log line). libascendcl's hot calls (``build.ASCENDCL.hot``) are C functions of
+``native.c``, which ``attach`` binds last (``npuemu_bind_hot``: the Python functions they
+call, and ``_on_error`` for their failures); cffi's body of each (``npuemu_py_<name>``) gets
+the ``@export`` implementation of ``<name>``.
 
 An embedded interpreter is never finalized, so the runtime's exit hooks (atexit teardown, a
 Python SIGTERM handler that could run only when the C program next entered Python) are not
@@ -31,6 +34,7 @@ from npuemu.shared import errors, logring
 _ERROR = errors.ACL_ERROR_INTERNAL_ERROR
 HCCL_NOT_SUPPORT = int(HcclResult.HCCL_E_NOT_SUPPORT)
 HCCL_INTERNAL = int(HcclResult.HCCL_E_INTERNAL)
+HOT_PREFIX = "npuemu_py_"
 
 
 def _on_error(exc_type: type, exc: BaseException, tb: Any) -> None:
@@ -72,14 +76,18 @@ def attach(soname: str, ffi: Any, lib: Any, python: str) -> None:
         module.bind(ffi)
     for name in dir(lib):
         obj = getattr(lib, name)
-        if not callable(obj) or name.startswith("npuemu_"):  # native.c's own
+        c_name = name.removeprefix(HOT_PREFIX)  # a hot call's cffi body (build.renamed_hot)
+        if not callable(obj) or c_name.startswith("npuemu_"):  # native.c's own
             continue
         ctype = ffi.typeof(obj)
         kind = _kind(ctype)
-        body = exports.implementation(name) or exports.not_emulated(name, kind, ffi, code)
+        body = exports.implementation(c_name) or exports.not_emulated(c_name, kind, ffi, code)
         extra = {"error": internal} if kind == "int" else {}
         ffi.def_extern(name=name, onerror=_on_error, **extra)(body)
     if soname == "libascendcl.so":
         from npuemu.host.capi import base
 
         ffi.def_extern(name="npuemu_app_log", onerror=_on_error)(base.npuemu_app_log)
+        if lib.npuemu_bind_hot():  # the hot calls then go through their cffi bodies
+            plog.log(logring.WARNING, "libascendcl.so: native.c could not bind its hot "
+                     "calls (above, on stderr)", module="ASCENDCL")

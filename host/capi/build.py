@@ -4,7 +4,9 @@ Each library is made from its headers alone: the headers are run through the C p
 with ``NPUEMU_CDEF`` defined (no system headers, no visibility attributes), and every function
 they declare becomes an exported symbol whose body enters the embedded interpreter
 (``boot.py`` attaches the Python code; what npuemu does not emulate answers 207000 with a log
-line). So a header cannot declare what the library does not export.
+line). So a header cannot declare what the library does not export. A library's hot calls
+(``Library.hot``) are written in C (``native.c``); cffi's body of each is renamed
+``npuemu_py_<name>``, which the C one calls for what it does not handle itself.
 
 The error-code headers are generated here from ``npuemu.shared.errors`` (one table for both
 ABIs). Nothing built is committed: ``npuemu sdk`` builds into the SDK tree (``sdk.py``).
@@ -39,11 +41,14 @@ class Library:
     headers: tuple[str, ...]
     defines: tuple[str, ...] = ()
     prelude: str = ""  # C defined before its headers are included
+    hot: tuple[str, ...] = ()  # calls written in native.c (cffi's body: npuemu_py_<name>)
 
 
 ASCENDCL = Library("libascendcl.so", "_npuemu_ascendcl",
                    ("acl/acl.h", "acl/acl_op_compiler.h", "acl/acl_prof.h"),
-                   ("NPUEMU_HAS_APP_LOG",))
+                   ("NPUEMU_HAS_APP_LOG", "NPUEMU_HOT_CALLS"),
+                   hot=("aclrtMalloc", "aclrtFree", "aclrtLaunchKernel",
+                        "aclrtSynchronizeStream"))
 HCCL = Library("libhccl.so", "_npuemu_hccl", ("hccl/hccl.h",))
 DVPP = Library("libacl_dvpp.so", "_npuemu_acl_dvpp", ("acl/ops/acl_dvpp.h",),
                prelude="#define ENABLE_DVPP_INTERFACE 1\n")
@@ -116,6 +121,16 @@ def cdef_of(lib: Library, include: Path) -> str:
     return _STATIC_CONST.sub("", out.stdout)
 
 
+def renamed_hot(lib: Library, cdef: str) -> str:
+    """``cdef`` with each of ``lib``'s hot calls declared as ``npuemu_py_<name>`` (cffi's
+    body, which native.c's function of the real name calls when it cannot go straight on)."""
+    for name in lib.hot:
+        cdef, count = re.subn(rf"\b{name}\s*\(", f"npuemu_py_{name}(", cdef)
+        if count != 1:
+            raise RuntimeError(f"{lib.soname}: {name} is declared {count} times")
+    return cdef
+
+
 _INIT = """\
 import sys
 sys.path[:0] = [p for p in {paths!r} if p not in sys.path]
@@ -130,7 +145,8 @@ except BaseException:
                      "fails with {code}\\n")
     for _name in dir(lib):
         _fn = getattr(lib, _name)
-        if callable(_fn) and not _name.startswith("npuemu_"):
+        if callable(_fn) and (not _name.startswith("npuemu_")
+                              or _name.startswith("npuemu_py_")):
             _res = ffi.typeof(_fn).result
             _value = ({code} if _res.cname == "int" or ({hccl} and _res.kind == "enum")
                       else -1 if _res.kind == "enum" else None if _res.kind in
@@ -175,8 +191,10 @@ def build(lib: Library, include: Path, out_dir: Path, *, verbose: bool = False) 
     import cffi
 
     ffi = cffi.FFI()
-    ffi.embedding_api(cdef_of(lib, include))
+    ffi.embedding_api(renamed_hot(lib, cdef_of(lib, include)))
     ffi.cdef("int npuemu_host_is_python(void);")  # native.c
+    if lib.hot:
+        ffi.cdef("int npuemu_bind_hot(void);")  # native.c
     if lib.defines:
         ffi.cdef('extern "Python" void npuemu_app_log(int, const char *, const char *,'
                  ' uint32_t, const char *);')

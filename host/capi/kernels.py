@@ -11,7 +11,9 @@ the kernel as an int (device pointers, element counts), in order; the kernel's o
 parameters keep their defaults (e.g. ``dtype="float32"``). ``argsSize`` not a multiple of 8:
 100000. Floats and strings cannot be passed from C (partial: say so in the kernel file).
 ``aclrtLaunchKernel`` is asynchronous; a kernel's failure surfaces at the next synchronize
-and through the exception callbacks, with its engine's code.
+and through the exception callbacks, with its engine's code. Its C function (``native.c``)
+reads the words and calls ``acl.rt.launch_kernel`` itself; the body here runs for a
+malformed ``argsSize``/``argsData`` and a thread's first call.
 """
 
 from __future__ import annotations

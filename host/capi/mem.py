@@ -39,10 +39,35 @@ def _malloc(func: str, fn: Any, p: Any, size: int, policy: int) -> int:
 # aclrtMalloc and aclrtFree are the hottest calls (the bench compares their pairs with the
 # Python face's): they call the function under ``acl.rt``'s return-code wrapper directly and
 # turn its AclError into the code as the wrapper does, unless the profiler's API timer has
-# replaced ``acl.rt.malloc``/``free`` (then they go through it, to be timed).
+# replaced ``acl.rt.malloc``/``free`` (then they go through it, to be timed). native.c's
+# aclrtMalloc and aclrtFree call hot_malloc and hot_free straight from C; the @export bodies
+# below (cffi's, for a NULL pointer or a thread's first call) call them too.
 _FACE_MALLOC, _FACE_FREE = rt.malloc, rt.free
 _CORE_MALLOC = rt.malloc.__wrapped__  # type: ignore[attr-defined]  # functools.wraps sets it
 _CORE_FREE = rt.free.__wrapped__  # type: ignore[attr-defined]
+
+
+def hot_malloc(size: int, policy: int) -> int:
+    """``aclrtMalloc`` of ``size`` bytes: the device address (the runtime's are > 0), or
+    minus the code on failure (its message recorded). Returns at once."""
+    if rt.malloc is not _FACE_MALLOC:
+        ptr, ret = rt.malloc(size, policy)
+        return -ret if ret else ptr
+    try:
+        return _CORE_MALLOC(size, policy)
+    except errors.AclError as err:
+        return -_wrap.fail(err, "rt.malloc")
+
+
+def hot_free(ptr: int) -> int:
+    """``aclrtFree`` of the device address ``ptr`` (not 0): its code. Returns at once."""
+    if rt.free is not _FACE_FREE:
+        return rt.free(ptr)
+    try:
+        _CORE_FREE(ptr)
+    except errors.AclError as err:
+        return _wrap.fail(err, "rt.free")
+    return 0
 
 
 @export
@@ -50,15 +75,10 @@ def aclrtMalloc(p: Any, size: int, policy: int) -> int:
     """Mirrors ``aclrtMalloc`` (every policy and modifier bit, as ``acl.rt.malloc``)."""
     if p == _NULL:
         return X.invalid("aclrtMalloc", "devPtr is NULL")
-    if rt.malloc is not _FACE_MALLOC:
-        ptr, ret = rt.malloc(size, policy)
-        if not ret:
-            p[0] = _cast("void *", ptr)
-        return ret
-    try:
-        p[0] = _cast("void *", _CORE_MALLOC(size, policy))
-    except errors.AclError as err:
-        return _wrap.fail(err, "rt.malloc")
+    ptr = hot_malloc(size, policy)
+    if ptr < 0:
+        return -ptr
+    p[0] = _cast("void *", ptr)
     return 0
 
 
@@ -81,13 +101,7 @@ def _null(func: str, *ptrs: Any) -> int:
 def aclrtFree(ptr: Any) -> int:
     if ptr == _NULL:
         return X.invalid("aclrtFree", "devPtr is NULL")
-    if rt.free is not _FACE_FREE:
-        return rt.free(int(_cast("uintptr_t", ptr)))
-    try:
-        _CORE_FREE(int(_cast("uintptr_t", ptr)))
-    except errors.AclError as err:
-        return _wrap.fail(err, "rt.free")
-    return 0
+    return hot_free(int(_cast("uintptr_t", ptr)))
 
 
 @export
