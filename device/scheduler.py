@@ -182,6 +182,7 @@ class Scheduler:
         self._nearest = _NO_DEADLINE  # earliest deadline of a blocked WAIT seen this pass
         self.progressed = False
         self.next_deadline = _NO_DEADLINE  # no running task's deadline is earlier
+        self.on_engines = 0  # tasks handed to engine threads and not yet reaped (worker.run)
 
     # stream management (synchronous requests) ----------------------------------------------
     def create(self, client: Client, slot: int, priority: int, flags: int) -> int:
@@ -455,6 +456,7 @@ class Scheduler:
         while done:
             task, code, ns = done.popleft()
             self.engines[task.engine].running -= 1
+            self.on_engines -= 1
             task.stream.client.inflight -= 1
             if not task.cancelled:
                 if task.op == _LAUNCH and not code:
@@ -612,6 +614,7 @@ class Scheduler:
             task.engine = engine
             self._deadline(task, engine, now)
             stream.client.inflight += 1
+            self.on_engines += 1
             self.engines[engine].submit(task, run)
         return True
 

@@ -11,12 +11,17 @@ Main loop, one pass:
   2. if nothing was there and no task is runnable: spin with ``sched_yield`` for a while
      after the last work (``shared/spin.py``: between ``SPIN_MIN_S`` and ``SPIN_S``, longer
      while work comes back within ``QUIET_S`` of the loop falling asleep, shorter while
-     it does not; none while a collective or a DVPP task is on its engine: that thread
-     needs the GIL between its library calls, which a spinning loop takes from it at every
-     pass: a 1080p resize started 0.4 to 0.9 ms late and ran at half speed), then set
-     ``sleeping``, re-check the rings and block on the doorbell semaphore (a
-     timed wait: 10 ms right after activity, covering the rare missed-wake race of the flag
-     handshake; ``HEARTBEAT_S`` when long idle, so an idle node costs well under 1 % CPU);
+     it does not), then set ``sleeping``, re-check the rings and block on the doorbell
+     semaphore (a timed wait: 10 ms within ``RECENT_S`` of the last work, covering the rare
+     missed-wake race of the flag handshake; ``HEARTBEAT_S`` when long idle, so an idle
+     node costs well under 1 % CPU). No spin at all while any engine thread has a task
+     (``Scheduler.on_engines``: a copy, a kernel, a model, AI CPU, DVPP, a collective):
+     that thread needs the GIL between its library calls, which a spinning loop takes
+     from it at every pass (a 1080p resize started 0.4 to 0.9 ms late and ran at half
+     speed; a copy stream beside a compute stream overlapped worse), and on two cores the
+     spin takes the other core from it; the loop sleeps instead and wakes on the engine's
+     post when the task is done, or on the host's when a frame comes. Such a sleep says
+     nothing of the host's pace: the spin budget does not learn from it;
   3. housekeeping (at most every few ms): heartbeat, the loop's CPU counters
      (``loopcpu.py``), new or closing client slots, supervisor liveness, a stop request.
 A malformed frame is counted in ``bad_frames`` and answered with an error when it carries a
@@ -97,6 +102,8 @@ QUIET_S = 0.02
 """A gap between two pieces of work longer than this (a host with nothing to send)
 shortens the loop's spin (``AdaptiveSpin.long_s``)."""
 RECENT_S = 1.0
+"""Within this long of its last work the sleeping loop wakes every 10 ms at least (the
+flag handshake's rare missed wake costs no more); after it, every ``HEARTBEAT_S``."""
 HOUSEKEEPING_S = 0.005
 _C = DEVICE_CTL
 _HOST_SLEEPING = CLIENT_HEADER.HOST_SLEEPING
@@ -415,8 +422,7 @@ class Worker:
 
     def run(self) -> None:
         last_work = last_house = time.monotonic()
-        scheduler, slept = self.scheduler, False
-        dvpp = scheduler.engines[engines.DVPP]
+        scheduler, slept, engine_slept = self.scheduler, False, False
         spin = self.spin = AdaptiveSpin(SPIN_MIN_S, SPIN_S, QUIET_S)
         cpu = self.loop_cpu = LoopCpu()
         while self.running:
@@ -431,15 +437,15 @@ class Worker:
             worked = bool(served) or scheduler.progressed  # frames served, tasks moved
             cpu.end(worked)
             if worked or scheduler.done:  # an engine reported since: reap it next pass
-                if slept:
+                if slept and not engine_slept:  # a wait for the host, not for an engine
                     spin.learn(now - last_work, True)
-                    slept = False
+                slept = engine_slept = False
                 last_work = now
-            elif now - last_work < spin.budget and not dvpp.running \
-                    and not collective.running():
+            elif now - last_work < spin.budget and not scheduler.on_engines:
                 os.sched_yield()
             else:
                 slice_s = HEARTBEAT_S if now - last_work > RECENT_S else 0.01
+                engine_slept = engine_slept or scheduler.on_engines > 0
                 self._sleep(min(slice_s, until))
                 slept = True
                 now = time.monotonic()

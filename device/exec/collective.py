@@ -180,14 +180,6 @@ over calls; a piece is at least ``CHUNK_BYTES``, so far fewer than 2**24 of them
 _PRESENT = frozenset((int(CommRankState.JOINED), int(CommRankState.ATTACHED)))
 _free_engines: list[str] = []  # scheduler keys of engines of detached communicators
 _engines = [0]  # communicator engine threads started by this worker (loop thread)
-_all_engines: list[engines.Engine[Any]] = []  # every one of them (loop thread)
-
-
-def running() -> bool:
-    """A collective of this worker is on its engine (loop thread: ``Engine.running`` is the
-    loop's). The loop then sleeps on its doorbell instead of spinning: the engine posts it
-    when the collective ends, and its spin would only take a core from the ranks."""
-    return any(e.running for e in _all_engines)
 
 
 class CommClient(contracts.Client, Protocol):
@@ -562,9 +554,8 @@ def attach(worker: Card, client: CommClient, name: str, rank: int) -> tuple[()] 
     comm = Comm(worker, name, rank)
     if not comm.engine:  # a DMA-class engine (its failure code) under a key of its own
         comm.engine = f"hccl{len(worker.scheduler.engines)}"
-        engine = worker.scheduler.engines[comm.engine] = engines.Engine(
+        worker.scheduler.engines[comm.engine] = engines.Engine(
             engines.DMA, worker.scheduler.done, worker.wake)
-        _all_engines.append(engine)
         _engines[0] += 1
     cid = 1 + max(client.comms, default=0)
     client.comms[cid] = comm
