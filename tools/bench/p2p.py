@@ -111,7 +111,7 @@ def fig_p2p_bandwidth(ctx: Context) -> list[Record]:
     label, mlabel = format_size(n, digits=0), format_size(m, digits=0)
     records = [
         Record(f"P2P {label}", rates["one"], "GB/s", f"np.copyto {label}", rates["limit"],
-               Target("≥ 0.85x", "ratio", ">=", 0.85)),
+               Target("≥ 0.9x", "ratio", ">=", 0.9)),
         Record("P2P bidirectional", both["both"], "GB/s", f"2x np.copyto {label}",
                both["limit"]),
     ]
