@@ -1,6 +1,6 @@
 """Type and range checks of a decoded OM file, before anything reads its partitions.
 
-An OM file is sealed (sha256 and length) but may still be written by anyone: every field of
+An OM file is sealed (a checksum and its length) but may still be written by anyone: every field of
 every msgpack partition (see ``omfile.py`` for the layout) is checked here for its type and
 range, so that the model descriptor (``aclmdlGetDesc*``), the loader (``aclmdlLoad*``), the
 size queries (``aclmdlQuerySize*``) and ``atc --mode=1`` only ever see well-formed values.

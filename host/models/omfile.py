@@ -10,7 +10,8 @@ offset bytes  field
 0      4      magic ``b"IMOD"`` (0x444F4D49 read as u32, as the real header)
 4      4      u32 header size = 256
 8      4      u32 format version (:data:`FORMAT_VERSION`); a reader refuses a newer one
-12     32     sha256 of the whole file with these 32 bytes zeroed
+12     32     the file's checksum, these 32 bytes zeroed while it is computed: version 2,
+              XXH3-128 (16 bytes, then 16 zero bytes); version 1, sha256
 44     8      u64 file length in bytes (header + table + partitions)
 52     4      u32 number of partitions ``n``
 56     1      u8 dynamic: 1 when built with ``--dynamic_batch_size``
@@ -65,6 +66,7 @@ from typing import Any
 
 import msgpack
 import numpy as np
+import xxhash
 
 from npuemu.host.models import omcheck
 from npuemu.host.models.codes import (
@@ -75,7 +77,10 @@ from npuemu.host.models.codes import (
 
 MAGIC = b"IMOD"
 HEADER_SIZE = 256
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Version 2 seals the file with XXH3-128, about ten times sha256's pace (version 1's,
+still read): the checksum finds corruption, it is no signature, and hashing was the larger
+part of loading a model of large weights."""
 ALIGN = 64
 _HEADER = struct.Struct("<4sII32sQIB32s")
 _ENTRY = struct.Struct("<IIQQ")
@@ -164,8 +169,14 @@ def encode(om: OmModel) -> bytes:
     out += table
     out += b"\0" * (start - len(out))
     out += body
-    out[_SUM] = hashlib.sha256(out).digest()
-    return bytes(out)
+    return seal(out)
+
+
+def seal(data: bytearray) -> bytes:
+    """The bytes of the OM image ``data`` with its checksum field written for the format
+    version its header states (the field's own bytes are ignored)."""
+    data[_SUM] = _digest_from(memoryview(data), _HEADER.unpack_from(data)[2]).digest()
+    return bytes(data)
 
 
 Place = Callable[[int], memoryview]
@@ -262,7 +273,7 @@ def _decode_staged(f: Any, staged: _Staged, place: Place) -> OmModel:
     if len(dest) != staged.size:
         raise ValueError(f"a weights place of {len(dest)} bytes for {staged.size}")
     pre = memoryview(staged.pre)
-    check = _digest_from(pre)
+    check = _digest_from(pre, _HEADER.unpack_from(pre)[2])
     f.seek(staged.offset)
     at = 0
     while at < staged.size:
@@ -293,10 +304,26 @@ def _decode_staged(f: Any, staged: _Staged, place: Place) -> OmModel:
         raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"malformed OM file: {exc!r}") from exc
 
 
-def _digest_from(head: memoryview) -> Any:
-    """A sha256 fed the file's first bytes ``head`` (the header at least) with the checksum
-    field zeroed: the file's digest once the rest is added in file order."""
-    check = hashlib.sha256(head[:_SUM.start])
+class _Seal:
+    """The checksum of one format version, fed in file order; ``digest`` is the header's
+    32-byte field."""
+
+    def __init__(self, version: int) -> None:
+        self._hash: Any = hashlib.sha256() if version == 1 else xxhash.xxh3_128()
+
+    def update(self, data: bytes | memoryview) -> None:
+        self._hash.update(data)
+
+    def digest(self) -> bytes:
+        return self._hash.digest().ljust(_SUM.stop - _SUM.start, b"\0")
+
+
+def _digest_from(head: memoryview, version: int) -> _Seal:
+    """The checksum of ``version`` fed the file's first bytes ``head`` (the header at
+    least) with the checksum field zeroed: the file's once the rest is added in file
+    order."""
+    check = _Seal(version)
+    check.update(head[:_SUM.start])
     check.update(bytes(_SUM.stop - _SUM.start))
     check.update(head[_SUM.stop:])
     return check
@@ -362,7 +389,7 @@ def _decode(data: bytes | bytearray) -> OmModel:
         raise _bad(f"OM file length {len(data)} does not match its header ({total}): "
                    "truncated or extended")
     view = memoryview(data)
-    check = _digest_from(view)
+    check = _digest_from(view, version)
     if check.digest() != digest:
         raise _bad("OM file checksum mismatch: corrupted")
     return _build(view, lambda off, size: view[off:off + size], len(data))

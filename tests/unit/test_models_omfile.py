@@ -113,9 +113,25 @@ def test_truncated_file_is_refused(om_bytes, keep: int) -> None:
 def test_newer_version_is_refused(om_bytes) -> None:
     data = bytearray(om_bytes)
     struct.pack_into("<I", data, 8, omfile.FORMAT_VERSION + 1)
-    data[12:44] = b"\0" * 32
-    data[12:44] = hashlib.sha256(data).digest()  # a well-formed file of a newer format
+    data = omfile.seal(data)  # a well-formed file of a newer format (sealed as the newest)
     _expect(ACL_ERROR_GE_PARAM_INVALID, bytes(data), "version")
+
+
+def test_version_1_files_sealed_with_sha256_still_read(om_bytes, tmp_path) -> None:
+    """Files of format version 1 (sealed with sha256, before XXH3-128) load whole and staged;
+    a damaged seal is a checksum mismatch."""
+    data = bytearray(om_bytes)
+    struct.pack_into("<I", data, 8, 1)
+    data[12:44] = bytes(32)
+    data[12:44] = hashlib.sha256(data).digest()
+    path = tmp_path / "v1.om"
+    path.write_bytes(data)
+    assert omfile.read(data).version == 1
+    staged = omfile.read_file(path, lambda size: memoryview(bytearray(size)))
+    assert staged.version == 1 and bytes(staged.weights) == bytes(omfile.read(om_bytes).weights)
+    assert omfile.encode(staged)[12:44] == bytes(data[12:44])  # re-encoded as version 1
+    data[12] ^= 1
+    _expect(ACL_ERROR_GE_PARAM_INVALID, bytes(data), "checksum")
 
 
 def test_corrupted_byte_is_refused(om_bytes) -> None:
