@@ -23,6 +23,7 @@ Threading: ``REGISTRY`` is filled at import (under the import lock) and only rea
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +53,7 @@ class Spec:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return int(math.prod(self.shape))
 
     @property
     def nbytes(self) -> int:
