@@ -1,6 +1,6 @@
 """Sealed but malformed OM files: a real small OM file (``atc.convert`` of a small CNN) with
 one field of one msgpack partition replaced at a time (a value of the wrong type, out of
-range, huge, negative, or the field removed), re-sealed (sha256 and length) so that only the
+range, huge, negative, or the field removed), re-sealed (checksum and length) so that only the
 content is wrong. Every ``acl.mdl`` entry point that reads an OM file or image
 (``query_size``, ``query_size_from_mem``, ``get_desc_from_file``, ``get_desc_from_mem`` and
 every descriptor getter after them) and ``atc --mode=1`` return a code, never raise, and
@@ -84,11 +84,6 @@ def mutated(part: str, path: tuple, value: Any) -> bytes:
     else:
         target[path[-1]] = value
     return omfile.encode(om)
-
-
-def seal(data: bytearray) -> bytes:
-    """Re-seal raw bytes: the checksum over the file with its checksum field zeroed."""
-    return omfile.seal(data)
 
 
 def reader_code(data: bytes) -> int:
@@ -187,7 +182,7 @@ def test_every_field_one_by_one(tmp_path, value) -> None:
 def _raw(offset: int, fmt: str, value: int) -> bytes:
     data = bytearray(_fixed_om())
     struct.pack_into(fmt, data, offset, value)
-    return seal(data)
+    return omfile.seal(data)
 
 
 def _partition(ptype: int, blob: bytes) -> bytes:
@@ -201,7 +196,7 @@ def _partition(ptype: int, blob: bytes) -> bytes:
             new = blob[:size].ljust(size, b"\0")
             data[off:off + size] = new
             struct.pack_into("<Q", data, at + 16, min(len(blob), size))
-    return seal(data)
+    return omfile.seal(data)
 
 
 RAW = {
@@ -209,7 +204,7 @@ RAW = {
     "huge_partition_count": _raw(52, "<I", 2**32 - 1),
     "partition_offset_past_end": _raw(omfile.HEADER_SIZE + 8, "<Q", 2**63),
     "partition_size_past_end": _raw(omfile.HEADER_SIZE + 16, "<Q", 2**64 - 1),
-    "name_not_utf8": seal(bytearray(_fixed_om()[:57]) + b"\xff\xfe" +
+    "name_not_utf8": omfile.seal(bytearray(_fixed_om()[:57]) + b"\xff\xfe" +
                           bytearray(_fixed_om()[59:])),
     "model_def_not_msgpack": _partition(omfile.MODEL_DEF, b"\xc1\xc1\xc1"),
     "model_def_deep": _partition(omfile.MODEL_DEF, b"\x91" * 100 + b"\x00"),
