@@ -93,7 +93,7 @@ class Card(Protocol):
     node: str
     ctl: memoryview
     debug: bool  # some module logs at DEBUG (test it before formatting a line)
-    alloc_changes: int  # mallocs, frees and mappings so far (cached tensor views check it)
+    alloc_changes: int  # mallocs, frees, mappings, unpins so far (kept checks compare it)
     boot_ns: int  # time.monotonic_ns() at boot: event timestamps count from it
     memory: DeviceMemory
 

@@ -208,6 +208,7 @@ def _unpin(worker: Worker, client: Client, host_addr: int) -> tuple[()]:
     seg = client.pinned.pop(host_addr, None)
     if seg is not None:
         client.unpinned.append(seg)
+        worker.alloc_changes += 1  # checks kept by DVPP tasks may name its records
     return ()
 
 

@@ -250,7 +250,7 @@ class Worker:
             seg, table, far = shm.open_arena(node, dev, kind, size, create=True)
             self.page_tables.append(table)
             arenas.append(Arena(seg, kind, pages.far_size(seg.size), far))
-        self.alloc_changes = 0  # mallocs + frees so far (device/exec/model.py caches on it)
+        self.alloc_changes = 0  # mallocs, frees, mappings, unpins (kept checks compare it)
         self.memory = DeviceMemory(dev, arenas, self._account, self._pool_changed)
         for arena in arenas:
             arena.progress = self.beat  # a malloc of many GiB beats per committed chunk

@@ -17,7 +17,9 @@ A ``DVPP`` task frame carries a kind, the pinned-host addresses of its picture r
 ``prepare`` (loop thread, when the task reaches its stream's head) reads the records, checks
 them and resolves every address (107000 for memory that is not the client's; 507018 for a
 picture that breaks a rule: the geometry is read in stream order, so a picture an earlier
-task wrote is seen as written). ``run`` (the DVPP engine thread) decodes, encodes or
+task wrote is seen as written). A VPC task that repeats an earlier one (the same records and
+parameters, the records' words unchanged, no block of the card allocated, freed, mapped or
+unpinned since: ``_kept``) reuses its checks, addresses and job. ``run`` (the DVPP engine thread) decodes, encodes or
 transforms and writes the results and the output records (width, height, strides, size of a
 decode; ret code 0). A task that fails, for a corrupt file or a picture that breaks a rule,
 fails with ``ACL_ERROR_RT_AICPU_EXCEPTION`` (507018: on this SoC the acldvpp image calls run
@@ -109,19 +111,8 @@ def prepare(worker: Card, client: TimedClient,
     (None: a VPC task measured short, run now in the loop thread, ``INLINE_VPC_NS``) and
     the run function. Raises AclError (the task fails with its code)."""
     kind, records, params = task.args
-    pics = [pictures.read(worker, client, p) for p in records]
-    try:
-        low, high = _RECORDS[kind]
-        if not low <= len(pics) <= high:
-            raise DvppFailure(f"a {kind} task takes {low} to {high} picture records")
-        job = _PREPARE[kind](worker, client, pics, list(params))
-    except DvppFailure as err:
-        for pic in pics:
-            pic.fail()
-        worker.log("ERROR", f"{kind}: {err}", module="DVPP")
-        raise errors.error_for(FAILED, str(err)) from None
-
-    key = _cost_key(pics, params) if kind == "vpc" else None
+    kept = _kept(worker, client, records, params) if kind == "vpc" else None
+    pics, job, key = kept or _checked(worker, client, kind, records, params)
     here = key is not None and _runs_here(worker, client, key)
 
     def run(task: TimedJob) -> int:
@@ -145,6 +136,73 @@ def prepare(worker: Card, client: TimedClient,
         return 0
 
     return (None if here else engines.DVPP), run
+
+
+def _checked(worker: Card, client: TimedClient, kind: str, records: Sequence[int],
+             params: Sequence[int]) -> tuple[list[Picture], Callable[[], None],
+                                             tuple[Any, ...] | None]:
+    """The task's pictures (read and resolved), its job and, for VPC, its cost key (a VPC
+    task's three are kept for its repeats: ``_kept``). Raises AclError."""
+    pics = [pictures.read(worker, client, p) for p in records]
+    try:
+        low, high = _RECORDS[kind]
+        if not low <= len(pics) <= high:
+            raise DvppFailure(f"a {kind} task takes {low} to {high} picture records")
+        job = _PREPARE[kind](worker, client, pics, list(params))
+    except DvppFailure as err:
+        for pic in pics:
+            pic.fail()
+        worker.log("ERROR", f"{kind}: {err}", module="DVPP")
+        raise errors.error_for(FAILED, str(err)) from None
+    if kind != "vpc":
+        return pics, job, None
+    key = _cost_key(pics, params)
+    if len(_prepared) >= _PREPARED_MAX:
+        _prepared.clear()
+    _prepared[(tuple(records), tuple(params))] = _Prepared(
+        worker, client, worker.alloc_changes, pics,
+        [ctypes.string_at(ctypes.addressof(p.record), _CHECKED_BYTES) for p in pics], job, key)
+    return pics, job, key
+
+
+# VPC tasks repeated ---------------------------------------------------------------------------
+@dataclass(eq=False)
+class _Prepared:
+    """A VPC task as ``_checked`` left it: valid for a task of the same records and
+    parameters while its client's records hold the same words and the card's allocations
+    (``alloc_changes``: mallocs, frees, mappings, unpins) are as they were."""
+
+    worker: Card
+    client: TimedClient
+    gen: int
+    pics: list[Picture]
+    words: list[bytes]  # each record's words but its ret code, as read
+    job: Callable[[], None]
+    key: tuple[Any, ...]
+
+
+_CHECKED_BYTES = _P.RET_CODE * 8
+"""Bytes of a picture record the card reads (every word before the ret code)."""
+_PREPARED_MAX = 256
+_prepared: dict[tuple[tuple[int, ...], tuple[int, ...]], _Prepared] = {}
+"""The last ``_checked`` VPC task of each records and parameters (loop thread only)."""
+
+
+def _kept(worker: Card, client: TimedClient, records: Sequence[int],
+          params: Sequence[int]) -> tuple[list[Picture], Callable[[], None],
+                                          tuple[Any, ...]] | None:
+    """The pictures, job and cost key of an earlier VPC task that this one repeats: the same
+    client, records and parameters, the records' words unchanged and no block of the card
+    allocated, freed or mapped since, so every check and address it made holds. A
+    pipeline resizing frame after frame into the same buffers pays the checks once."""
+    kept = _prepared.get((tuple(records), tuple(params)))
+    if kept is None or kept.client is not client or kept.worker is not worker \
+            or kept.gen != worker.alloc_changes:
+        return None
+    for pic, words in zip(kept.pics, kept.words, strict=True):
+        if ctypes.string_at(ctypes.addressof(pic.record), _CHECKED_BYTES) != words:
+            return None
+    return kept.pics, kept.job, kept.key
 
 
 # VPC tasks run in the loop thread ------------------------------------------------------------

@@ -114,6 +114,12 @@ def test_a_repeated_resize_run_in_the_loop_is_still_opencv_exactly(run_prog):
     assert r["codes"] == [0] * 5 and r["exact"] == [True] * 5 and r["ret_codes"] == [0] * 5
 
 
+def test_a_kept_resize_sees_its_input_as_earlier_tasks_left_it(run_prog):
+    r = scenario(run_prog, "vpc_kept")
+    assert r["codes"] == [0] * 5 and r["exact"] == [True] * 5
+    assert r["geometry"] == [320, 240]  # the second file's decode rewrote the record
+
+
 def test_bad_inputs_get_their_codes_and_the_card_goes_on(run_prog):
     r = scenario(run_prog, "bad_inputs")
     for name in ("predict_bogus_format", "info_not_jpeg", "info_null", "no_channel",

@@ -479,6 +479,54 @@ def vpc_repeated():
 
 
 @scenario
+def vpc_kept():
+    """One resize call repeated with the same descriptors, its input rewritten in between
+    by work queued before it: (1) a decode of a 640x480 file into the input, then the
+    resize, three times (the card keeps the resize's checks after the first); (2) a
+    decode of a 320x240 file into the same input record and buffer, queued with the next
+    resize and no synchronize between, so the card meets a record of new geometry; (3)
+    the input's pixels overwritten by a copy, then the resize. Whether each output is
+    OpenCV's resize of the picture the card held when the resize ran."""
+    cfg = M.dvpp_create_resize_config()
+    out, optr = yuv_out(224, 224)
+    big, small = jpeg_bytes(picture(640, 480, seed=31)), jpeg_bytes(picture(320, 240, seed=32))
+    size, ret = M.dvpp_jpeg_predict_dec_size(acl.util.bytes_to_ptr(big), len(big), NV12)
+    ok(ret, "jpeg_predict_dec_size")
+    src_big, src_small = to_dvpp(big), to_dvpp(small)
+    yuv, ret = M.dvpp_malloc(size)
+    ok(ret, "dvpp_malloc")
+    desc = pic_desc(yuv, size, NV12, 640, 480, 640, 480)
+
+    def resize_of(data, w, h):
+        y, uv = library_yuv420(data)
+        return (cv2.resize(y, (224, 224), interpolation=cv2.INTER_LINEAR),
+                cv2.resize(uv, (112, 112), interpolation=cv2.INTER_LINEAR))
+
+    def exact(want):
+        gy, guv = planes(optr, 224, 224, 224, 224)
+        return bool((gy == want[0]).all() and (guv == want[1]).all())
+
+    R["codes"], R["exact"] = [], []
+    for src, data, w, h in ((src_big, big, 640, 480),) * 3 + ((src_small, small, 320, 240),):
+        ok(M.dvpp_jpeg_decode_async(CH, src, len(data), desc, S), "jpeg_decode_async")
+        ok(M.dvpp_vpc_resize_async(CH, desc, out, cfg, S), "resize")
+        R["codes"].append(acl.rt.synchronize_stream(S))
+        R["exact"].append(exact(resize_of(data, w, h)))
+    R["geometry"] = fields(desc)[:2]
+    y, uv = library_yuv420(small)
+    sw, sh = M.dvpp_get_pic_desc_width_stride(desc), M.dvpp_get_pic_desc_height_stride(desc)
+    frame = np.zeros(sw * sh * 3 // 2, np.uint8)
+    flipped = (255 - y, 255 - uv)
+    frame[:sw * sh].reshape(sh, sw)[:240, :320] = flipped[0]
+    frame[sw * sh:].reshape(sh // 2, sw)[:120, :320] = flipped[1].reshape(120, 320)
+    ok(acl.rt.memcpy(yuv, frame.nbytes, frame.ctypes.data, frame.nbytes, 1), "H2D")
+    R["codes"].append(run(M.dvpp_vpc_resize_async(CH, desc, out, cfg, S), "resize"))
+    R["exact"].append(exact((cv2.resize(flipped[0], (224, 224), interpolation=cv2.INTER_LINEAR),
+                             cv2.resize(flipped[1], (112, 112),
+                                        interpolation=cv2.INTER_LINEAR))))
+
+
+@scenario
 def bad_inputs():
     rgb = picture(256, 128, seed=6)
     data = jpeg_bytes(rgb)

@@ -4,6 +4,7 @@ no task and the client's execution timeout leaves room; everything else on the e
 
 from __future__ import annotations
 
+import ctypes
 from types import SimpleNamespace
 
 import pytest
@@ -60,3 +61,30 @@ def test_the_table_of_costs_stays_bounded():
     for width in range(dvpp._COSTS_MAX + 10):
         dvpp._learn(worker, key(width=width + 16), 1000, False)
     assert len(dvpp._costs) <= dvpp._COSTS_MAX
+
+
+def _kept_entry(worker, client):
+    """A kept VPC task of one record (a ctypes array of its words, as the card reads it)."""
+    record = dvpp._RECORD(0x1000, 4096, m.NV12, 64, 32, 64, 32, 0)
+    pic = Picture(record, m.NV12, 64, 32, 64, 32, 4096, addr=0x1000)
+    words = ctypes.string_at(ctypes.addressof(record), dvpp._CHECKED_BYTES)
+    dvpp._prepared[((7,), (0, 0, 1))] = dvpp._Prepared(worker, client, worker.alloc_changes,
+                                                       [pic], [words], print, ("key",))
+    return record
+
+
+def test_a_kept_vpc_task_holds_only_while_its_records_and_the_allocations_do():
+    worker, client = SimpleNamespace(alloc_changes=3), SimpleNamespace()
+    dvpp._prepared.clear()
+    record = _kept_entry(worker, client)
+    assert dvpp._kept(worker, client, [7], [0, 0, 1])[1:] == (print, ("key",))
+    assert dvpp._kept(worker, client, [7], [0, 1, 1]) is None  # other parameters
+    assert dvpp._kept(worker, SimpleNamespace(), [7], [0, 0, 1]) is None  # another client
+    record[m.PIC_DESC.RET_CODE] = 5  # the card's own word: not part of the checks
+    assert dvpp._kept(worker, client, [7], [0, 0, 1]) is not None
+    record[m.PIC_DESC.WIDTH] = 32  # an earlier task or the host rewrote the picture
+    assert dvpp._kept(worker, client, [7], [0, 0, 1]) is None
+    record[m.PIC_DESC.WIDTH] = 64
+    worker.alloc_changes += 1  # a malloc, free, mapping or unpin since
+    assert dvpp._kept(worker, client, [7], [0, 0, 1]) is None
+    dvpp._prepared.clear()
