@@ -14,7 +14,7 @@ uses (a new part of ``exec/`` had best do the same):
 | ``Client``      | ``worker.Client``       | ``Card.resolve``; exec/ extends it         |
 | ``Job``         | ``scheduler.Task``      | the bodies engines run (kernels, DVPP ...) |
 | ``FaultChecks`` | ``faults.Faults``       | exec/: the checks a task makes first       |
-| ``EngineTable`` | ``scheduler.Scheduler`` | collectives: one engine per communicator   |
+| ``EngineTable`` | ``scheduler.Scheduler`` | collectives, DVPP: engines, task end hint |
 
 A feature's own state on a client is declared where the feature lives, as a protocol that
 extends ``Client`` (``exec/kernels.py`` ``KernelClient``: binaries and tensor views;
@@ -84,6 +84,7 @@ class EngineTable(Protocol):
     def engines(self) -> dict[str, Engine[Any]]: ...
     @property
     def done(self) -> collections.deque[tuple[Any, int, int]]: ...
+    def expect(self, task: Any, ns: int) -> None: ...  # task starts now; ran ns last time
 
 
 class Card(Protocol):

@@ -7,7 +7,9 @@ the loop thread (event record/reset/wait, callbacks, copies and memsets of at mo
 ``INLINE_BYTES``, VPC tasks measured short: ``exec/dvpp.py`` ``INLINE_VPC_NS``); a stream
 blocked on an event blocks only itself. Completions come back
 through ``done`` and are published in the client segment's stream and event tables, which
-the host reads without a round trip (``shared/layout.py``: STREAM_ENTRY, EVENT_ENTRY).
+the host reads without a round trip (``shared/layout.py``: STREAM_ENTRY, EVENT_ENTRY); a task
+whose preparer knows its last run time (VPC, ``exec/dvpp.py``) also publishes by when it
+should end (``expect``), which a host synchronize polls for instead of sleeping.
 
 Failures: a task that fails records its code on its stream (``err_count`` grows, so the
 host reports it once, at its next synchronize), is reported to the host's exception
@@ -106,6 +108,8 @@ INLINE_BYTES = 64 * 1024
 INLINE_KERNEL_NS = 100_000
 """A kernel whose last identical launch ran at most this long runs inline in the loop."""
 _INLINE_TIMEOUT_FLOOR_S = 0.01  # below this execution timeout, no kernel runs inline
+HINT_MARGIN_NS = 100_000
+"""Slack of a stream's end-of-task hint beyond half again the task's last run (``expect``)."""
 DEFAULT_MAX_STREAMS = 1024
 _SE, _EE = STREAM_ENTRY, EVENT_ENTRY
 DEFAULT_TIMEOUT_US = {engines.AICPU: AICPU_DEFAULT_TIMEOUT_US}
@@ -559,6 +563,16 @@ class Scheduler:
         elif elapsed > INLINE_KERNEL_NS:  # no longer tiny: its next launch goes to the engine
             self._learn(task, elapsed, last[3])
         return code
+
+    def expect(self, task: Task, ns: int) -> None:
+        """``task`` starts now, and its last run of the same work took ``ns``: publish by
+        when it should end (its stream's ``SPIN_UNTIL_NS``: now plus half again ``ns`` plus
+        ``HINT_MARGIN_NS``), so that a host synchronize on the stream spins until then
+        instead of sleeping (``host/driver/link.py`` ``wait_until``). The hint is left as
+        it is once the task ends: in the past, it is no hint. Loop thread."""
+        stream = task.stream
+        stream.client.streams[stream.base + _SE.SPIN_UNTIL_NS] = \
+            _monotonic_ns() + ns * 3 // 2 + HINT_MARGIN_NS
 
     def idle(self) -> bool:
         """Nothing can move until a frame, an engine completion or a wait deadline: the

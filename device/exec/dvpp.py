@@ -19,7 +19,9 @@ them and resolves every address (107000 for memory that is not the client's; 507
 picture that breaks a rule: the geometry is read in stream order, so a picture an earlier
 task wrote is seen as written). A VPC task that repeats an earlier one (the same records and
 parameters, the records' words unchanged, no block of the card allocated, freed, mapped or
-unpinned since: ``_kept``) reuses its checks, addresses and job. ``run`` (the DVPP engine thread) decodes, encodes or
+unpinned since: ``_kept``) reuses its checks, addresses and job; one it ran before (the same
+geometry) tells the scheduler how long it took (``expect``), so a host synchronize polls for
+its end instead of sleeping. ``run`` (the DVPP engine thread) decodes, encodes or
 transforms and writes the results and the output records (width, height, strides, size of a
 decode; ret code 0). A task that fails, for a corrupt file or a picture that breaks a rule,
 fails with ``ACL_ERROR_RT_AICPU_EXCEPTION`` (507018: on this SoC the acldvpp image calls run
@@ -114,6 +116,10 @@ def prepare(worker: Card, client: TimedClient,
     kept = _kept(worker, client, records, params) if kind == "vpc" else None
     pics, job, key = kept or _checked(worker, client, kind, records, params)
     here = key is not None and _runs_here(worker, client, key)
+    if key is not None and (here or not worker.scheduler.engines[engines.DVPP].running):
+        last_ns = _costs.get(key)
+        if last_ns is not None:  # it starts now: the host may poll for its end
+            worker.scheduler.expect(task, last_ns)
 
     def run(task: TimedJob) -> int:
         start = time.monotonic_ns()

@@ -306,7 +306,7 @@ def synchronize_stream(handle: object, timeout_ms: int = -1) -> None:
         return
     target = stream.submitted
     spin = FAST_SYNC_SPIN_S if stream.flags & _FAST_SYNC else SPIN_S
-    if not stream.link.wait_until(lambda: stream.done(target), wait_s, spin):
+    if not stream.link.wait_until(lambda: stream.done(target), wait_s, spin, stream.slot):
         raise errors.error_for(errors.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
                                f"stream {stream.sid}: {stream.completed()} of {target} tasks "
                                f"done after {timeout_ms} ms")

@@ -183,7 +183,7 @@ class FakeLink:
         self._run(slot)
 
     def wait_until(self, done: Callable[[], bool], timeout_s: float | None,
-                   spin_s: float = 0.0) -> bool:
+                   spin_s: float = 0.0, stream: int | None = None) -> bool:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cond:
             while not done():

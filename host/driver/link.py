@@ -83,6 +83,9 @@ CPL_CAPACITY = 1 << 18
 REP_CAPACITY = 1 << 18
 SPIN_S = 100e-6
 SLEEP_S = 0.05
+HINTED_SPIN_MAX_NS = 2_000_000
+"""Longest a synchronize polls on a card's hint (the stream's ``SPIN_UNTIL_NS``): a hint
+further ahead than this, or none, and it sleeps after ``SPIN_S``."""
 _H = CLIENT_HEADER
 _C = DEVICE_CTL
 _SE, _EE = STREAM_ENTRY, EVENT_ENTRY
@@ -227,11 +230,12 @@ class DeviceLink:
         st, ev = self.streams, self.events  # columns: strided views, one word per slot
         self.completed = st[_SE.COMPLETED :: _SE.words]
         self.stream_hung = st[_SE.HUNG :: _SE.words]
+        self.stream_spin_until = st[_SE.SPIN_UNTIL_NS :: _SE.words]
         self.event_done = ev[_EE.DONE_GEN :: _EE.words]
         self.event_stamp = ev[_EE.TIMESTAMP :: _EE.words]
         self.event_error = ev[_EE.ERROR :: _EE.words]
-        self._columns = (self.completed, self.stream_hung, self.event_done, self.event_stamp,
-                         self.event_error)
+        self._columns = (self.completed, self.stream_hung, self.stream_spin_until,
+                         self.event_done, self.event_stamp, self.event_error)
         hdr[_H.MAGIC] = layout.MAGIC_CLIENT
         entry = CTL_CLIENTS + self.slot * CLIENT_ENTRY.words
         self.ctl[entry + CLIENT_ENTRY.PID] = me.pid
@@ -404,7 +408,7 @@ class DeviceLink:
         self._push(payload)
 
     def wait_until(self, done: Callable[[], bool], timeout_s: float | None,
-                   spin_s: float = SPIN_S) -> bool:
+                   spin_s: float = SPIN_S, stream: int | None = None) -> bool:
         """Block until ``done()`` (a read of the stream/event tables) is true, sleeping on the
         ``.sync`` semaphore that the worker posts after completions. Returns False when
         ``timeout_s`` expires; raises DeviceLostError if the worker dies. Releases the GIL
@@ -412,9 +416,12 @@ class DeviceLink:
 
         It first spins (``sched_yield`` between reads) for ``spin_s``, then sleeps: a
         synchronize on a card busy for milliseconds costs the host that spin and one
-        wake-up. (A spin learnt from past waits was tried and dropped: under load, the
-        wake-up latency that sleeping adds made every wait look long, which kept the spin
-        short and every tiny synchronize slow.)"""
+        wake-up. A wait on ``stream`` (its slot) spins on past ``spin_s`` while the card's
+        hint says the stream's running task should end within ``HINTED_SPIN_MAX_NS``
+        (``_spin_hinted``). (A spin learnt by the host from its past waits was tried and
+        dropped: under load, the wake-up latency that sleeping adds made every wait look
+        long, which kept the spin short and every tiny synchronize slow. The card's hint
+        comes from the task's own run time, which no wake-up inflates.)"""
         if done():
             return True
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -423,11 +430,32 @@ class DeviceLink:
             os.sched_yield()
             if done():
                 return True
-        return self._sleep_until(done, deadline)
+        if stream is not None and self._spin_hinted(done, stream, deadline):
+            return True
+        return self._sleep_until(done, deadline, stream)
 
-    def _sleep_until(self, done: Callable[[], bool], deadline: float | None) -> bool:
+    def _spin_hinted(self, done: Callable[[], bool], stream: int,
+                     deadline: float | None) -> bool:
+        """Spin (``sched_yield`` between reads) while the stream's ``SPIN_UNTIL_NS`` lies
+        ahead, at most ``HINTED_SPIN_MAX_NS`` from now, and ``deadline`` has not passed; True
+        once ``done()``. The card writes the hint when it starts a task whose earlier run of
+        the same work it measured (``device/scheduler.py`` ``expect``), and leaves it: a
+        hint in the past is no hint. A task that runs past its hint is waited for asleep."""
+        column = self.stream_spin_until
+        deadline_ns = (1 << 64) if deadline is None else int(deadline * 1e9)
+        while True:
+            now, until = time.monotonic_ns(), column[stream]
+            if not now < until <= now + HINTED_SPIN_MAX_NS or now >= deadline_ns:
+                return False
+            os.sched_yield()
+            if done():
+                return True
+
+    def _sleep_until(self, done: Callable[[], bool], deadline: float | None,
+                     stream: int | None = None) -> bool:
         """``wait_until`` past its spin: sleep on ``.sync`` in ``SLEEP_S`` slices, checking
-        that the worker lives between them."""
+        that the worker lives between them; after a wake-up that did not end the wait, a
+        hint of ``stream``'s next task is spun on as after the first spin."""
         hdr = self.hdr
         while True:
             with self._waiters_lock:
@@ -445,6 +473,8 @@ class DeviceLink:
             if done():
                 return True
             self.check_alive()
+            if stream is not None and self._spin_hinted(done, stream, deadline):
+                return True
 
     def pop_report(self, timeout_s: float) -> protocol.Frame | None:
         """Next exception/callback report from the worker, waiting at most ``timeout_s``.

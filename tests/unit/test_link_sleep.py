@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+from types import SimpleNamespace
 
 import posix_ipc
 import pytest
@@ -88,3 +89,33 @@ def test_a_handler_raising_just_after_any_mask_change_leaves_the_mask_as_found(
         link._sleep(sem, 0.001)
     monkeypatch.undo()
     assert mask() == before, calls
+
+
+def hinted(until_ns: int, done, deadline: float | None = None) -> bool:
+    """``DeviceLink._spin_hinted`` over a stream table of one slot holding ``until_ns``."""
+    table = SimpleNamespace(stream_spin_until=[until_ns])
+    return link.DeviceLink._spin_hinted(table, done, 0, deadline)  # type: ignore[arg-type]
+
+
+def test_a_synchronize_spins_on_the_cards_hint_only_while_it_lies_ahead():
+    calls = []
+
+    def done_on_third():
+        calls.append(1)
+        return len(calls) >= 3
+
+    ahead = time.monotonic_ns() + link.HINTED_SPIN_MAX_NS // 2
+    assert hinted(ahead, done_on_third) is True and len(calls) == 3
+    calls.clear()
+    for until in (0, time.monotonic_ns() - 1,  # no hint; a hint of a task that ended
+                  time.monotonic_ns() + 2 * link.HINTED_SPIN_MAX_NS):  # too far: sleep
+        assert hinted(until, done_on_third) is False
+    assert calls == []
+    assert hinted(ahead, done_on_third, deadline=time.monotonic() - 1) is False  # timed out
+
+
+def test_a_task_that_runs_past_its_hint_is_waited_for_asleep():
+    calls = []
+    until = time.monotonic_ns() + 200_000
+    assert hinted(until, lambda: calls.append(1) or False) is False
+    assert calls and time.monotonic_ns() >= until
