@@ -39,7 +39,7 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from npuemu.host.driver.interface import ClientUsage, Link, MemoryUsage, SlotPool
@@ -152,12 +152,11 @@ class FakeLink:
             self.requests.append((op, *args))
             return _HANDLERS[op](self, *args)
 
-    def call_many(self, requests: Sequence[tuple[Any, ...]]) -> list[Frame | errors.AclError]:
-        for op, *args in requests:
-            encode((op, 1, *args))
+    def call_many(self, requests: Iterable[tuple[Any, ...]]) -> list[Frame | errors.AclError]:
         out: list[Frame | errors.AclError] = []
         for op, *args in requests:
             try:
+                encode((op, 1, *args))
                 out.append(self.call(op, *args))
             except errors.AclError as err:
                 out.append(err)

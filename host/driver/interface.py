@@ -23,7 +23,7 @@ under ``lock``) and read without a lock (single aligned 8-byte words).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -86,7 +86,7 @@ class Link(Protocol):
 
     # requests
     def call(self, op: int, *args: object) -> Frame: ...
-    def call_many(self, requests: Sequence[tuple[Any, ...]]
+    def call_many(self, requests: Iterable[tuple[Any, ...]]
                   ) -> list[Frame | errors.AclError]: ...
     def post(self, op: int, *args: object) -> None: ...
     def submit_locked(self, frame: list[Any] | Frame) -> None: ...

@@ -22,7 +22,8 @@ its heartbeat older than ``hung_after_s``, by default ``shared/config.py``
 link is lost for good (507010, ``ACL_ERROR_RT_LOST_HEARTBEAT``: "the device stopped sending
 heartbeats") and ``query_device_status`` says ABNORMAL. Our choice: CANN's documentation does not
 say how long the runtime waits for a silent card; reset and set the device to attach again.
-``call_many`` pipelines several requests and waits once for all their replies.
+``call_many`` pipelines several requests (sent as they are produced) and waits once for all
+their replies.
 
 Signals: the link's sleeps hold asynchronous signals back and let them through between
 slices (``_sleep``), so a SIGINT or SIGTERM during any blocking call ends the program as any
@@ -56,7 +57,7 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import posix_ipc
@@ -113,6 +114,15 @@ _HELD = _SigSet()
 for _sig in _ASYNC_SIGNALS:
     _libc.sigaddset(ctypes.byref(_HELD), int(_sig))
 _HELD_REF = ctypes.byref(_HELD)
+
+
+def _take(reply: protocol.Frame, pending: dict[int, int],
+          results: list[protocol.Frame | errors.AclError | None]) -> None:
+    """File one reply of a ``call_many`` under its request (a reply of no pending request,
+    left by an earlier call, is dropped)."""
+    index = pending.pop(reply[0], None)
+    if index is not None:
+        results[index] = _error_of(reply) if reply[1] else reply[2:]
 
 
 def _sleep(sem: posix_ipc.Semaphore, timeout_s: float) -> bool:
@@ -325,30 +335,36 @@ class DeviceLink:
             raise _error_of(reply)
         return reply[2:]
 
-    def call_many(self, requests: Sequence[tuple[Any, ...]]
+    def call_many(self, requests: Iterable[tuple[Any, ...]]
                   ) -> list[protocol.Frame | errors.AclError]:
-        """Send several requests ``(op, *args)`` back to back and block until every reply
-        (pipelined: the worker serves them in order, in one wake, and the host waits once);
-        each result is the reply's results or the AclError it carries. Nothing is sent if
-        one of them cannot be encoded (107000 raised)."""
-        if not requests:
-            return []
+        """Send requests ``(op, *args)`` one after another as ``requests`` yields them, then
+        block until every reply (pipelined: the worker serves each as it arrives, so the
+        work that produces the next request overlaps the card's work on the ones before,
+        and the host waits once). Each result is the reply's results or the AclError it
+        carries; a request that cannot be encoded is not sent, its result that error
+        (107000). Replies that arrive while requests are still being sent are taken at
+        once, so the completion ring never holds more than a batch's worth. ``requests``
+        is consumed while the link's lock is held: it must not use the link."""
+        results: list[protocol.Frame | errors.AclError | None] = []
+        pending: dict[int, int] = {}  # seq -> index in results
         with self.lock:
             if self.lost_detail:
                 self.check_alive()
-            first = self.seq + 1
-            payloads = [encode((op, first + i, *args))
-                        for i, (op, *args) in enumerate(requests)]
-            self.seq += len(payloads)
-            for payload in payloads:
+            for op, *args in requests:
+                try:
+                    payload = encode((op, self.seq + 1, *args))
+                except errors.AclError as err:
+                    results.append(err)
+                    continue
+                self.seq += 1
+                pending[self.seq] = len(results)
+                results.append(None)
                 self._push(payload)
-            replies: dict[int, protocol.Frame] = {}
-            while len(replies) < len(payloads):
-                reply = self._wait_reply()
-                if first <= reply[0] < first + len(payloads):
-                    replies[reply[0]] = reply
-        return [_error_of(r) if r[1] else r[2:]
-                for r in (replies[first + i] for i in range(len(payloads)))]
+                while (ready := self.cpl.pop()) is not None:
+                    _take(protocol.unpack(ready), pending, results)
+            while pending:
+                _take(self._wait_reply(), pending, results)
+        return results  # type: ignore[return-value]  # every None was replaced
 
     def _push(self, payload: bytes) -> None:
         """Push one frame (waiting while the ring is full) and ring the doorbell if the

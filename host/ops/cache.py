@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,15 +222,22 @@ class DeviceOpCache:
             bin_id, ptr, span, _kernels = self.link.call(Op.OP_LOAD, binary.source, name)
         return self._placed(binary, bin_id, ptr, span)
 
-    def load_binaries(self, binaries: list[KernelBinary]) -> list[Loaded | None]:
-        """``load_binary`` of several binaries in one pipelined batch of ``OP_LOAD``s (one
-        wait for all the replies: blocks); a binary the card refused is None (the caller
-        loads it alone, where ``load_binary``'s error handling applies). The caller holds
-        ``lock``."""
-        replies = self.link.call_many([(Op.OP_LOAD, b.source, f"{b.op_type}-{b.digest}")
-                                       for b in binaries])
+    def load_binaries(self, binaries: Iterable[KernelBinary]) -> list[Loaded | None]:
+        """``load_binary`` of several binaries in one pipelined batch of ``OP_LOAD``s (each
+        sent as ``binaries`` yields it, so building the next overlaps the card compiling
+        the last; one wait for all the replies: blocks); a binary the card refused is None
+        (the caller loads it alone, where ``load_binary``'s error handling applies). The
+        caller holds ``lock``; ``binaries`` must not use the link."""
+        sent: list[KernelBinary] = []
+
+        def requests() -> Iterator[tuple[Any, ...]]:
+            for b in binaries:
+                sent.append(b)
+                yield Op.OP_LOAD, b.source, f"{b.op_type}-{b.digest}"
+
+        replies = self.link.call_many(requests())
         return [None if isinstance(r, errors.AclError) else self._placed(b, *r[:3])
-                for b, r in zip(binaries, replies, strict=True)]
+                for b, r in zip(sent, replies, strict=True)]
 
     def _placed(self, binary: KernelBinary, bin_id: int, ptr: int, span: int) -> Loaded:
         loaded = Loaded(binary, bin_id, ptr, span)

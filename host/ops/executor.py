@@ -31,7 +31,7 @@ a dead handle: 100000; a host-placement descriptor in compile or create_handle 2
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -160,8 +160,10 @@ def preload(reqs: Sequence[Request], link: Any) -> Ready:
     ``compile_request``, which raises or loads it alone; what ``compile_request`` does not
     take back is freed by ``discard``. For a model's load."""
     cache = cache_for(link)
-    with cache.lock:
-        todo: dict[tuple, tuple[KernelBinary, bool]] = {}
+    todo: dict[tuple, tuple[KernelBinary, bool]] = {}
+
+    def built() -> Iterator[KernelBinary]:
+        """Each new binary as it is built (the card compiles one while the next builds)."""
         bases: set[tuple] = set()
         for req in reqs:
             key = S.full_key(req.op_type, req.present, req.outs, req.attr)
@@ -178,7 +180,10 @@ def preload(reqs: Sequence[Request], link: Any) -> Ready:
                 continue
             if lkey is not None:
                 bases.add(lkey)
-        placed = cache.load_binaries([binary for binary, _ in todo.values()])
+            yield todo[key][0]
+
+    with cache.lock:
+        placed = cache.load_binaries(built())
     return {key: (binary, from_disk, loaded)
             for (key, (binary, from_disk)), loaded in zip(todo.items(), placed, strict=True)
             if loaded is not None}

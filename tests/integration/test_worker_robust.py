@@ -40,6 +40,12 @@ def scenario(run_prog, name: str, *args, env: dict | None = None, timeout: float
                        timeout=timeout)
 
 
+def test_requests_sent_as_a_generator_yields_them_each_get_their_own_reply(run_prog):
+    r = scenario(run_prog, "call_many_streamed")
+    assert r["count"] == 40000 and r["refused"] == [20000]
+    assert r["refused_code"] == PARAM_INVALID and r["serves"]
+
+
 # 1. exceptions in the dispatcher are classified; the worker keeps serving ---------------------
 def test_pin_of_a_block_that_no_longer_exists_is_answered_and_the_worker_lives(run_prog):
     r = scenario(run_prog, "pin_gone")

@@ -119,6 +119,25 @@ def malformed_frames(slot, p):
 
 
 @scenario
+def call_many_streamed():
+    """``call_many`` fed by a generator: 40000 PINGs, one of them with an argument the wire
+    cannot carry (not sent: its 107000 in its place); more replies than the completion ring
+    holds, so the link must take them while it is still sending."""
+    ok(acl.rt.set_device(0))
+    bad = 20000
+
+    def requests():
+        for i in range(40000):
+            yield (Op.PING, object()) if i == bad else (Op.PING,)
+
+    results = link().call_many(requests())
+    refused = [i for i, r in enumerate(results) if isinstance(r, errors.AclError)]
+    R["count"], R["refused"] = len(results), refused
+    R["refused_code"] = results[bad].code if refused == [bad] else None
+    R["serves"] = serves()
+
+
+@scenario
 def malformed():
     """Malformed frames posted, bytes that are not frames, bad requests with replies."""
     ok(acl.rt.set_device(0))
