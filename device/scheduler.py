@@ -7,9 +7,11 @@ the loop thread (event record/reset/wait, callbacks, copies and memsets of at mo
 ``INLINE_BYTES``, VPC tasks measured short: ``exec/dvpp.py`` ``INLINE_VPC_NS``); a stream
 blocked on an event blocks only itself. Completions come back
 through ``done`` and are published in the client segment's stream and event tables, which
-the host reads without a round trip (``shared/layout.py``: STREAM_ENTRY, EVENT_ENTRY); a task
-whose preparer knows its last run time (VPC, ``exec/dvpp.py``) also publishes by when it
-should end (``expect``), which a host synchronize polls for instead of sleeping.
+the host reads without a round trip (``shared/layout.py``: STREAM_ENTRY, EVENT_ENTRY). A task
+whose last run of the same work the card timed (a kernel launched again with the same
+blocks and arguments on its idle engine; a VPC task of the same geometry, ``exec/dvpp.py``)
+also publishes when it should end (``expect``): a host synchronize wakes shortly before and
+polls for the end instead of sleeping until the completion's wake-up.
 
 Failures: a task that fails records its code on its stream (``err_count`` grows, so the
 host reports it once, at its next synchronize), is reported to the host's exception
@@ -108,8 +110,6 @@ INLINE_BYTES = 64 * 1024
 INLINE_KERNEL_NS = 100_000
 """A kernel whose last identical launch ran at most this long runs inline in the loop."""
 _INLINE_TIMEOUT_FLOOR_S = 0.01  # below this execution timeout, no kernel runs inline
-HINT_MARGIN_NS = 100_000
-"""Slack of a stream's end-of-task hint beyond half again the task's last run (``expect``)."""
 DEFAULT_MAX_STREAMS = 1024
 _SE, _EE = STREAM_ENTRY, EVENT_ENTRY
 DEFAULT_TIMEOUT_US = {engines.AICPU: AICPU_DEFAULT_TIMEOUT_US}
@@ -565,14 +565,13 @@ class Scheduler:
         return code
 
     def expect(self, task: Task, ns: int) -> None:
-        """``task`` starts now, and its last run of the same work took ``ns``: publish by
-        when it should end (its stream's ``SPIN_UNTIL_NS``: now plus half again ``ns`` plus
-        ``HINT_MARGIN_NS``), so that a host synchronize on the stream spins until then
-        instead of sleeping (``host/driver/link.py`` ``wait_until``). The hint is left as
-        it is once the task ends: in the past, it is no hint. Loop thread."""
+        """``task`` starts now, and its last run of the same work took ``ns``: publish when it
+        should end (its stream's ``ETA_NS``), so that a host synchronize on the stream wakes
+        shortly before then and polls, instead of sleeping until the completion's wake-up
+        (``host/driver/link.py`` ``wait_until``). The estimate is left as it is once the
+        task ends: in the past, it is no estimate. Loop thread."""
         stream = task.stream
-        stream.client.streams[stream.base + _SE.SPIN_UNTIL_NS] = \
-            _monotonic_ns() + ns * 3 // 2 + HINT_MARGIN_NS
+        stream.client.streams[stream.base + _SE.ETA_NS] = _monotonic_ns() + ns
 
     def idle(self) -> bool:
         """Nothing can move until a frame, an engine completion or a wait deadline: the
@@ -624,6 +623,8 @@ class Scheduler:
                 self._touched.discard(stream.client)
                 stream.client.notify_sync()
         else:
+            if op == _LAUNCH and not self.engines[engine].running:
+                self._expect_launch(task)
             stream.busy = True
             task.engine = engine
             self._deadline(task, engine, now)
@@ -631,6 +632,16 @@ class Scheduler:
             self.on_engines += 1
             self.engines[engine].submit(task, run)
         return True
+
+    def _expect_launch(self, task: Task) -> None:
+        """A kernel launch about to start on its idle engine: its end-of-task hint
+        (``expect``) when the kernel's last successful run had the same blocks and
+        arguments (only plain functions keep that record; see ``_tiny``)."""
+        _bin, _name, num_blocks, args, fn = task.args
+        if type(fn) is _FUNCTION:
+            last = fn.__dict__.get(_COST)
+            if last is not None and last[1] == num_blocks and last[0] == args:
+                self.expect(task, last[2])
 
     def _tiny(self, task: Task) -> tuple[str, Any] | None:
         """``(engine, run)`` if ``task`` (a LAUNCH) repeats a launch measured as tiny (see

@@ -274,9 +274,9 @@ class STREAM_ENTRY(Layout):
     ERR_CODE = Field(1, "ACL code of the latest failure")
     ERR_TASK = Field(1, "sequence number of the task that failed")
     HUNG = Field(1, "1 while the head task hangs (an injected fault) until an abort")
-    SPIN_UNTIL_NS = Field(1, "CLOCK_MONOTONIC ns by which the running task should end, from "
-                             "an earlier run of the same work (0: no estimate); a "
-                             "synchronize spins rather than sleeps until then")
+    ETA_NS = Field(1, "CLOCK_MONOTONIC ns at which the running task should end, from the card's "
+                      "last run of the same work (0: no estimate); a synchronize wakes "
+                      "shortly before it and polls")
 
 
 class EVENT_ENTRY(Layout):

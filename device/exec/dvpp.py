@@ -188,7 +188,8 @@ class _Prepared:
 
 
 _CHECKED_BYTES = _P.RET_CODE * 8
-"""Bytes of a picture record the card reads (every word before the ret code)."""
+"""Bytes of a picture record the card reads (every word before the ret code, its last)."""
+assert _P.words == _P.RET_CODE + 1, "a word after RET_CODE would escape the kept checks"
 _PREPARED_MAX = 256
 _prepared: dict[tuple[tuple[int, ...], tuple[int, ...]], _Prepared] = {}
 """The last ``_checked`` VPC task of each records and parameters (loop thread only)."""

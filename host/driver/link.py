@@ -84,9 +84,15 @@ CPL_CAPACITY = 1 << 18
 REP_CAPACITY = 1 << 18
 SPIN_S = 100e-6
 SLEEP_S = 0.05
-HINTED_SPIN_MAX_NS = 2_000_000
-"""Longest a synchronize polls on a card's hint (the stream's ``SPIN_UNTIL_NS``): a hint
-further ahead than this, or none, and it sleeps after ``SPIN_S``."""
+ETA_AHEAD_MAX_NS = 2_000_000
+"""A card's estimate of when a stream's task ends (``ETA_NS``) further ahead than this, and a
+synchronize sleeps after ``SPIN_S`` as without one (``_await_eta``)."""
+ETA_LEAD_NS = 150_000
+"""A synchronize with an estimate sleeps until this long before it (a completion wakes it
+earlier), then polls: a sleeping thread's wake-up costs tens of microseconds, more on a
+virtual machine, and this lead absorbs it while the card still works."""
+ETA_GRACE_NS = 200_000
+"""It polls until this long past the estimate, then sleeps as without one."""
 _H = CLIENT_HEADER
 _C = DEVICE_CTL
 _SE, _EE = STREAM_ENTRY, EVENT_ENTRY
@@ -240,11 +246,11 @@ class DeviceLink:
         st, ev = self.streams, self.events  # columns: strided views, one word per slot
         self.completed = st[_SE.COMPLETED :: _SE.words]
         self.stream_hung = st[_SE.HUNG :: _SE.words]
-        self.stream_spin_until = st[_SE.SPIN_UNTIL_NS :: _SE.words]
+        self.stream_eta = st[_SE.ETA_NS :: _SE.words]
         self.event_done = ev[_EE.DONE_GEN :: _EE.words]
         self.event_stamp = ev[_EE.TIMESTAMP :: _EE.words]
         self.event_error = ev[_EE.ERROR :: _EE.words]
-        self._columns = (self.completed, self.stream_hung, self.stream_spin_until,
+        self._columns = (self.completed, self.stream_hung, self.stream_eta,
                          self.event_done, self.event_stamp, self.event_error)
         hdr[_H.MAGIC] = layout.MAGIC_CLIENT
         entry = CTL_CLIENTS + self.slot * CLIENT_ENTRY.words
@@ -432,12 +438,12 @@ class DeviceLink:
 
         It first spins (``sched_yield`` between reads) for ``spin_s``, then sleeps: a
         synchronize on a card busy for milliseconds costs the host that spin and one
-        wake-up. A wait on ``stream`` (its slot) spins on past ``spin_s`` while the card's
-        hint says the stream's running task should end within ``HINTED_SPIN_MAX_NS``
-        (``_spin_hinted``). (A spin learnt by the host from its past waits was tried and
+        wake-up. A wait on ``stream`` (its slot) whose running task the card expects to end
+        within ``ETA_AHEAD_MAX_NS`` sleeps only until shortly before that and then polls
+        (``_await_eta``). (A spin learnt by the host from its past waits was tried and
         dropped: under load, the wake-up latency that sleeping adds made every wait look
-        long, which kept the spin short and every tiny synchronize slow. The card's hint
-        comes from the task's own run time, which no wake-up inflates.)"""
+        long, which kept the spin short and every tiny synchronize slow. The card's
+        estimate comes from the task's own last run, which no wake-up inflates.)"""
         if done():
             return True
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -446,50 +452,64 @@ class DeviceLink:
             os.sched_yield()
             if done():
                 return True
-        if stream is not None and self._spin_hinted(done, stream, deadline):
+        if stream is not None and self._await_eta(done, stream, deadline):
             return True
         return self._sleep_until(done, deadline, stream)
 
-    def _spin_hinted(self, done: Callable[[], bool], stream: int,
-                     deadline: float | None) -> bool:
-        """Spin (``sched_yield`` between reads) while the stream's ``SPIN_UNTIL_NS`` lies
-        ahead, at most ``HINTED_SPIN_MAX_NS`` from now, and ``deadline`` has not passed; True
-        once ``done()``. The card writes the hint when it starts a task whose earlier run of
-        the same work it measured (``device/scheduler.py`` ``expect``), and leaves it: a
-        hint in the past is no hint. A task that runs past its hint is waited for asleep."""
-        column = self.stream_spin_until
+    def _await_eta(self, done: Callable[[], bool], stream: int,
+                   deadline: float | None) -> bool:
+        """With the card's estimate of when the stream's running task ends (``ETA_NS``, at
+        most ``ETA_AHEAD_MAX_NS`` ahead): sleep on ``.sync`` until ``ETA_LEAD_NS`` before it
+        (a completion wakes it sooner), then poll (``sched_yield`` between reads) until
+        ``ETA_GRACE_NS`` past it; never past ``deadline``. True once ``done()``; False
+        without an estimate or once it has passed (the caller sleeps as without one). The
+        card writes the estimate when it starts a task whose last run of the same work it
+        timed (``device/scheduler.py`` ``expect``) and leaves it: one in the past is none.
+        Costs the host the lead and what the task runs past its estimate, not the wait."""
+        column = self.stream_eta
         deadline_ns = (1 << 64) if deadline is None else int(deadline * 1e9)
+        eta, now = column[stream], time.monotonic_ns()
+        if not now - ETA_GRACE_NS < eta <= now + ETA_AHEAD_MAX_NS:
+            return False
+        wake = min(eta - ETA_LEAD_NS, deadline_ns)
+        if wake > now and self._sleep_once(done, (wake - now) / 1e9):
+            return True
         while True:
-            now, until = time.monotonic_ns(), column[stream]
-            if not now < until <= now + HINTED_SPIN_MAX_NS or now >= deadline_ns:
-                return False
-            os.sched_yield()
             if done():
                 return True
+            now, eta = time.monotonic_ns(), column[stream]  # a next task's, maybe
+            if not now - ETA_GRACE_NS < eta <= now + ETA_AHEAD_MAX_NS or now >= deadline_ns:
+                return False
+            os.sched_yield()
+
+    def _sleep_once(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """One sleep on ``.sync`` of at most ``timeout_s``, counted among its waiters (so
+        that a completion posts it), unless ``done()`` already; returns ``done()``."""
+        hdr = self.hdr
+        with self._waiters_lock:
+            hdr[_H.SYNC_WAITERS] += 1
+        try:
+            if done():
+                return True
+            _sleep(self.sync, timeout_s)
+        finally:
+            with self._waiters_lock:
+                hdr[_H.SYNC_WAITERS] -= 1
+        return done()
 
     def _sleep_until(self, done: Callable[[], bool], deadline: float | None,
                      stream: int | None = None) -> bool:
         """``wait_until`` past its spin: sleep on ``.sync`` in ``SLEEP_S`` slices, checking
-        that the worker lives between them; after a wake-up that did not end the wait, a
-        hint of ``stream``'s next task is spun on as after the first spin."""
-        hdr = self.hdr
+        that the worker lives between them; after a wake-up that did not end the wait, an
+        estimate for ``stream``'s next task is awaited as after the first spin."""
         while True:
-            with self._waiters_lock:
-                hdr[_H.SYNC_WAITERS] += 1
-            try:
-                if done():
-                    return True
-                slice_s = SLEEP_S if deadline is None else min(SLEEP_S, deadline - time.monotonic())
-                if slice_s <= 0:
-                    return False
-                _sleep(self.sync, slice_s)
-            finally:
-                with self._waiters_lock:
-                    hdr[_H.SYNC_WAITERS] -= 1
-            if done():
+            slice_s = SLEEP_S if deadline is None else min(SLEEP_S, deadline - time.monotonic())
+            if slice_s <= 0:
+                return done()
+            if self._sleep_once(done, slice_s):
                 return True
             self.check_alive()
-            if stream is not None and self._spin_hinted(done, stream, deadline):
+            if stream is not None and self._await_eta(done, stream, deadline):
                 return True
 
     def pop_report(self, timeout_s: float) -> protocol.Frame | None:

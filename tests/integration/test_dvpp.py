@@ -112,7 +112,7 @@ def test_vpc_against_opencv_and_numpy(run_prog):
 def test_a_repeated_resize_run_in_the_loop_is_still_opencv_exactly(run_prog):
     r = scenario(run_prog, "vpc_repeated")
     assert r["codes"] == [0] * 5 and r["exact"] == [True] * 5 and r["ret_codes"] == [0] * 5
-    assert r["hinted"] == [False] + [True] * 4  # a first run has no estimate to give
+    assert r["estimated"] == [False] + [True] * 4  # a first run has no estimate to give
 
 
 def test_a_kept_resize_sees_its_input_as_earlier_tasks_left_it(run_prog):

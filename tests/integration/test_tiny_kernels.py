@@ -50,6 +50,12 @@ def test_a_tiny_kernel_that_turns_slow_goes_back_to_its_engine_and_times_out(run
     assert r["after"] == 0
 
 
+def test_a_kernel_launched_again_as_before_gets_the_cards_estimate_of_its_end(run_prog) -> None:
+    r = scenario(run_prog, "estimated_end")
+    assert r["estimated"] == [False, True, False]  # first run: none; other arguments: none
+    assert 2 <= r["ahead_ms"][1] < 1000  # its start plus the first run's 2 ms
+
+
 def test_a_repeated_op_kernel_sees_new_data_and_new_buffers(run_prog) -> None:
     r = scenario(run_prog, "op_on_changing_buffers")
     assert r["same"] == [True] * 20

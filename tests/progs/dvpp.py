@@ -462,21 +462,21 @@ def vpc_repeated():
     """The same resize five times, each from a new picture into the same output (filled
     with 0x55 before each): the first runs on the DVPP engine, the later ones (measured
     short) in the card's loop. Each task's code, whether the output is OpenCV's exactly,
-    the output's ret code, and whether the stream's end-of-task hint (the card's estimate,
-    from the last run of the same geometry, that a synchronize spins on) was written."""
+    the output's ret code, and whether the card wrote the stream's estimate of the task's
+    end (from its last run of the same geometry; a synchronize wakes shortly before it)."""
     from npuemu.host.core import stream as streams
 
     handle = streams.resolve(S)
     cfg = M.dvpp_create_resize_config()
     out, optr = yuv_out(224, 224)
     size = yuv420sp_size(224, 224)
-    R["codes"], R["exact"], R["ret_codes"], R["hinted"] = [], [], [], []
+    R["codes"], R["exact"], R["ret_codes"], R["estimated"] = [], [], [], []
     for seed in range(5):
         desc, y, uv, _rgb = nv12_source(640, 480, seed=20 + seed)
         ok(acl.rt.memset(optr, size, 0x55, size), "memset")
-        before = handle.link.stream_spin_until[handle.slot]
+        before = handle.link.stream_eta[handle.slot]
         R["codes"].append(run(M.dvpp_vpc_resize_async(CH, desc, out, cfg, S), "resize"))
-        R["hinted"].append(handle.link.stream_spin_until[handle.slot] > before)
+        R["estimated"].append(handle.link.stream_eta[handle.slot] > before)
         gy, guv = planes(optr, 224, 224, 224, 224)
         ry = cv2.resize(y, (224, 224), interpolation=cv2.INTER_LINEAR)
         ruv = cv2.resize(uv, (112, 112), interpolation=cv2.INTER_LINEAR)

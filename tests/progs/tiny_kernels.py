@@ -93,6 +93,28 @@ def inline_failure():
 
 
 @scenario
+def estimated_end():
+    """A 2 ms kernel (on its engine) launched three times, the third with other arguments:
+    whether the card wrote the stream's estimate of the launch's end (``ETA_NS``, from its
+    last run of the same launch) when it started it, and how far past the launch."""
+    from npuemu.host.core import stream as core_stream
+
+    s = stream()
+    handle = core_stream.resolve(s)
+    p, q = zeroed(8), zeroed(8)
+    put(p, [0.002], np.float64)
+    put(q, [0.002], np.float64)
+    R["estimated"], R["ahead_ms"] = [], []
+    for buf in (p, p, q):
+        before, t0 = handle.link.stream_eta[handle.slot], time.monotonic_ns()
+        ok(acl.rt.launch_kernel(F["nap"], 1, [buf], s))
+        ok(acl.rt.synchronize_stream(s))
+        eta = handle.link.stream_eta[handle.slot]
+        R["estimated"].append(eta != before)
+        R["ahead_ms"].append((eta - t0) / 1e6 if eta != before else None)
+
+
+@scenario
 def turns_slow():
     s = stream()
     p = zeroed(8)

@@ -8,7 +8,6 @@ import os
 import signal
 import threading
 import time
-from types import SimpleNamespace
 
 import posix_ipc
 import pytest
@@ -91,31 +90,58 @@ def test_a_handler_raising_just_after_any_mask_change_leaves_the_mask_as_found(
     assert mask() == before, calls
 
 
-def hinted(until_ns: int, done, deadline: float | None = None) -> bool:
-    """``DeviceLink._spin_hinted`` over a stream table of one slot holding ``until_ns``."""
-    table = SimpleNamespace(stream_spin_until=[until_ns])
-    return link.DeviceLink._spin_hinted(table, done, 0, deadline)  # type: ignore[arg-type]
+class _Link:
+    """What ``DeviceLink._await_eta`` uses of a link: the stream table's estimates (one
+    slot) and its one sleep, recorded instead of slept."""
+
+    def __init__(self, eta_ns: int) -> None:
+        self.stream_eta = [eta_ns]
+        self.slept: list[float] = []
+
+    def _sleep_once(self, done, timeout_s: float) -> bool:
+        self.slept.append(timeout_s)
+        return done()
 
 
-def test_a_synchronize_spins_on_the_cards_hint_only_while_it_lies_ahead():
-    calls = []
+def awaited(eta_ns: int, done, deadline: float | None = None) -> tuple[bool, list[float]]:
+    fake = _Link(eta_ns)
+    got = link.DeviceLink._await_eta(fake, done, 0, deadline)  # type: ignore[arg-type]
+    return got, fake.slept
 
-    def done_on_third():
+
+def done_on(n: int):
+    """A ``done`` that turns true at its ``n``-th call (``calls`` counts them)."""
+    calls: list[int] = []
+
+    def done() -> bool:
         calls.append(1)
-        return len(calls) >= 3
+        return len(calls) >= n
 
-    ahead = time.monotonic_ns() + link.HINTED_SPIN_MAX_NS // 2
-    assert hinted(ahead, done_on_third) is True and len(calls) == 3
-    calls.clear()
-    for until in (0, time.monotonic_ns() - 1,  # no hint; a hint of a task that ended
-                  time.monotonic_ns() + 2 * link.HINTED_SPIN_MAX_NS):  # too far: sleep
-        assert hinted(until, done_on_third) is False
-    assert calls == []
-    assert hinted(ahead, done_on_third, deadline=time.monotonic() - 1) is False  # timed out
+    done.calls = calls  # type: ignore[attr-defined]
+    return done
 
 
-def test_a_task_that_runs_past_its_hint_is_waited_for_asleep():
-    calls = []
-    until = time.monotonic_ns() + 200_000
-    assert hinted(until, lambda: calls.append(1) or False) is False
-    assert calls and time.monotonic_ns() >= until
+def test_a_synchronize_sleeps_until_shortly_before_the_cards_estimate_then_polls():
+    ahead = link.ETA_AHEAD_MAX_NS // 2
+    done = done_on(3)
+    got, slept = awaited(time.monotonic_ns() + ahead, done)
+    assert got is True and len(done.calls) == 3
+    assert len(slept) == 1 and 0 < slept[0] <= (ahead - link.ETA_LEAD_NS) / 1e9
+    done = done_on(2)  # an estimate within the lead: polled at once, no sleep
+    assert awaited(time.monotonic_ns() + link.ETA_LEAD_NS // 2, done) == (True, [])
+
+
+def test_without_a_near_estimate_it_sleeps_as_before():
+    done = done_on(1)
+    for eta in (0, time.monotonic_ns() - 2 * link.ETA_GRACE_NS,  # none; a task long ended
+                time.monotonic_ns() + 2 * link.ETA_AHEAD_MAX_NS):  # too far ahead
+        assert awaited(eta, done) == (False, [])
+    assert done.calls == []
+    far = time.monotonic_ns() + link.ETA_AHEAD_MAX_NS // 2
+    assert awaited(far, lambda: False, deadline=time.monotonic() - 1) == (False, [])  # timed out
+
+
+def test_a_task_that_runs_past_its_estimate_is_waited_for_asleep():
+    eta = time.monotonic_ns() + link.ETA_LEAD_NS // 2
+    got, slept = awaited(eta, lambda: False)
+    assert got is False and slept == [] and time.monotonic_ns() >= eta + link.ETA_GRACE_NS
