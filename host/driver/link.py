@@ -468,19 +468,18 @@ class DeviceLink:
         Costs the host the lead and what the task runs past its estimate, not the wait."""
         column = self.stream_eta
         deadline_ns = (1 << 64) if deadline is None else int(deadline * 1e9)
-        eta, now = column[stream], time.monotonic_ns()
-        if not now - ETA_GRACE_NS < eta <= now + ETA_AHEAD_MAX_NS:
-            return False
-        wake = min(eta - ETA_LEAD_NS, deadline_ns)
-        if wake > now and self._sleep_once(done, (wake - now) / 1e9):
-            return True
         while True:
-            if done():
-                return True
-            now, eta = time.monotonic_ns(), column[stream]  # a next task's, maybe
+            now, eta = time.monotonic_ns(), column[stream]  # maybe a next task's by now
             if not now - ETA_GRACE_NS < eta <= now + ETA_AHEAD_MAX_NS or now >= deadline_ns:
                 return False
+            wake = min(eta - ETA_LEAD_NS, deadline_ns)
+            if wake > now:
+                if self._sleep_once(done, (wake - now) / 1e9):
+                    return True
+                continue
             os.sched_yield()
+            if done():
+                return True
 
     def _sleep_once(self, done: Callable[[], bool], timeout_s: float) -> bool:
         """One sleep on ``.sync`` of at most ``timeout_s``, counted among its waiters (so
