@@ -9,9 +9,10 @@ work on the host.
   its luma and chroma planes on the host: the same picture, copied back in the card's
   strides]; target ≤ 2x.
 
-Each sample is one call, interleaved with its limit's, after one untimed run of each: 15
-decodes (5 quick) and 61 resizes (15 quick; a resize is under a millisecond, and on a
-shared machine the median of 15 moved by half between two runs). The two figures are
+Each sample is one call, interleaved with its limit's, after untimed runs of each (one
+round for the decodes, ``RESIZE_WARM`` for the resizes): 15 decodes (5 quick) and 61
+resizes (15 quick; a resize is under a millisecond, and on a shared machine the median of
+15 moved by half between two runs). The two figures are
 sampled one after the other, not interleaved with each other: a resize sampled right after
 a host decode of tens of milliseconds found the card's loop asleep (it sleeps after
 ``QUIET_S`` without work), so the figure was the loop's wake-up, not the resize.
@@ -29,12 +30,18 @@ from npuemu.tools.bench.registry import Context, figure
 from npuemu.tools.bench.sampling import check_ret
 
 W, H, OUT = 1920, 1080, 224
+RESIZE_WARM = 10
+"""Untimed rounds before the resizes are sampled: the card's loop takes a few to adapt its
+spin to the host's pace (``shared/spin.py``) and its first resizes run slower; after one
+round only, the median of 61 moved by up to a half between two runs on a shared machine."""
 
 
-def _median_ms(ops: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
+def _median_ms(ops: dict[str, Callable[[], object]], reps: int,
+               warm: int = 1) -> dict[str, float]:
     got: dict[str, list[float]] = {name: [] for name in ops}
-    for fn in ops.values():
-        fn()  # untimed first run
+    for _ in range(warm):  # untimed rounds
+        for fn in ops.values():
+            fn()
     for _ in range(reps):
         for name, fn in ops.items():
             t0 = time.perf_counter()
@@ -121,7 +128,7 @@ def fig_dvpp(ctx: Context) -> list[Record]:
 
         got = _median_ms({"card_decode": card_decode, "host_decode": host_decode}, reps)
         got |= _median_ms({"card_resize": card_resize, "host_resize": host_resize},
-                          resize_reps)
+                          resize_reps, RESIZE_WARM)
     finally:
         for ptr in (src, yuv, small):
             media.dvpp_free(ptr)
