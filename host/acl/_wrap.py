@@ -80,6 +80,8 @@ def with_result(*defaults: Any) -> Callable[[Callable[..., Any]], Callable[..., 
                 out = fn(*args)
             except errors.AclError as err:
                 return (*defaults, _failed(err, fn.__name__))
+            if type(out) is int:  # the commonest result (a pointer, a status), as it is
+                return out, 0
             return (*map(_plain, out), 0) if isinstance(out, tuple) else (_plain(out), 0)
 
         return call

@@ -54,6 +54,10 @@ from npuemu.shared.enums import (
 from npuemu.shared.protocol import Op
 
 _TIMED = EventFlag.ACL_EVENT_TIME_LINE
+_STREAM_COMPLETE = int(StreamStatus.ACL_STREAM_STATUS_COMPLETE)  # plain ints: the queries'
+_STREAM_NOT_READY = int(StreamStatus.ACL_STREAM_STATUS_NOT_READY)  # results, as pyACL's
+_EVENT_COMPLETE = int(EventStatus.ACL_EVENT_STATUS_COMPLETE)
+_EVENT_NOT_READY = int(EventStatus.ACL_EVENT_STATUS_NOT_READY)
 _RECORD = int(Op.RECORD)  # plain ints: enum members pack and combine slower
 _MODEL_EXECUTE = int(Op.MODEL_EXECUTE)
 _PERSISTENT = int(StreamFlag.ACL_STREAM_PERSISTENT)
@@ -337,9 +341,7 @@ def stream_query(handle: object) -> int:
     stream = resolve(handle)
     if stream.recorder is not None:
         stream.recorder.refuse(stream, "query")
-    if stream.done(stream.submitted):
-        return StreamStatus.ACL_STREAM_STATUS_COMPLETE
-    return StreamStatus.ACL_STREAM_STATUS_NOT_READY
+    return _STREAM_COMPLETE if stream.done(stream.submitted) else _STREAM_NOT_READY
 
 
 def destroy_stream(handle: object, force: bool = False) -> None:
@@ -538,8 +540,7 @@ def settled_event(handle: object, what: str) -> Event:
 
 def query_event(handle: object) -> int:
     """Mirrors ``aclrtQueryEvent``: COMPLETE (0) / NOT_READY (1); works from any device."""
-    done = settled_event(handle, "query").complete()
-    return EventStatus.ACL_EVENT_STATUS_COMPLETE if done else EventStatus.ACL_EVENT_STATUS_NOT_READY
+    return _EVENT_COMPLETE if settled_event(handle, "query").complete() else _EVENT_NOT_READY
 
 
 def query_event_status(handle: object) -> int:
