@@ -31,9 +31,10 @@ from npuemu.tools.bench.sampling import check_ret
 
 W, H, OUT = 1920, 1080, 224
 RESIZE_WARM = 10
-"""Untimed rounds before the resizes are sampled: the card's loop takes a few to adapt its
-spin to the host's pace (``shared/spin.py``) and its first resizes run slower; after one
-round only, the median of 61 moved by up to a half between two runs on a shared machine."""
+"""Untimed rounds before the resizes are sampled: the card's first ten or so resizes after
+the decodes run slower (0.5 to 1 ms, measured; not the loop's spin budget: raising it to its
+ceiling at once instead of doubling it changed nothing), and after one round only the median
+of 61 moved by up to a half between two runs on a shared machine."""
 
 
 def _median_ms(ops: dict[str, Callable[[], object]], reps: int,
