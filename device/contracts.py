@@ -14,7 +14,7 @@ uses (a new part of ``exec/`` had best do the same):
 | ``Client``      | ``worker.Client``       | ``Card.resolve``; exec/ extends it         |
 | ``Job``         | ``scheduler.Task``      | the bodies engines run (kernels, DVPP ...) |
 | ``FaultChecks`` | ``faults.Faults``       | exec/: the checks a task makes first       |
-| ``EngineTable`` | ``scheduler.Scheduler`` | collectives, DVPP: engines, task end hint |
+| ``EngineTable`` | ``scheduler.Scheduler`` | collectives, DVPP: engines, task end times |
 
 A feature's own state on a client is declared where the feature lives, as a protocol that
 extends ``Client`` (``exec/kernels.py`` ``KernelClient``: binaries and tensor views;
