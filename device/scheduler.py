@@ -634,14 +634,10 @@ class Scheduler:
         return True
 
     def _expect_launch(self, task: Task) -> None:
-        """A kernel launch about to start on its idle engine: its end-of-task hint
-        (``expect``) when the kernel's last successful run had the same blocks and
-        arguments (only plain functions keep that record; see ``_tiny``)."""
-        _bin, _name, num_blocks, args, fn = task.args
-        if type(fn) is _FUNCTION:
-            last = fn.__dict__.get(_COST)
-            if last is not None and last[1] == num_blocks and last[0] == args:
-                self.expect(task, last[2])
+        """A kernel launch about to start on its idle engine: the estimate of its end
+        (``expect``) when it repeats the kernel's last successful run (``_last_run``)."""
+        if (last := _last_run(task)) is not None:
+            self.expect(task, last[2])
 
     def _tiny(self, task: Task) -> tuple[str, Any] | None:
         """``(engine, run)`` if ``task`` (a LAUNCH) repeats a launch measured as tiny (see
@@ -818,16 +814,24 @@ _INLINE = {Op.RECORD: _record, Op.RESET_EVENT: _reset, Op.WAIT_EVENT: _wait,
 _kernel_name = protocol.text()
 
 
-def _repeat(task: Task) -> tuple[Any, ...] | None:
-    """The cost record of the LAUNCH ``task``'s kernel if the task repeats a launch measured
-    as tiny (a plain function, the same blocks and arguments, at most ``INLINE_KERNEL_NS``)
-    and its client's execution timeout leaves ample room; else None."""
+def _last_run(task: Task) -> tuple[Any, ...] | None:
+    """The cost record of the LAUNCH ``task``'s kernel if its last successful run had the
+    same blocks and arguments (a plain function: only those keep the record); else None."""
     _bin, _name, num_blocks, args, fn = task.args
     if type(fn) is not _FUNCTION:
         return None
     last: tuple[Any, ...] | None = fn.__dict__.get(_COST)
-    if last is None or last[2] > INLINE_KERNEL_NS or last[1] != num_blocks \
-            or last[0] != args:
+    if last is None or last[1] != num_blocks or last[0] != args:
+        return None
+    return last
+
+
+def _repeat(task: Task) -> tuple[Any, ...] | None:
+    """The cost record of the LAUNCH ``task``'s kernel if the task repeats a launch measured
+    as tiny (``_last_run``, at most ``INLINE_KERNEL_NS``) and its client's execution timeout
+    leaves ample room; else None."""
+    last = _last_run(task)
+    if last is None or last[2] > INLINE_KERNEL_NS:
         return None
     timeout_s = task.stream.client.op_timeout_s
     if timeout_s and timeout_s < _INLINE_TIMEOUT_FLOOR_S:

@@ -20,13 +20,14 @@ picture that breaks a rule: the geometry is read in stream order, so a picture a
 task wrote is seen as written). A VPC task that repeats an earlier one (the same records and
 parameters, the records' words unchanged, no block of the card allocated, freed, mapped or
 unpinned since: ``_kept``) reuses its checks, addresses and job; one it ran before (the same
-geometry) tells the scheduler how long it took (``expect``), so a host synchronize polls for
-its end instead of sleeping. ``run`` (the DVPP engine thread) decodes, encodes or
-transforms and writes the results and the output records (width, height, strides, size of a
-decode; ret code 0). A task that fails, for a corrupt file or a picture that breaks a rule,
-fails with ``ACL_ERROR_RT_AICPU_EXCEPTION`` (507018: on this SoC the acldvpp image calls run
-as AI CPU tasks; the hardware's exact value is our choice), writes a nonzero ret code into its
-output records and one line to the device log (module DVPP); the card goes on.
+geometry) tells the scheduler how long it took (``expect``), so a host synchronize wakes
+shortly before its end and polls instead of sleeping until the completion's wake-up.
+``run`` (the DVPP engine thread) decodes, encodes or transforms and writes the results and
+the output records (width, height, strides, size of a decode; ret code 0). A task that
+fails, for a corrupt file or a picture that breaks a rule, fails with
+``ACL_ERROR_RT_AICPU_EXCEPTION`` (507018: on this SoC the acldvpp image calls run as AI CPU
+tasks; the hardware's exact value is our choice), writes a nonzero ret code into its output
+records and one line to the device log (module DVPP); the card goes on.
 
 Codecs: FFmpeg's MJPEG decoder (PyAV, one thread, damage an error) decodes JPEG into the
 planes the file codes (no upsampling); Pillow (libjpeg-turbo, libpng) reads headers,
@@ -118,7 +119,7 @@ def prepare(worker: Card, client: TimedClient,
     here = key is not None and _runs_here(worker, client, key)
     if key is not None and (here or not worker.scheduler.engines[engines.DVPP].running):
         last_ns = _costs.get(key)
-        if last_ns is not None:  # it starts now: the host may poll for its end
+        if last_ns is not None:  # it starts now: the host may wake shortly before its end
             worker.scheduler.expect(task, last_ns)
 
     def run(task: TimedJob) -> int:
@@ -200,7 +201,8 @@ def _kept(worker: Card, client: TimedClient, records: Sequence[int],
                                           tuple[Any, ...]] | None:
     """The pictures, job and cost key of an earlier VPC task that this one repeats: the same
     client, records and parameters, the records' words unchanged and no block of the card
-    allocated, freed or mapped since, so every check and address it made holds. A
+    allocated, freed, mapped or unpinned since (``alloc_changes``), so every check and
+    address it made holds. A
     pipeline resizing frame after frame into the same buffers pays the checks once."""
     kept = _prepared.get((tuple(records), tuple(params)))
     if kept is None or kept.client is not client or kept.worker is not worker \
