@@ -21,7 +21,8 @@ AI Vector 507035, AI CPU 507018).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 ENGINES = ("aicore", "aivector", "aicpu")
@@ -83,3 +84,19 @@ def kernel(engine: str = "aicore") -> Callable[[Callable[..., Any]], Callable[..
         return fn
 
     return mark
+
+
+def tensors(ctx: Context, shapes: Any, dtypes: tuple[str, ...], *ptrs: int) -> list[Any]:
+    """The arrays of a kernel the op compiler built: ``ptrs[i]`` as ``dtypes[i]`` of shape
+    ``shapes[i]`` (``ctx.tensor`` of each, reshaped). One call in place of a line per tensor,
+    so the card compiles a shorter source; ValueError unless there are as many of each."""
+    return [ctx.tensor(p, dt, math.prod(sh)).reshape(sh)
+            for p, dt, sh in zip(ptrs, dtypes, shapes, strict=True)]
+
+
+def tiles(ctx: Context, rows: int, tile: int) -> Iterator[slice]:
+    """This block's share of ``rows`` (``ctx.split``) as slices of at most ``tile`` rows: the
+    loop of a kernel the op compiler built."""
+    lo, hi = ctx.split(rows)
+    for r in range(lo, hi, tile):
+        yield slice(r, min(r + tile, hi))

@@ -270,7 +270,7 @@ def test_only_signatures_whose_one_tile_is_every_row_get_the_whole_array_branch(
     assert whole(registry.Body("o0[s] = b0[s] * 2", prep.replace("np.broadcast_to(x0, "
                                                                  "o0.shape)", "x0")),
                  outs, one) is None  # b0 is not made of output 0's shape
-    assert whole(registry.Body("o0[s] = b0[s] * r", prep), outs, one) is None  # the row
+    assert whole(registry.Body("o0[s] = b0[s] * s.start", prep), outs, one) is None  # the slice
     assert whole(registry.Body("o0 = b0[s]", prep), outs, one) is None  # rebinds o0
     assert whole(registry.Body("o0[s] = b0[s]", prep), outs, tiling.Tiling(1, 4, 2, 2)) is None
     assert whole(registry.Body("o0[s] = b0[s]", prep), outs, tiling.Tiling(2, 4, 8, 1)) is None
