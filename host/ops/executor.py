@@ -96,8 +96,11 @@ def _hit(cache: Any, key: Any) -> Entry | None:
     return entry
 
 
-Ready = dict[tuple, tuple[KernelBinary, bool, Loaded]]
-"""Binaries ``preload`` built and placed on the card, by map key: (binary, from disk, loaded)."""
+Specs = tuple[dict[str, Any], list[Spec], list[Spec], tuple | None]
+"""A static request's attributes, input and output specs and linear key (``_specs``)."""
+Ready = dict[tuple, tuple[KernelBinary, bool, Loaded, Specs]]
+"""Binaries ``preload`` built and placed on the card, by map key: (binary, from disk, loaded,
+the request's specs, so that ``compile_request`` does not infer them again)."""
 
 
 def compile_request(req: Request, link: Any, *, static: bool = False,
@@ -123,12 +126,15 @@ def compile_request(req: Request, link: Any, *, static: bool = False,
             _check_bf16(req.op_type)
         if any(d.dynamic for d in (*req.present, *req.outs)):
             return _compile_dynamic(cache, op, req, key)
-        attrs, ins, outs, lkey = _specs(op, req)
+        built = ready.pop(key, None) if ready else None
+        attrs, ins, outs, lkey = built[3] if built else _specs(op, req)
         base = cache.linear.get(lkey) if lkey is not None and INCREMENTAL[0] else None
         if base is not None and base.alive:
+            if built and ready is not None:
+                ready[key] = built  # not taken: ``discard`` frees it
             return _retile(cache, op, req, key, base, ins, outs, attrs)
-        built = ready.pop(key, None) if ready else None
-        binary, from_disk, loaded = built or (*binaries.build(op, ins, outs, attrs, key), None)
+        binary, from_disk, loaded = built[:3] if built else (
+            *binaries.build(op, ins, outs, attrs, key), None)
         entry = Entry(key, op, ins, outs, attrs, loaded or cache.load_binary(binary),
                       binary.tiling, static=static, used=req.used)
         if from_disk:
@@ -142,8 +148,7 @@ def compile_request(req: Request, link: Any, *, static: bool = False,
         return entry
 
 
-def _specs(op: OpDef, req: Request) -> tuple[dict[str, Any], list[Spec], list[Spec],
-                                             tuple | None]:
+def _specs(op: OpDef, req: Request) -> Specs:
     """A static request's attributes, input and output specs (checked, outputs inferred:
     raises their codes) and its linear key (``S.linear_key``)."""
     attrs = registry.attrs_of(op, S.attr_values(req.attr))
@@ -160,7 +165,7 @@ def preload(reqs: Sequence[Request], link: Any) -> Ready:
     ``compile_request``, which raises or loads it alone; what ``compile_request`` does not
     take back is freed by ``discard``. For a model's load."""
     cache = cache_for(link)
-    todo: dict[tuple, tuple[KernelBinary, bool]] = {}
+    todo: dict[tuple, tuple[KernelBinary, bool, Specs]] = {}
 
     def built() -> Iterator[KernelBinary]:
         """Each new binary as it is built (the card compiles one while the next builds)."""
@@ -171,11 +176,11 @@ def preload(reqs: Sequence[Request], link: Any) -> Ready:
                 continue
             try:
                 op = registry.lookup(req.op_type)
-                attrs, ins, outs, lkey = _specs(op, req)
+                specs = attrs, ins, outs, lkey = _specs(op, req)
                 if lkey is not None and INCREMENTAL[0] and (lkey in bases
                                                             or lkey in cache.linear):
                     continue  # compile_request re-tiles it from the base
-                todo[key] = binaries.build(op, ins, outs, attrs, key)
+                todo[key] = (*binaries.build(op, ins, outs, attrs, key), specs)
             except Exception:  # compile_request raises it, with its code
                 continue
             if lkey is not None:
@@ -184,8 +189,9 @@ def preload(reqs: Sequence[Request], link: Any) -> Ready:
 
     with cache.lock:
         placed = cache.load_binaries(built())
-    return {key: (binary, from_disk, loaded)
-            for (key, (binary, from_disk)), loaded in zip(todo.items(), placed, strict=True)
+    return {key: (binary, from_disk, loaded, specs)
+            for (key, (binary, from_disk, specs)), loaded in zip(todo.items(), placed,
+                                                                 strict=True)
             if loaded is not None}
 
 
@@ -201,7 +207,7 @@ def discard(ready: Ready, link: Any) -> None:
     """Free the binaries ``preload`` placed that no entry took."""
     cache = cache_for(link)
     with cache.lock:
-        for _binary, _disk, loaded in ready.values():
+        for _binary, _disk, loaded, _specs in ready.values():
             cache.unload_unused(loaded)
     ready.clear()
 
