@@ -51,7 +51,14 @@ file (valid checksum and length) is still checked field by field for type and ra
 :data:`MAX_FILE_BYTES` and anything but a regular file (a FIFO, ``/dev/zero``, a directory:
 opened without blocking, refused before a byte is read) with
 ``ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID`` (145002), and reads no more than the file's size and
-its header's declared length. Neither lets another exception out.
+its header's declared length. Neither lets another exception out. :func:`open_file` reads
+the same way but hands back the model while its weights are still arriving (``Weights``).
+
+Threading model: ``open_file`` starts one thread per load that reads the WEIGHTS_DATA
+partition into its place and hashes it; that thread alone touches its file descriptor, the
+checksum and the place until it ends. The caller reads its verdict through
+``Weights.finish`` (after a join) and must call it before it uses or frees the place.
+Everything else here runs in the caller's thread and keeps no state.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ import hashlib
 import os
 import stat
 import struct
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -188,18 +196,31 @@ is hashed while it is still in the cache)."""
 
 
 def read_file(path: str | os.PathLike, place: Place | None = None) -> OmModel:
-    """Read and decode an OM file: 145002 if missing, unreadable, empty, larger than
+    """``open_file`` with its weights read to the end and checked before it returns."""
+    om, weights = open_file(path, place)
+    weights.finish()
+    return om
+
+
+def open_file(path: str | os.PathLike, place: Place | None = None) -> tuple[OmModel, Weights]:
+    """Read and decode an OM file, its weights perhaps still arriving (``Weights``): 145002
+    if missing, unreadable, empty, larger than
     :data:`MAX_FILE_BYTES` or not a regular file (a FIFO, a device such as ``/dev/zero``, a
     directory: opened without blocking and refused before any read); 145000 if its
     header's length is not the file's. At most the declared length is read.
 
     With ``place``, the WEIGHTS_DATA partition is read straight into ``place(size)`` in
     chunks, hashed as it comes (the rest of the file is read first, the checksum compared
-    after the last chunk, before anything is decoded); the model's ``weights`` are that
-    buffer. A file whose table is not plain (the partition missing, overlapping another,
-    out of bounds) is read whole and its weights copied into the buffer, so its errors are
-    the ones above. ``place`` is called at most once, and may have been called when the
-    read fails (the caller releases what it gave)."""
+    after the last chunk); the model's ``weights`` are that buffer. That read runs in a
+    thread of its own while the rest is decoded and checked, and goes on after this
+    returns: ``Weights.finish`` waits for it and raises what it found (145000 for a file
+    that shrank or whose checksum does not match, 145002 for a read error), also when
+    decoding failed first, so a corrupted file is reported as such whichever part of it is
+    bad. A file whose table is not plain (the partition missing, overlapping another, out
+    of bounds) is read whole and its weights copied into the buffer, so its errors are the
+    ones above. ``place`` is called at most once, and may have been called when the read
+    fails (the caller releases what it gave once ``finish`` returned or raised: nothing
+    writes it after that)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, TypeError, ValueError) as exc:
@@ -209,7 +230,7 @@ def read_file(path: str | os.PathLike, place: Place | None = None) -> OmModel:
             total = _checked_size(f, path)
             staged = None if place is None else _stage(f, total)
             if staged is not None and place is not None:
-                return _decode_staged(f, staged, place)
+                return _decode_staged(f, staged, place, path)
             data = _read_bounded(f, total)
     except OSError as exc:
         raise _no_path(path, str(exc)) from exc
@@ -220,7 +241,7 @@ def read_file(path: str | os.PathLike, place: Place | None = None) -> OmModel:
         weights = np.frombuffer(place(om.weight_size), np.uint8)
         weights[:] = np.frombuffer(om.weights, np.uint8)
         om.weights = weights
-    return om
+    return om, READ
 
 
 @dataclass
@@ -266,27 +287,16 @@ def _stage(f: Any, total: int) -> _Staged | None:
     return _Staged(pre, post, off, size, total)
 
 
-def _decode_staged(f: Any, staged: _Staged, place: Place) -> OmModel:
-    """The weights of ``staged`` read from ``f`` into ``place(size)`` and hashed in file order
-    with the rest, then the file decoded as ``_decode`` does (same checks, same codes)."""
+def _decode_staged(f: Any, staged: _Staged, place: Place,
+                   path: object) -> tuple[OmModel, Weights]:
+    """``staged``'s weights read from ``f`` into ``place(size)`` by a ``Weights`` thread
+    while the file is decoded as ``_decode`` does (same checks, same codes; a failed
+    checksum before any error of the decoding)."""
     dest = place(staged.size)
     if len(dest) != staged.size:
         raise ValueError(f"a weights place of {len(dest)} bytes for {staged.size}")
+    weights = Weights(os.dup(f.fileno()), staged, dest, path)
     pre = memoryview(staged.pre)
-    check = _digest_from(pre, _HEADER.unpack_from(pre)[2])
-    f.seek(staged.offset)
-    at = 0
-    while at < staged.size:
-        got = f.readinto(dest[at:min(at + CHUNK_BYTES, staged.size)])
-        if not got:
-            raise _bad(f"OM file shrank while read: {staged.offset + at} of {staged.total} "
-                       "bytes")
-        check.update(dest[at:at + got])
-        at += got
-    check.update(staged.post)
-    if check.digest() != _HEADER.unpack_from(staged.pre)[3]:
-        raise _bad("OM file checksum mismatch: corrupted")
-
     end = staged.offset + staged.size
 
     def part(off: int, size: int) -> memoryview:
@@ -297,11 +307,78 @@ def _decode_staged(f: Any, staged: _Staged, place: Place) -> OmModel:
         return dest  # the one WEIGHTS_DATA partition (_stage checked nothing overlaps it)
 
     try:
-        return _build(pre, part, staged.total)
-    except ModelError:
-        raise
-    except Exception as exc:  # malformed content of any shape: never crash the caller
+        return _build(pre, part, staged.total), weights
+    except BaseException as exc:
+        weights.finish()  # a corrupted file says so first
+        if isinstance(exc, ModelError) or not isinstance(exc, Exception):
+            raise
         raise ModelError(ACL_ERROR_GE_PARAM_INVALID, f"malformed OM file: {exc!r}") from exc
+
+
+class Weights:
+    """The WEIGHTS_DATA partition of a file being read into its place: a thread reads it in
+    ``CHUNK_BYTES`` pieces (``os.preadv``, which lets other threads run meanwhile) and
+    feeds them to the file's checksum between the bytes before and after it, each piece
+    while it is still in the cache. ``finish`` (blocks until the read ends; a regular
+    file's read, as the synchronous one was) raises what it found, every time it is
+    called."""
+
+    def __init__(self, fd: int, staged: _Staged, dest: memoryview, path: object) -> None:
+        self._fd, self._staged, self._dest, self._path = fd, staged, dest, path
+        self._error: ModelError | None = None
+        self._thread = threading.Thread(target=self._read, name="npuemu-om-weights",
+                                        daemon=True)
+        try:
+            self._thread.start()
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _read(self) -> None:
+        staged, dest = self._staged, self._dest
+        try:
+            pre = memoryview(staged.pre)
+            check = _digest_from(pre, _HEADER.unpack_from(pre)[2])
+            at = 0
+            while at < staged.size:
+                piece = dest[at:min(at + CHUNK_BYTES, staged.size)]
+                got = os.preadv(self._fd, [piece], staged.offset + at)
+                if not got:
+                    raise _bad(f"OM file shrank while read: {staged.offset + at} of "
+                               f"{staged.total} bytes")
+                check.update(dest[at:at + got])
+                at += got
+            check.update(staged.post)
+            if check.digest() != _HEADER.unpack_from(pre)[3]:
+                raise _bad("OM file checksum mismatch: corrupted")
+        except ModelError as exc:
+            self._error = exc
+        except OSError as exc:
+            self._error = _no_path(self._path, str(exc))
+        except Exception as exc:  # anything else is the file's fault too
+            self._error = _bad(f"OM weights unreadable: {exc!r}")
+        finally:
+            os.close(self._fd)
+
+    def finish(self) -> None:
+        """Wait for the read; raise its error (145000 or 145002) if it had one."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+class _Read(Weights):
+    """``Weights`` of a file read whole (or without a place): nothing left to wait for."""
+
+    def __init__(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        """Nothing to wait for."""
+
+
+READ = _Read()
+"""The ``Weights`` of a model whose weights are already in place."""
 
 
 class _Seal:

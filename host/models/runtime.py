@@ -182,8 +182,9 @@ def load(om: omfile.OmModel, work: tuple[int, int] | None = None,
 def load_file(path: Any, work: tuple[int, int] | None = None,
               weight: tuple[int, int] | None = None) -> Model:
     """Load the OM file at ``path`` on the current device (blocks), its weights read from
-    the file straight into their device memory (``omfile.read_file`` with a place: no host
-    copy of them, no host-to-device copy) and checked there; the rest as ``load``."""
+    the file straight into their device memory (``omfile.open_file`` with a place: no host
+    copy of them, no host-to-device copy) and checked there, by a thread of ``omfile``'s
+    while this one compiles the model's ops; the rest as ``load``."""
     model = Model(omfile.OmModel(0, "", False, {}, [], [], [], {}, b""),
                   device=runtime.get().current().device)
 
@@ -192,27 +193,33 @@ def load_file(path: Any, work: tuple[int, int] | None = None,
         return memory.host_view(model.weight_ptr, size) if size else memoryview(bytearray())
 
     try:
-        model.om = omfile.read_file(path, place)
-        runtime.get().current_link().check_alive()
+        model.om, weights = omfile.open_file(path, place)
     except BaseException:
         _release(model)
         raise
-    return _finish(model, work)
+    return _finish(model, work, weights)
 
 
-def _finish(model: Model, work: tuple[int, int] | None) -> Model:
-    """The rest of a load once the weights are on the card: the workspace, every program
-    compiled and registered, the model id."""
+def _finish(model: Model, work: tuple[int, int] | None,
+            weights: omfile.Weights = omfile.READ) -> Model:
+    """The rest of a load once the weights are on their way to the card (``weights``, read
+    meanwhile): the workspace, every program compiled, then, once the weights are all there
+    and sealed, every program registered, the model id."""
     rt = runtime.get()
     om = model.om
     try:
         model.work_ptr = _region(model, work, om.work_size, "work")
         model.link = link = rt.current_link()
         model.programs = [_prepare(model, k, link) for k in range(len(om.programs))]
+        weights.finish()
+        link.check_alive()
         for prog in model.programs:
             _register(model, prog)
     except BaseException:
-        _release(model)
+        try:
+            weights.finish()  # nothing writes the weights' memory once it is freed; a
+        finally:              # corrupted file says so before what compiling it found
+            _release(model)
         raise
     with _lock:
         _next_id[0] += 1

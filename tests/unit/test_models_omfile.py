@@ -307,3 +307,31 @@ def test_weights_read_into_their_place_and_checked_there(om_bytes, tmp_path,
     with pytest.raises(ModelError) as err:
         omfile.read_file(path, place)
     assert err.value.code == 145000 and len(given) == 2
+
+
+def test_open_file_decodes_while_the_weights_arrive(om_bytes, tmp_path) -> None:
+    """open_file hands back the model with a Weights whose finish waits for the read (the
+    place is whole after it) and says the same every time; a file bad in its weights and in
+    another partition is reported by its checksum (145000), as when read in file order."""
+    data = om_bytes
+    om = omfile.read(data)
+    path = tmp_path / "m.om"
+    path.write_bytes(data)
+    buf = bytearray(len(om.weights))
+    got, weights = omfile.open_file(path, lambda size: memoryview(buf))
+    weights.finish()
+    weights.finish()
+    assert bytes(buf) == bytes(om.weights) and got.tensors == om.tensors
+    w_at = data.index(bytes(om.weights)) + len(om.weights) // 2
+    flipped = data[:w_at] + bytes([data[w_at] ^ 1]) + data[w_at + 1:]
+    path.write_bytes(flipped)
+    _om, weights = omfile.open_file(path, lambda size: memoryview(bytearray(size)))
+    for _ in range(2):
+        with pytest.raises(ModelError, match="checksum") as err:
+            weights.finish()
+        assert err.value.code == ACL_ERROR_GE_PARAM_INVALID
+    t_at = flipped.index(omfile.msgpack.packb(om.programs)[:8])  # TASK_INFO's first bytes
+    path.write_bytes(flipped[:t_at] + b"\xc1" * 8 + flipped[t_at + 8:])  # 0xc1: never used
+    with pytest.raises(ModelError, match="checksum") as err:
+        omfile.open_file(path, lambda size: memoryview(bytearray(size)))
+    assert err.value.code == ACL_ERROR_GE_PARAM_INVALID
