@@ -3,9 +3,14 @@ imported by their generated source on the card, as Conv2D's is (``shared/conv.py
 kernel's source is then a few lines, which the card compiles several times faster than with
 these functions in it. No state, no threads, nothing of host/ or device/.
 
-``pool`` is separable: the kw strided column slices of the (padded) input are folded with
-``np.maximum`` or ``np.add`` into one array of every input row, then its kh strided row
-slices into the output (see ``host/ops/pooling.py`` for the rules).
+``pool`` is separable: the kw column slices of the (padded) input are folded with
+``np.maximum`` or ``np.add`` into one array of every input row, then its kh row slices into
+the output (see ``host/ops/pooling.py`` for the rules). With a row stride above 1 the rows
+go first instead: their slices keep the last axis contiguous, which numpy's loops
+vectorize, and they shrink the data by the stride before the column slices, strided, which
+it does not (measured, 3x3 stride 2 MaxPool: 0.95 ms instead of 1.1 on SqueezeNet's
+64x111x111, 0.42 instead of 0.61 on its 128x55x55; with stride 1 the order makes no
+difference but for small images, where columns first is faster).
 """
 
 from __future__ import annotations
@@ -35,14 +40,15 @@ def pool(x: Any, kh: int, kw: int, sh: int, sw: int, pads: Any, mode: str, out: 
     hs, ws_ = (ho - 1) * sh + 1, (wo - 1) * sw + 1
     dt = x.dtype if mode == "max" or x.dtype == np.float64 else np.dtype(np.float32)
     fold = np.maximum if mode == "max" else np.add
-    rows = np.empty((*xp.shape[:3], wo), dt)  # the windows' columns folded, every input row
-    np.copyto(rows, xp[..., 0:ws_:sw])
-    for j in range(1, kw):
-        fold(rows, xp[..., j:j + ws_:sw], out=rows)
     acc = out if out is not None and out.dtype == dt else np.empty((*x.shape[:2], ho, wo), dt)
-    np.copyto(acc, rows[:, :, 0:hs:sh])
-    for i in range(1, kh):
-        fold(acc, rows[:, :, i:i + hs:sh], out=acc)
+    if sh > 1:  # rows first: the windows' rows folded, every input column
+        part = np.empty((*xp.shape[:2], ho, xp.shape[3]), dt)
+        _fold_all(fold, [xp[:, :, i:i + hs:sh] for i in range(kh)], part, dt)
+        _fold_all(fold, [part[..., j:j + ws_:sw] for j in range(kw)], acc, dt)
+    else:  # columns first: the windows' columns folded, every input row
+        part = np.empty((*xp.shape[:3], wo), dt)
+        _fold_all(fold, [xp[..., j:j + ws_:sw] for j in range(kw)], part, dt)
+        _fold_all(fold, [part[:, :, i:i + hs:sh] for i in range(kh)], acc, dt)
     if mode != "max":
         if inv is not None:  # padded: the mean of the window's real elements
             acc *= inv
@@ -52,6 +58,20 @@ def pool(x: Any, kh: int, kw: int, sh: int, sw: int, pads: Any, mode: str, out: 
         return acc
     np.copyto(out, acc)
     return out
+
+
+def _fold_all(fold: Any, parts: list[Any], out: Any, dt: Any) -> None:
+    """``out[...] = fold(parts[0], parts[1], ...)`` computed in ``dt``, one pass per part
+    after the first two."""
+    if len(parts) == 1:
+        np.copyto(out, parts[0])
+        return
+    if parts[0].dtype == dt:
+        fold(parts[0], parts[1], out=out)
+    else:  # float16 summed in float32
+        fold(parts[0], parts[1], out=out, dtype=dt)
+    for part in parts[2:]:
+        fold(out, part, out=out)
 
 
 def inv_count(h: int, w: int, kh: int, kw: int, sh: int, sw: int, pads: Any) -> Any:

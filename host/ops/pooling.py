@@ -10,8 +10,9 @@ GlobalAveragePool averages every axis after the channel (ONNX), keeping them as 
 
 A pooling tile is separable: the kw strided column slices of the (padded) input are folded
 with ``np.maximum`` or ``np.add`` into one array of every input row, then its kh strided
-row slices into the NCHW output itself (kw + kh - 2 folds instead of kh*kw - 1, and no
-window view, an order of magnitude slower in numpy). AvgPool sums float16 and float32 in
+row slices into the NCHW output itself (rows first when the row stride is above 1:
+``shared/pool.py``; kw + kh - 2 folds instead of kh*kw - 1, and no window view, an order of
+magnitude slower in numpy). AvgPool sums float16 and float32 in
 float32 (float64 in float64) and divides by the window's size (VALID) or multiplies by
 1 / its count of real elements (padded: a constant of the kernel, computed once when it is
 compiled); a padded input is copied with only its border strips filled; an NHWC output is
