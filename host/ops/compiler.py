@@ -190,7 +190,21 @@ def _one_tile(body: Body, ins: list[Spec], outs: list[Spec], whole: str) -> list
         var = f"x{k}" if k < len(ins) else f"y{k - len(ins)}"
         lines.append(f"        {var} = ctx.view(p{k}, {T.storage(spec.dtype)!r}, "
                      f"{spec.shape!r})")
-    return [*lines, *_indent(body.prep, 8), *_indent(whole, 8), "        return"]
+    return [*lines, *_indent(_baked_prep(body.prep, ins, outs), 8), *_indent(whole, 8),
+            "        return"]
+
+
+def _baked_prep(prep: str, ins: list[Spec], outs: list[Spec]) -> str:
+    """The prep with its ``_whole_array_line`` lines decided for the baked shapes: output 0
+    as it is (or as one element), an input of that shape as it is and any other broadcast to
+    it (no shape test left for the launch to run)."""
+    shape = outs[0].shape or (1,)
+    decided = {_whole_array_line("o0"): "o0 = y0" if outs[0].shape else "o0 = y0.reshape(1)"}
+    for i, spec in enumerate(ins):
+        decided[_whole_array_line(f"b{i}")] = f"b{i} = x{i}" if spec.shape == shape else \
+            f"b{i} = np.broadcast_to(x{i}, o0.shape)"
+    return "\n".join(line.replace(line.strip(), decided.get(line.strip(), line.strip()))
+                     for line in prep.splitlines())
 
 
 def workspace_of(op: OpDef, ins: list[Spec], outs: list[Spec], attrs: dict[str, Any]) -> int:
