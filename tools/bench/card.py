@@ -37,8 +37,9 @@ from typing import Any
 
 from npuemu.tools.bench.records import Record, Target
 from npuemu.tools.bench.registry import Context, figure
+from npuemu.tools.bench.ring import latency_beside_ring
 from npuemu.tools.bench.runner import child_command
-from npuemu.tools.bench.sampling import check_ret, time_each
+from npuemu.tools.bench.sampling import check_ret
 
 _EMPTY = "from npuemu.shared.kernel import kernel\n\n@kernel('aicore')\ndef empty(ctx):\n    pass\n"
 _BUSY = """import time
@@ -130,7 +131,7 @@ def fig_card(ctx: Context) -> list[Record]:
                 for name in ("empty kernel", "event record")]
     records.append(Record("card CPU per tiny task (launch+sync)", ping_pong, "µs",
                           "bare intake (ring pop + decode)", intake))
-    op_us, ring_us = _latency_beside_ring(ctx, tiny_op_then_sync, 500 if ctx.quick else 2000)
+    op_us, ring_us = latency_beside_ring(ctx, tiny_op_then_sync, 500 if ctx.quick else 2000)
     records.append(Record("tiny op launch+sync", op_us, "µs", "bare ring round trip", ring_us,
                           Target("≤ 3x", "ratio", "<=", 3.0)))
     busy = _function(acl, _BUSY, "busy")
@@ -166,24 +167,6 @@ def _card_cpu_per_task(link: Any, submit: Any, sync: Any, n: int) -> float:
     sync()
     work1, tasks1 = _card_counters(link)
     return (work1 - work0) / max(tasks1 - tasks0, 1) / 1e3
-
-
-def _latency_beside_ring(ctx: Context, call: Any, n: int) -> tuple[float, float]:
-    """Median µs of ``call`` and of a bare ring round trip (``RawRing``), ``n`` of each in
-    10 rounds taking turns, so that load on the machine weighs on both alike."""
-    from npuemu.tools.bench.ring import RawRing
-
-    ring = RawRing(ctx)
-    try:
-        ours, bare = [], []
-        time_each(ring.round_trip, 200)
-        time_each(call, 200)
-        for _ in range(10):
-            bare += time_each(ring.round_trip, max(n // 10, 1))
-            ours += time_each(call, max(n // 10, 1))
-    finally:
-        ring.close()
-    return statistics.median(ours) / 1e3, statistics.median(bare) / 1e3
 
 
 def _host_cpu_per_sync(launch: Any, sync: Any, reps: int) -> tuple[float, float]:

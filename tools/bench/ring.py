@@ -8,6 +8,7 @@ import os
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 
 import posix_ipc
 
@@ -221,3 +222,18 @@ def fig_sync_round_trip(ctx: Context) -> list[Record]:
         Record("sync round trip vs sem", med["ping"], "µs", "bare sem ping-pong", med["sem"]),
     ]
 
+
+def latency_beside_ring(ctx: Context, call: Callable[[], object], n: int) -> tuple[float, float]:
+    """Median µs of ``call`` and of a bare ring round trip (``RawRing``), ``n`` of each in
+    10 rounds taking turns, so that load on the machine weighs on both alike."""
+    ring = RawRing(ctx)
+    try:
+        ours, bare = [], []
+        time_each(ring.round_trip, 200)
+        time_each(call, 200)
+        for _ in range(10):
+            bare += time_each(ring.round_trip, max(n // 10, 1))
+            ours += time_each(call, max(n // 10, 1))
+    finally:
+        ring.close()
+    return statistics.median(ours) / 1e3, statistics.median(bare) / 1e3
