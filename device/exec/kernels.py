@@ -30,7 +30,7 @@ import ctypes
 import math
 import traceback
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeGuard
 
 from npuemu.device import contracts, engines
@@ -270,6 +270,19 @@ def lookup(client: KernelClient, bin_id: object, name: object) -> Any:
         return None
 
 
+PREBUILT_BLOCKS = 64
+"""A launch of at most this many blocks has its block contexts built once, with its run:
+the scheduler's fast path runs a repeated launch's run again (``_inline_fast``), which then
+builds none (a context holds only the card, the client, the block and the count)."""
+
+
+def _contexts(worker: contracts.Card, client: KernelClient,
+              num_blocks: int) -> Iterator[KernelContext]:
+    """The block contexts of a launch of more than ``PREBUILT_BLOCKS``, one at a time."""
+    for block in range(num_blocks):
+        yield KernelContext(worker, client, block, num_blocks)
+
+
 def launch(worker: contracts.Card, client: KernelClient,
            task: contracts.Job) -> tuple[str, Callable[[contracts.Job], int]]:
     """The engine of a LAUNCH task and the function that runs it (the kernel was bound when
@@ -280,14 +293,16 @@ def launch(worker: contracts.Card, client: KernelClient,
                                f"no kernel {name!r} in binary {bin_id}")
     engine = fn.__npu_kernel__
     worker.faults.check_launch(engine, name)
+    contexts = ([KernelContext(worker, client, block, num_blocks) for block in range(num_blocks)]
+                if num_blocks <= PREBUILT_BLOCKS else None)
 
     def run(task: contracts.Job) -> int:
         try:
             with user_code:  # SystemExit & co. fail the task as any exception does
-                for block in range(num_blocks):
+                for ctx in contexts or _contexts(worker, client, num_blocks):
                     if task.cancelled:  # aborted, timed out, stream destroyed or client gone
                         return errors.ACL_ERROR_RT_TASK_ABORT_STOP
-                    fn(KernelContext(worker, client, block, num_blocks), *args)
+                    fn(ctx, *args)
         except errors.AclError as err:  # an isolated page was touched
             worker.log("ERROR", f"kernel {name}: {err}")
             return err.code
