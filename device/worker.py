@@ -446,12 +446,12 @@ class Worker:
             else:
                 slice_s = HEARTBEAT_S if now - last_work > RECENT_S else 0.01
                 engine_slept = engine_slept or scheduler.on_engines > 0
+                cpu.pause()
                 self._sleep(min(slice_s, until))
                 slept = True
                 now = time.monotonic()
             if now - last_house > HOUSEKEEPING_S:
                 last_house = now
-                cpu.aside()  # housekeeping is no task's work
                 try:
                     self.housekeeping()
                 except BaseException as err:  # likewise: the next pass tries again
@@ -599,6 +599,7 @@ class Worker:
     def housekeeping(self) -> None:
         ctl = self.ctl
         ctl[_C.HEARTBEAT] = time.monotonic_ns()
+        self.loop_cpu.settle()
         ctl[_C.LOOP_WORK_CPU_NS] = self.loop_cpu.work_ns
         ctl[_C.LOOP_IDLE_CPU_NS] = self.loop_cpu.idle_ns
         ctl[_C.PROCESS_CPU_NS] = time.process_time_ns()

@@ -204,9 +204,10 @@ class DEVICE_CTL(Layout, stride=64):
     EVENT_ENABLE = Field(1, "1: EVENT log lines are written (tools may write it)")
     LINK_FAULTS = Field(1, "bit n set: the link to card n is faulty (injected)")
     LOOP_WORK_CPU_NS = Field(1, "CPU ns the worker's loop thread spent on passes that did "
-                                "work (frames, task starts, completions)")
-    LOOP_IDLE_CPU_NS = Field(1, "CPU ns the worker's loop thread spent on passes that found "
-                                "nothing (its bounded spin before it sleeps)")
+                                "work (frames, task starts, completions); its share of the "
+                                "thread's CPU by the passes' wall time (device/loopcpu.py)")
+    LOOP_IDLE_CPU_NS = Field(1, "CPU ns the worker's loop thread spent awake otherwise (its "
+                                "bounded spin before it sleeps, housekeeping)")
     PROCESS_CPU_NS = Field(1, "CPU ns of the whole worker process (loop and engine threads)")
 
 

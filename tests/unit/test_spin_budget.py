@@ -42,21 +42,27 @@ def test_bounds_must_be_ordered_and_positive(low: float, high: float) -> None:
         AdaptiveSpin(low, high)
 
 
-def test_loop_cpu_charges_each_pass_to_its_kind(monkeypatch) -> None:
-    clock = iter(range(0, 10_000, 10))  # each read of the thread clock: 10 ns later
-    monkeypatch.setattr(loopcpu, "_clock", lambda: next(clock))
-    cpu = loopcpu.LoopCpu()  # read 0
-    cpu.begin()  # read 10: 10 ns idle before the first pass
-    cpu.end(True)  # read 20: the pass worked, 10 ns
-    cpu.begin()  # after a working pass: no read
-    cpu.end(True)  # read 30: 10 ns more work
-    cpu.begin()
-    cpu.end(False)  # an idle pass: no read yet
-    cpu.begin()  # read 40: the idle pass, 10 ns
-    cpu.end(False)
-    cpu.begin()  # read 50
-    cpu.end(True)  # read 60
-    assert (cpu.work_ns, cpu.idle_ns) == (30, 30)
+def test_loop_cpu_splits_the_thread_clock_by_the_passes_wall_time(monkeypatch) -> None:
+    """The thread's CPU clock is read only at settle; what it advanced is split between work
+    and idle as the working passes' wall time is to the time awake; a sleep (pause to the
+    next begin) counts nowhere."""
+    wall = iter(range(10, 10_000, 10))  # each read of the wall clock: 10 ns later
+    cpu_reads = iter([0, 600, 900])
+    monkeypatch.setattr(loopcpu, "_wall", lambda: next(wall))
+    monkeypatch.setattr(loopcpu, "_clock", lambda: next(cpu_reads))
+    cpu = loopcpu.LoopCpu()  # wall 10
+    cpu.begin()  # wall 20: awake 10
+    cpu.end(True)  # wall 30: a working pass of 10
+    cpu.begin()  # wall 40
+    cpu.end(False)  # wall 50: an idle pass of 10
+    cpu.pause()  # wall 60: asleep from here
+    cpu.begin()  # wall 70: the 10 ns asleep count nowhere
+    cpu.end(True)  # wall 80: work 20 of 60 awake
+    assert (cpu.work_ns, cpu.idle_ns) == (0, 0)  # nothing read yet
+    cpu.settle()  # wall 90 (awake 70), CPU 600: 600 * 20 // 70 is work
+    assert (cpu.work_ns, cpu.idle_ns) == (171, 429)
+    cpu.settle()  # wall 100: 10 ns awake, no work: the next 300 ns of CPU are idle
+    assert (cpu.work_ns, cpu.idle_ns) == (171, 729)
 
 
 def test_waits_within_long_s_keep_the_spin_even_past_its_ceiling() -> None:
