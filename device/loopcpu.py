@@ -9,8 +9,8 @@ everything else the loop does awake between passes (its spin's yields, its house
 
 Passes are timed with the monotonic clock (``time.monotonic_ns``, read in user space, about
 0.1 us). The thread's CPU clock (``time.thread_time_ns``) is a system call, about 1 us in a
-VM: read once or twice a pass, as this module once did, it cost more than a tiny task's own
-work and lengthened every idle pass of the spin. It is read once per ``settle`` instead
+VM: read once or twice a pass, it would cost more than a tiny task's own work and lengthen
+every idle pass of the spin. It is read once per ``settle`` instead
 (the loop's housekeeping, every few ms): the CPU the thread used since the last settle is
 exact, and it is split between work and idle in proportion to the wall time of the working
 passes and of the rest of the time awake (sleeps, from ``pause`` to the next ``begin``,
