@@ -14,7 +14,7 @@
 * A third row sets the figure beside one rank's share done alone in the bench process,
   scaled as if N ranks ran perfectly in parallel (time x N / min(N, cores)); no target: one
   core alone gets far more than its part of the machine's memory bandwidth (this
-  approximation was the ceiling before, and read 1.7-2x the measured one). Where the
+  approximation was the ceiling before, and read 1.2-1.7x the measured one). Where the
   ceiling is below 0.5x the copy, the copy target is out of reach on this machine.
 * "all_reduce 8 B, 8 cards": average time of one all_reduce [one ``launch_host_func`` +
   ``synchronize_stream`` on one card: a host round trip, for scale; the cards meet in their
