@@ -2,8 +2,9 @@
 one card shares itself among processes.
 
 ``card`` (1 device) reads the card's own counters (``LOOP_WORK_CPU_NS`` over ``TASKS`` of
-the control block: CPU of the worker's loop thread in passes that did work, see
-``device/loopcpu.py``), which load on the machine disturbs far less than a round trip:
+the control block: the share of the worker's loop thread's CPU that its working passes took,
+by their wall time, see ``device/loopcpu.py``), which load on the machine disturbs far less
+than a round trip:
 
 * ``card CPU per tiny task``: a burst of cache-hit ``execute_v2`` Add (1 KiB) queued on one
   stream, then synchronized [the bare intake of one task frame: a ring pop and its msgpack
