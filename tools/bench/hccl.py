@@ -129,9 +129,7 @@ def _parallel_ceiling(p: int, size: int, rounds: int) -> float:
     import numpy as np
     import posix_ipc
 
-    from npuemu.device.exec.collective import CHUNK_BYTES
-
-    n, wait_s = size // 4, 120.0
+    wait_s = 120.0
     maps = [mmap.mmap(-1, size) for _ in range(2 * p)]
     ins = [np.frombuffer(m, np.float32) for m in maps[:p]]
     outs = [np.frombuffer(m, np.float32) for m in maps[p:]]
@@ -141,20 +139,11 @@ def _parallel_ceiling(p: int, size: int, rounds: int) -> float:
     for sem in sems:
         sem.unlink()  # the open handles are inherited; no name is left behind
     go, done = sems[:p], sems[p]
-    m, step = n // p, CHUNK_BYTES // 4
 
     def rank(r: int) -> None:
-        lo, hi, out = r * m, (r + 1) * m, outs[r]
         for _ in range(rounds + 1):
             go[r].acquire(wait_s)
-            for c0 in range(lo, hi, step):
-                c1 = min(hi, c0 + step)
-                np.add(ins[0][c0:c1], ins[1][c0:c1], out=out[c0:c1])
-                for x in ins[2:]:
-                    np.add(out[c0:c1], x[c0:c1], out=out[c0:c1])
-            for j in range(p):
-                if j != r:
-                    np.copyto(out[j * m:(j + 1) * m], outs[j][j * m:(j + 1) * m])
+            _share(ins, outs, r)
             done.release()
 
     pids = []
@@ -185,7 +174,7 @@ def _parallel_ceiling(p: int, size: int, rounds: int) -> float:
             os.waitpid(pid, 0)
         for sem in sems:
             sem.close()
-    return size / best * 2 * (p - 1) / p / 1e9
+    return _mesh_busbw(p, size, best)
 
 
 def _ceiling(p: int, size: int) -> float:
@@ -193,25 +182,37 @@ def _ceiling(p: int, size: int) -> float:
     share at the speed of bare numpy in this process and all ran at once on the cores."""
     import numpy as np
 
+    ins = [np.ones(size // 4, np.float32) for _ in range(p)]
+    outs = [np.ones(size // 4, np.float32) for _ in range(p)]
+    best = min(time_each(lambda: _share(ins, outs, 0), 3)) / 1e9
+    return _mesh_busbw(p, size, best * p / min(p, os.cpu_count() or 1))
+
+
+def _share(ins: list[Any], outs: list[Any], r: int) -> None:
+    """Rank ``r``'s share of the bare numpy mesh all_reduce (float32 sum): its slice of every
+    input reduced into its output in ``collective.CHUNK_BYTES`` pieces, then the other
+    slices copied from their owners' outputs."""
+    import numpy as np
+
     from npuemu.device.exec.collective import CHUNK_BYTES
 
-    n = size // 4
-    ins = [np.ones(n, np.float32) for _ in range(p)]
-    out = [np.ones(n, np.float32) for _ in range(p)]
-    m, step = n // p, CHUNK_BYTES // 4
+    p = len(ins)
+    m, step = ins[0].size // p, CHUNK_BYTES // 4
+    lo, hi, out = r * m, (r + 1) * m, outs[r]
+    for c0 in range(lo, hi, step):
+        c1 = min(hi, c0 + step)
+        np.add(ins[0][c0:c1], ins[1][c0:c1], out=out[c0:c1])
+        for x in ins[2:]:
+            np.add(out[c0:c1], x[c0:c1], out=out[c0:c1])
+    for j in range(p):
+        if j != r:
+            np.copyto(out[j * m:(j + 1) * m], outs[j][j * m:(j + 1) * m])
 
-    def rank0() -> None:
-        for c0 in range(0, m, step):
-            o = out[0][c0:min(m, c0 + step)]
-            np.add(ins[0][c0:c0 + o.size], ins[1][c0:c0 + o.size], out=o)
-            for x in ins[2:]:
-                np.add(o, x[c0:c0 + o.size], out=o)
-        for j in range(1, p):
-            np.copyto(out[0][j * m:(j + 1) * m], out[j][j * m:(j + 1) * m])
 
-    best = min(time_each(rank0, 3)) / 1e9
-    elapsed = best * p / min(p, os.cpu_count() or 1)
-    return size / elapsed * 2 * (p - 1) / p / 1e9
+def _mesh_busbw(p: int, size: int, seconds: float) -> float:
+    """Bus bandwidth (GB/s, nccl-tests' definition) of an all_reduce of ``size`` bytes on
+    ``p`` ranks that took ``seconds``."""
+    return size / seconds * 2 * (p - 1) / p / 1e9
 
 
 def _mpi_records(ctx: Context, size: int, label: str) -> list[Record]:
